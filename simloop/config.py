@@ -1,0 +1,134 @@
+"""RunConfig: one validated object for a run (DESIGN §10.4).
+
+Precedence, lowest first: defaults < TOML file < ``SIMLOOP_*`` environment < CLI flags.
+Environment names map onto fields with ``__`` for nesting, e.g. ``SIMLOOP_CONCURRENCY=32``
+or ``SIMLOOP_RETRIEVAL__K=20``.  Values are parsed as JSON when possible ("32" → 32).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, Literal, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import ConfigError
+from .llm import LLMConfig
+from .retrieval import RetrievalConfig
+
+__all__ = ["PluginSpec", "ScenarioSelection", "RunConfig", "load_config", "config_hash"]
+
+ENV_PREFIX = "SIMLOOP_"
+# Fields that change how fast or where a run goes, not what it produces: excluded from the
+# config hash so a run can be resumed with another concurrency or output folder.
+_NOT_HASHED = {"concurrency", "out", "run_id", "backend", "progress", "ray_address"}
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PluginSpec(_Section):
+    name: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class ScenarioSelection(_Section):
+    """Which persona × topic pairs to run."""
+
+    personas_dir: Path = Field(Path("personas"), description="folder of persona TOML files")
+    topics: Path | None = Field(None, description="an iKAT topic file (2023/2024/2025 schema) instead of personas")
+    persona_ids: list[str] = Field(default_factory=list, description="only these personas (empty = all)")
+    topic_ids: list[str] = Field(default_factory=list, description="only these topics (empty = all)")
+    limit: int | None = Field(None, ge=1, description="run at most this many scenarios")
+    repeat: int = Field(1, ge=1, description="run each scenario N times with different seeds")
+
+
+class RunConfig(_Section):
+    run_id: str | None = None
+    out: Path = Path("transcripts")
+    seed: int = 0
+    scenarios: ScenarioSelection = Field(default_factory=ScenarioSelection)
+    simulator: PluginSpec = Field(default_factory=lambda: PluginSpec(name="offline"))
+    assistant: PluginSpec = Field(default_factory=lambda: PluginSpec(name="bm25_extractive"))
+    concurrency: int = Field(8, ge=1, le=100_000, description="dialogues running at once")
+    max_turns: int = Field(20, ge=1, le=1000, description="safety cap on turns per dialogue")
+    dialogue_timeout_s: float = Field(600.0, gt=0, description="wall-clock limit per dialogue")
+    retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
+    llm: LLMConfig = Field(default_factory=LLMConfig)
+    backend: Literal["local", "ray"] = "local"
+    ray_address: str | None = None
+    progress: bool = True
+
+
+def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = _deep_merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def _env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
+    layer: dict[str, Any] = {}
+    for name, raw in environ.items():
+        if not name.startswith(ENV_PREFIX) or name == "SIMLOOP_CACHE":
+            continue  # SIMLOOP_CACHE is the cache folder, not a run setting
+        path = name[len(ENV_PREFIX) :].lower().split("__")
+        try:
+            value: Any = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        node = layer
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+        node[path[-1]] = value
+    return layer
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
+
+
+def describe_validation_error(source: str, exc: ValidationError) -> str:
+    """One line: the source, the first failing field path, and what is wrong."""
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{source}: {where}: {err['msg']}{more}"
+
+
+def load_config(
+    path: Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> RunConfig:
+    """Build the RunConfig from file, environment and CLI overrides (nested dicts)."""
+    data: dict[str, Any] = _read_toml(path) if path else {}
+    env = _env_layer(os.environ if environ is None else environ)
+    data = _deep_merge(_deep_merge(data, env), overrides or {})
+    source = str(path) if path else "config"
+    if env and not path:
+        source = "SIMLOOP_* environment / flags"
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error(source, exc)) from None
+
+
+def config_hash(cfg: RunConfig) -> str:
+    """Hash of everything that changes what a run produces (not how fast or where)."""
+    payload = cfg.model_dump(mode="json", exclude=_NOT_HASHED)
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]

@@ -1,0 +1,90 @@
+"""The one error tree of simloop.
+
+Outside exceptions (pydantic, openai, OS, Java) are translated into these at module
+boundaries, so callers and the CLI only ever catch ``SimloopError``.  ``BadInputError``
+and its children are the user's to fix: the CLI prints one line and exits 2.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "SimloopError",
+    "BadInputError",
+    "ConfigError",
+    "DataFileError",
+    "PluginNotFoundError",
+    "IndexMissingError",
+    "ResumeError",
+    "RetrievalError",
+    "LLMError",
+    "LLMStatusError",
+    "LLMTimeoutError",
+    "LLMConnectionError",
+    "StructuredOutputError",
+    "EmptyCompletionError",
+    "DialogueError",
+]
+
+
+class SimloopError(Exception):
+    """Base of every error simloop raises on purpose."""
+
+
+class BadInputError(SimloopError):
+    """Something the user gave us is wrong (file, flag, name); exit code 2."""
+
+
+class ConfigError(BadInputError):
+    """A config file, environment variable or flag does not validate."""
+
+
+class DataFileError(BadInputError):
+    """A persona, topic, corpus or qrels file is missing or malformed (names file and field)."""
+
+
+class PluginNotFoundError(BadInputError):
+    """An assistant/simulator name that is neither registered nor an importable module:attr."""
+
+
+class IndexMissingError(BadInputError):
+    """The retrieval index directory does not exist or is not a Lucene index."""
+
+
+class ResumeError(BadInputError):
+    """A run directory cannot be resumed (missing files, config hash mismatch)."""
+
+
+class RetrievalError(SimloopError):
+    """The search backend failed at run time."""
+
+
+class LLMError(SimloopError):
+    """A chat-completion call failed after the retry layer gave up."""
+
+
+class LLMStatusError(LLMError):
+    """The endpoint answered with an HTTP error status."""
+
+    def __init__(self, message: str, status: int | None = None):
+        super().__init__(message)
+        self.status = status
+
+
+class LLMTimeoutError(LLMError):
+    """The endpoint did not answer in time."""
+
+
+class LLMConnectionError(LLMError):
+    """The connection failed or was cut."""
+
+
+class StructuredOutputError(LLMError):
+    """The model's JSON did not validate, even after the repair attempt."""
+
+
+class EmptyCompletionError(LLMError):
+    """The model returned no content."""
+
+
+class DialogueError(SimloopError):
+    """A plugin broke the contract during a dialogue (recorded, the run goes on)."""

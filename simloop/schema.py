@@ -1,0 +1,321 @@
+"""pydantic models: the transcript format (DESIGN §4) and the inputs that produce it.
+
+Field names of ``Transcript`` and everything under it are fixed by DESIGN.md; extra
+fields are allowed but never renamed.  Every record written to disk carries
+``schema_version``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+SCHEMA_VERSION = "1.0"
+
+StopReason = Literal["user_satisfied", "user_gave_up", "max_turns", "timeout", "error"]
+StopBy = Literal["simulator", "engine"]
+Reveal = Literal["never", "relevant", "eager"]
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Open(BaseModel):
+    """Records read back from disk may carry extra fields (DESIGN: extras welcome)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+class Behaviour(_Model):
+    """How a simulated user behaves; recorded in every transcript."""
+
+    patience: int = Field(3, ge=0, le=20, description="failed answers tolerated over the whole dialogue before giving up")
+    cooperativeness: float = Field(0.8, ge=0, le=1, description="chance of answering the assistant's clarifying questions")
+    language_skill: float = Field(1.0, ge=0, le=1, description="1 = precise and well spelt; low = vague, misspelt")
+    verbosity: float = Field(0.5, ge=0, le=1, description="0 = terse, 1 = chatty")
+    reveal: Reveal = Field("relevant", description="when persona facts are volunteered")
+
+
+class RubricQuestion(_Model):
+    id: str
+    question: str
+    keywords: list[str] = Field(default_factory=list, description="terms an answer should mention")
+
+
+class GoldTurn(_Model):
+    """One turn of an iKAT topic file (replay): the user side and the gold provenance."""
+
+    turn_id: int
+    utterance: str
+    resolved_utterance: str = ""
+    response: str = ""
+    ptkb_provenance: list[int] = Field(default_factory=list, description="1-based PTKB indices")
+    response_provenance: list[str] = Field(default_factory=list)
+
+
+class Topic(_Model):
+    id: str
+    title: str
+    need: str = Field("", description="the information need in one or two sentences")
+    rubric: list[RubricQuestion] = Field(default_factory=list, description="ordered questions the user wants answered")
+    gold_turns: list[GoldTurn] = Field(default_factory=list, description="replayed iKAT turns, if any")
+
+    @model_validator(mode="after")
+    def _has_questions_or_turns(self) -> "Topic":
+        if not self.rubric and not self.gold_turns:
+            raise ValueError("a topic needs rubric questions (or replay turns)")
+        return self
+
+
+class Persona(_Model):
+    id: str
+    name: str = ""
+    ptkb: list[str] = Field(min_length=1, description="personal text knowledge base, first person")
+    behaviour: Behaviour = Field(default_factory=Behaviour)
+    topics: list[Topic] = Field(default_factory=list)
+
+    @field_validator("ptkb")
+    @classmethod
+    def _no_blank_statements(cls, v: list[str]) -> list[str]:
+        if any(not s.strip() for s in v):
+            raise ValueError("PTKB statements must not be empty")
+        return v
+
+
+class Scenario(_Model):
+    """One dialogue to run: a persona, one of its topics, a behaviour and a seed."""
+
+    dialogue_id: str
+    persona: Persona
+    topic: Topic
+    behaviour: Behaviour
+    seed: int
+    repeat: int = 0
+
+    def ref(self) -> "ScenarioRef":
+        return ScenarioRef(
+            persona_id=self.persona.id, topic_id=self.topic.id, behaviour=self.behaviour, seed=self.seed
+        )
+
+
+# --------------------------------------------------------------------------- transcript
+
+
+class ScenarioRef(_Open):
+    persona_id: str
+    topic_id: str
+    behaviour: Behaviour
+    seed: int
+
+
+class PluginRef(_Open):
+    name: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class Stop(_Open):
+    reason: StopReason
+    by: StopBy
+    detail: str = ""
+
+
+class UserTurn(_Open):
+    utterance: str
+    rubric_id: str | None = None
+    grade: float | None = Field(None, description="the simulator's 0-5 grade of the assistant's answer to this turn")
+    intent: str | None = None
+
+
+class Passage(_Open):
+    rank: int
+    docid: str
+    score: float
+    used: bool = False
+    text: str | None = None
+
+
+class PtkbUse(_Open):
+    index: int = Field(description="1-based position in the persona's PTKB")
+    statement: str
+    score: float | None = None
+
+
+class ContextInfo(_Open):
+    strategy: str = "none"
+    tokens: int = 0
+
+
+class Stage(_Open):
+    name: str
+    model: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_ms: float = 0.0
+    cached: bool = False
+    retries: int = 0
+    cost_usd: float | None = None
+    role: str | None = None
+    error: str | None = None
+
+
+class AssistantTurn(_Open):
+    response: str
+    rewritten_query: str | None = None
+    passages: list[Passage] = Field(default_factory=list)
+    ptkb_provenance: list[PtkbUse] = Field(default_factory=list)
+    context: ContextInfo = Field(default_factory=ContextInfo)
+
+
+class Turn(_Open):
+    index: int = Field(ge=1)
+    user: UserTurn
+    assistant: AssistantTurn
+    stages: list[Stage] = Field(default_factory=list)
+    latency_ms: float = 0.0
+    gold: GoldTurn | None = None
+
+
+class Usage(_Open):
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    retries: int = 0
+    cost_usd: float | None = None
+
+    @classmethod
+    def from_stages(cls, stages: list[Stage]) -> "Usage":
+        calls = [s for s in stages if s.model is not None and not s.cached]
+        costs = [s.cost_usd for s in stages if s.cost_usd is not None]
+        return cls(
+            calls=len(calls),
+            prompt_tokens=sum(s.prompt_tokens for s in stages),
+            completion_tokens=sum(s.completion_tokens for s in stages),
+            retries=sum(s.retries for s in stages),
+            cost_usd=round(sum(costs), 6) if costs else None,
+        )
+
+
+class ErrorInfo(_Open):
+    type: str
+    message: str
+
+
+class Transcript(_Open):
+    schema_version: str = SCHEMA_VERSION
+    run_id: str
+    dialogue_id: str
+    scenario: ScenarioRef
+    simulator: PluginRef
+    assistant: PluginRef
+    started_at: datetime
+    ended_at: datetime
+    stop: Stop
+    turns: list[Turn] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    error: ErrorInfo | None = None
+
+
+class RunManifest(_Open):
+    """``run.json``: what ran, with what, and how far it got."""
+
+    schema_version: str = SCHEMA_VERSION
+    run_id: str
+    config: dict[str, Any]
+    config_hash: str
+    simulator: PluginRef
+    assistant: PluginRef
+    versions: dict[str, str] = Field(default_factory=dict)
+    started_at: datetime = Field(default_factory=utcnow)
+    finished_at: datetime | None = None
+    status: Literal["running", "finished", "interrupted", "failed"] = "running"
+    counts: dict[str, int] = Field(default_factory=dict)
+
+
+# --------------------------------------------------------------------------- plugin I/O
+
+
+class SimulatorTurn(_Model):
+    """What a simulator says next: an utterance, or the end of the dialogue.
+
+    ``grade`` is the simulator's grade of the assistant's *previous* answer; the engine
+    stores it on that turn's ``user.grade``.
+    """
+
+    utterance: str | None = None
+    end: Stop | None = None
+    rubric_id: str | None = None
+    intent: str | None = None
+    grade: float | None = None
+    stages: list[Stage] = Field(default_factory=list)
+    gold: GoldTurn | None = None
+
+    @model_validator(mode="after")
+    def _one_of(self) -> "SimulatorTurn":
+        if (self.utterance is None) == (self.end is None):
+            raise ValueError("a simulator turn has either an utterance or an end")
+        if self.utterance is not None and not self.utterance.strip():
+            raise ValueError("empty utterance")
+        return self
+
+    @classmethod
+    def say(cls, utterance: str, **kw: Any) -> "SimulatorTurn":
+        return cls(utterance=utterance, **kw)
+
+    @classmethod
+    def stop(cls, reason: StopReason, detail: str = "", **kw: Any) -> "SimulatorTurn":
+        return cls(end=Stop(reason=reason, by="simulator", detail=detail), **kw)
+
+
+class AssistantReply(_Model):
+    response: str
+    rewritten_query: str | None = None
+    passages: list[Passage] = Field(default_factory=list)
+    ptkb_provenance: list[PtkbUse] = Field(default_factory=list)
+    context: ContextInfo = Field(default_factory=ContextInfo)
+    stages: list[Stage] = Field(default_factory=list)
+
+    def to_turn(self) -> AssistantTurn:
+        return AssistantTurn(
+            response=self.response,
+            rewritten_query=self.rewritten_query,
+            passages=self.passages,
+            ptkb_provenance=self.ptkb_provenance,
+            context=self.context,
+        )
+
+
+class DialogueState(BaseModel):
+    """What plugins see on each call.  ``turns`` are finished turns; ``user`` is the
+    utterance the assistant must answer now (None when the simulator is called).
+
+    ``assistant_memory`` and ``simulator_memory`` are per-dialogue scratch space, so one
+    plugin instance can serve many dialogues at once without shared mutable state.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    dialogue_id: str
+    scenario: Scenario
+    turns: list[Turn] = Field(default_factory=list)
+    user: UserTurn | None = None
+    max_turns: int = 20
+    assistant_memory: dict[str, Any] = Field(default_factory=dict)
+    simulator_memory: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def ptkb(self) -> list[str]:
+        return self.scenario.persona.ptkb
+
+    def history(self) -> list[tuple[str, str]]:
+        """(user utterance, assistant response) pairs of finished turns."""
+        return [(t.user.utterance, t.assistant.response) for t in self.turns]

@@ -1,0 +1,82 @@
+"""Shared fixtures: scripted plugins (fakes at the protocol seam) and sample inputs."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from simloop.schema import (
+    AssistantReply, Behaviour, Passage, Persona, PtkbUse, RubricQuestion, Scenario,
+    SimulatorTurn, Topic,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = ROOT.parent / "shared"
+IKAT = SHARED / "data" / "ikat"
+
+
+def make_persona(pid: str = "p1", topics: int = 2, questions: int = 3) -> Persona:
+    return Persona(
+        id=pid,
+        name=pid.upper(),
+        ptkb=["I am vegetarian.", "I live in Porto.", "I play the cello."],
+        behaviour=Behaviour(),
+        topics=[
+            Topic(id=f"{pid}-t{i}", title=f"topic {i}",
+                  rubric=[RubricQuestion(id=f"q{j}", question=f"question {j} of topic {i}?") for j in range(questions)])
+            for i in range(topics)
+        ],
+    )
+
+
+def make_scenario(pid: str = "p1", dialogue_id: str = "d1", seed: int = 1) -> Scenario:
+    p = make_persona(pid)
+    return Scenario(dialogue_id=dialogue_id, persona=p, topic=p.topics[0], behaviour=p.behaviour, seed=seed)
+
+
+class ScriptedSimulator:
+    """Asks the rubric questions in order, grades 4, then ends satisfied."""
+
+    def __init__(self, ctx=None, fail_on: str | None = None, delay: float = 0.0, grade: float = 4.0):
+        self.fail_on, self.delay, self.grade = fail_on, delay, grade
+
+    async def open(self, scenario):
+        q = scenario.topic.rubric[0]
+        return SimulatorTurn.say(q.question, rubric_id=q.id, intent="ask")
+
+    async def next(self, state):
+        if self.delay:
+            await asyncio.sleep(self.delay)
+        if self.fail_on and self.fail_on in state.dialogue_id:
+            raise RuntimeError(f"simulator broke on {state.dialogue_id}")
+        asked = len(state.turns)
+        rubric = state.scenario.topic.rubric
+        if asked >= len(rubric):
+            return SimulatorTurn.stop("user_satisfied", "all answered", grade=self.grade)
+        q = rubric[asked]
+        return SimulatorTurn.say(q.question, rubric_id=q.id, intent="ask", grade=self.grade)
+
+
+class EchoAssistant:
+    """Answers with the utterance and one passage; records nothing else."""
+
+    def __init__(self, ctx=None, fail_on: str | None = None):
+        self.fail_on = fail_on
+        self.seen = 0
+
+    async def respond(self, state):
+        self.seen += 1
+        if self.fail_on and self.fail_on in state.dialogue_id:
+            raise ValueError("assistant exploded")
+        return AssistantReply(
+            response=f"About {state.user.utterance}",
+            passages=[Passage(rank=1, docid="doc-1", score=1.5, used=True)],
+            ptkb_provenance=[PtkbUse(index=1, statement=state.ptkb[0], score=0.5)],
+        )
+
+
+@pytest.fixture
+def scenario() -> Scenario:
+    return make_scenario()

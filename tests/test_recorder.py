@@ -1,0 +1,75 @@
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from simloop.errors import DataFileError, ResumeError
+from simloop.recorder import Recorder, ReadReport, read_transcripts
+from simloop.schema import PluginRef, RunManifest, ScenarioRef, Behaviour, Stop, Transcript
+
+
+def _t(i: int) -> Transcript:
+    now = datetime.now(timezone.utc)
+    return Transcript(run_id="r1", dialogue_id=f"d{i}",
+                      scenario=ScenarioRef(persona_id="p", topic_id="t", behaviour=Behaviour(), seed=i),
+                      simulator=PluginRef(name="s"), assistant=PluginRef(name="a"),
+                      started_at=now, ended_at=now, stop=Stop(reason="user_satisfied", by="simulator"))
+
+
+def _manifest(h: str = "h1") -> RunManifest:
+    return RunManifest(run_id="r1", config={}, config_hash=h, simulator=PluginRef(name="s"), assistant=PluginRef(name="a"))
+
+
+async def test_append_and_read_back(tmp_path: Path):
+    rec = Recorder.create(tmp_path, _manifest())
+    for i in range(3):
+        await rec.append(_t(i))
+    rec.finish("finished", {"dialogues": 3})
+    got = [t.dialogue_id for t in read_transcripts(tmp_path / "r1")]
+    assert got == ["d0", "d1", "d2"]
+    assert '"status": "finished"' in (tmp_path / "r1" / "run.json").read_text()
+
+
+async def test_torn_tail_is_reported_and_cut_on_resume(tmp_path: Path):
+    rec = Recorder.create(tmp_path, _manifest())
+    await rec.append(_t(0))
+    rec.close()
+    path = tmp_path / "r1" / "dialogues.jsonl"
+    full = _t(1).model_dump_json()
+    with path.open("a") as fh:
+        fh.write(full[: len(full) // 2])  # a crash mid-write
+    report = ReadReport()
+    assert [t.dialogue_id for t in read_transcripts(tmp_path / "r1", report)] == ["d0"]
+    assert report.torn_tail
+    rec2, done, rep = Recorder.resume(tmp_path / "r1", "h1")
+    assert done == {"d0"} and rep.torn_tail
+    await rec2.append(_t(1))
+    rec2.close()
+    assert [t.dialogue_id for t in read_transcripts(tmp_path / "r1")] == ["d0", "d1"]
+
+
+def test_resume_refuses_other_config(tmp_path: Path):
+    Recorder.create(tmp_path, _manifest("aaa")).close()
+    with pytest.raises(ResumeError, match="config differs"):
+        Recorder.resume(tmp_path / "r1", "bbb")
+
+
+def test_existing_run_dir_is_not_overwritten(tmp_path: Path):
+    Recorder.create(tmp_path, _manifest()).close()
+    with pytest.raises(ResumeError, match="already exists"):
+        Recorder.create(tmp_path, _manifest())
+
+
+def test_invalid_line_names_file_and_line(tmp_path: Path):
+    d = tmp_path / "r"
+    d.mkdir()
+    (d / "dialogues.jsonl").write_text('{"schema_version": "1.0"}\n')
+    with pytest.raises(DataFileError, match=r"dialogues.jsonl:1: run_id"):
+        list(read_transcripts(d))
+
+
+def test_bad_run_id(tmp_path: Path):
+    m = _manifest()
+    m.run_id = "../escape"
+    with pytest.raises(DataFileError, match="run id"):
+        Recorder.create(tmp_path, m)
