@@ -1,0 +1,157 @@
+"""`simloop eval`, `simloop report`, `simloop export` (DESIGN §11).
+
+Flags are parsed here and the library does the work.  Choices such as ``--format`` are
+checked in the handlers, not by argparse, so a wrong value is one ``BadInputError`` line
+and exit 2 like every other bad input (argparse would print the usage block too).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+
+from ..errors import BadInputError
+
+__all__ = ["add_commands", "cmd_eval", "cmd_report", "cmd_export"]
+
+
+def _console() -> Console:
+    return Console(highlight=False, soft_wrap=True)
+
+
+def _positive(name: str, value: int | float | None) -> None:
+    if value is not None and value < 0:
+        raise BadInputError(f"{name} must not be negative (got {value})")
+
+
+# ----------------------------------------------------------------------------- eval
+def cmd_eval(a: argparse.Namespace) -> int:
+    from .summary import EvalOptions, evaluate_run, write_evaluation
+    from .tables import rich_summary
+
+    if a.judge_concurrency < 1:
+        raise BadInputError("--judge-concurrency must be at least 1")
+    for flag, path in (("--qrels", a.qrels), ("--ptkb-qrels", a.ptkb_qrels)):
+        if path is not None and not path.is_file():
+            raise BadInputError(f"{flag} {path}: no such file")
+    opts = EvalOptions(qrels=a.qrels, ptkb_qrels=a.ptkb_qrels, judge=a.judge, judge_base_url=a.judge_base_url,
+                       judge_model=a.judge_model, judge_concurrency=a.judge_concurrency)
+    ev = evaluate_run(a.run_dir, opts)
+    scores, summary = write_evaluation(a.run_dir, ev)
+    out = _console()
+    for table in rich_summary(ev.summary):
+        out.print(table)
+    for block in ("ptkb", "passages"):
+        note = (ev.summary.get(block) or {}).get("note")
+        if note:
+            out.print(f"[yellow]{block}:[/] {note}")
+    judge = ev.summary.get("judge")
+    if judge and judge["errors"] and not judge["rubric"]["n"] and not judge["dialogue"]["n"]:
+        out.print(f"[yellow]judge:[/] every call failed ({_first_judge_error(ev.scores)}); "
+                  "check --judge-base-url/--judge-model and the API key variable")
+    out.print(f"wrote {scores} and {summary}")
+    return 0
+
+
+def _first_judge_error(scores: list[dict]) -> str:
+    for line in scores:
+        errors = (line.get("judge") or {}).get("errors")
+        if errors:
+            return errors[0]
+    return "unknown error"
+
+
+# ----------------------------------------------------------------------------- report
+def cmd_report(a: argparse.Namespace) -> int:
+    from .report import load_views, write_report
+    from .tables import rich_compare, rich_memory, rich_reference
+
+    for d in a.run_dirs:
+        if not Path(d).is_dir():
+            raise BadInputError(f"{d}: not a run directory")
+    out_path = a.out or Path(a.run_dirs[0]) / "report.html"
+    if not out_path.parent.is_dir():
+        raise BadInputError(f"{out_path.parent}: output folder does not exist")
+    views = load_views(a.run_dirs)
+    out = _console()
+    out.print(rich_compare([v.name for v in views], [v.summary for v in views]))
+    for v in views:
+        ref = rich_reference(v.summary)
+        if ref is not None:
+            ref.title = f"{v.name}: {ref.title}"
+            out.print(ref)
+        if v.memory:
+            out.print(rich_memory(v.name, v.memory))
+        if v.memory_note:
+            out.print(f"[yellow]{v.name}:[/] {v.memory_note}")
+    path = write_report(views, out_path)
+    out.print(f"wrote {path}")
+    return 0
+
+
+# ----------------------------------------------------------------------------- export
+def cmd_export(a: argparse.Namespace) -> int:
+    from ..export import FORMATS, ExportFilter, export_run
+
+    if a.format not in FORMATS:
+        raise BadInputError(f"unknown export format {a.format!r} (choose from {', '.join(FORMATS)})")
+    if not Path(a.run_dir).is_dir():
+        raise BadInputError(f"{a.run_dir}: not a run directory")
+    _positive("--min-turns", a.min_turns)
+    _positive("--repeat", a.repeat)
+    filt = ExportFilter(stop_reasons=a.stop_reason or [], min_grade=a.min_grade, min_turns=a.min_turns,
+                        personas=a.persona or [], topics=a.topic or [], min_judge=a.min_judge, repeat=a.repeat)
+    res = export_run(a.run_dir, a.format, a.out, filt, personas_dir=a.personas, topics=a.topics)
+    out = _console()
+    for note in res.notes:
+        out.print(f"[yellow]note:[/] {note}")
+    out.print(f"{res.rows} {res.unit} from {res.dialogues} dialogues"
+              + (f" ({res.skipped} skipped)" if res.skipped else ""))
+    print(res.path)  # last line: the file, for scripts (tail -n 1)
+    return 0
+
+
+# ----------------------------------------------------------------------------- parsers
+def _add_eval(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("eval", help="score a run: stats, PTKB and passage provenance, LLM judge")
+    p.add_argument("run_dir", type=Path)
+    p.add_argument("--qrels", type=Path, help="iKAT passage qrels (qid 0 docid grade)")
+    p.add_argument("--ptkb-qrels", type=Path, help="PTKB qrels (2023: qid 0 <1-based key> grade; 2025: ptkb-<topic>-<i>)")
+    p.add_argument("--judge", action="store_true", help="score with the LLM judge (iKAT-25 rubric)")
+    p.add_argument("--judge-base-url", help="judge endpoint (default: the run's llm config, role 'judge')")
+    p.add_argument("--judge-model", help="judge model name (default: the run's llm config, role 'judge')")
+    p.add_argument("--judge-concurrency", type=int, default=8, help="judge calls at once (default 8)")
+    p.set_defaults(func=cmd_eval)
+
+
+def _add_report(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="one self-contained HTML file comparing runs")
+    p.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR")
+    p.add_argument("--out", type=Path, help="HTML file (default RUN_DIR/report.html of the first run)")
+    p.set_defaults(func=cmd_report)
+
+
+def _add_export(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("export", help="iKAT topics, TREC runs, chat fine-tuning JSONL, ShareGPT or parquet")
+    p.add_argument("run_dir", type=Path)
+    p.add_argument("--format", required=True, metavar="FORMAT",
+                   help="ikat | trec-run | ptkb-run | openai-chat | sharegpt | parquet")
+    p.add_argument("--out", type=Path, help="output file (default RUN_DIR/export.<ext>)")
+    p.add_argument("--stop-reason", action="append", metavar="R", help="only dialogues that ended so (repeatable)")
+    p.add_argument("--min-grade", type=float, metavar="X", help="only dialogues whose mean user grade is >= X")
+    p.add_argument("--min-turns", type=int, metavar="N", help="only dialogues with at least N turns")
+    p.add_argument("--persona", action="append", metavar="ID", help="only this persona (repeatable)")
+    p.add_argument("--topic", action="append", metavar="ID", help="only this topic (repeatable)")
+    p.add_argument("--min-judge", type=float, metavar="X", help="only dialogues whose judge overall is >= X (needs eval --judge)")
+    p.add_argument("--repeat", type=int, metavar="K", help="only repeat K of each scenario")
+    p.add_argument("--personas", type=Path, metavar="DIR", help="persona folder (default: the one in run.json)")
+    p.add_argument("--topics", type=Path, metavar="FILE", help="iKAT topic file (default: the one in run.json)")
+    p.set_defaults(func=cmd_export)
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    _add_eval(sub)
+    _add_report(sub)
+    _add_export(sub)

@@ -1,0 +1,156 @@
+"""Run statistics: how dialogues ended, how long turns took, what the LLM calls cost.
+
+Everything here is read off the transcripts (DESIGN §4); nothing is recomputed from the
+config, so statistics of a resumed or merged (Ray) run are as true as its transcripts.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from typing import Iterable, Sequence
+
+from ..schema import Stage, Transcript
+
+__all__ = ["run_stats", "percentiles", "stage_role", "dialogue_latency_ms", "mean_grade"]
+
+_PCTS = (50, 90, 99)
+
+
+def percentiles(values: Sequence[float], pcts: Iterable[int] = _PCTS) -> dict[str, float | None]:
+    """Nearest-rank percentiles (no interpolation: every reported value was observed)."""
+    data = sorted(values)
+    out: dict[str, float | None] = {}
+    for p in pcts:
+        if not data:
+            out[f"p{p}"] = None
+            continue
+        rank = max(1, math.ceil(p / 100 * len(data)))
+        out[f"p{p}"] = round(float(data[rank - 1]), 3)
+    return out
+
+
+def stage_role(stage: Stage) -> str:
+    """The role a stage's cost belongs to.
+
+    ``Stage.role`` when the LLM layer set it; otherwise the first dotted part of the stage
+    name (``simulator.voice`` → ``simulator``), so older transcripts still split sensibly.
+    """
+    if stage.role:
+        return stage.role
+    return stage.name.split(".", 1)[0] or "unknown"
+
+
+def dialogue_latency_ms(t: Transcript) -> float:
+    """Wall time of a dialogue; the sum of turn latencies when the clock looks wrong."""
+    wall = (t.ended_at - t.started_at).total_seconds() * 1000
+    return wall if wall >= 0 else sum(x.latency_ms for x in t.turns)
+
+
+def mean_grade(t: Transcript) -> float | None:
+    grades = [x.user.grade for x in t.turns if x.user.grade is not None]
+    return sum(grades) / len(grades) if grades else None
+
+
+class _Bucket:
+    """Token/cost/call totals of one role or one model."""
+
+    __slots__ = ("calls", "cached", "retries", "prompt_tokens", "completion_tokens", "cost_usd", "_priced")
+
+    def __init__(self) -> None:
+        self.calls = self.cached = self.retries = self.prompt_tokens = self.completion_tokens = 0
+        self.cost_usd = 0.0
+        self._priced = False
+
+    def add(self, s: Stage) -> None:
+        # A cached answer cost nothing now; count it apart so "calls" means requests sent.
+        if s.cached:
+            self.cached += 1
+        elif s.model is not None:
+            self.calls += 1
+        self.retries += s.retries
+        self.prompt_tokens += s.prompt_tokens
+        self.completion_tokens += s.completion_tokens
+        if s.cost_usd is not None:
+            self.cost_usd += s.cost_usd
+            self._priced = True
+
+    def as_dict(self) -> dict:
+        return {
+            "calls": self.calls, "cached": self.cached, "retries": self.retries,
+            "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+            "tokens": self.prompt_tokens + self.completion_tokens,
+            # None, not 0.0, when no stage carried a price: "unknown" differs from "free".
+            "cost_usd": round(self.cost_usd, 6) if self._priced else None,
+        }
+
+
+def _usage(transcripts: Sequence[Transcript]) -> dict:
+    roles: dict[str, _Bucket] = defaultdict(_Bucket)
+    models: dict[str, _Bucket] = defaultdict(_Bucket)
+    total = _Bucket()
+    stage_errors: Counter[str] = Counter()
+    for t in transcripts:
+        for turn in t.turns:
+            for s in turn.stages:
+                total.add(s)
+                if s.model is not None:  # retrieval and other local stages have no tokens or cost
+                    roles[stage_role(s)].add(s)
+                    models[s.model].add(s)
+                if s.error:
+                    stage_errors[s.error] += 1
+    tot = total.as_dict()
+    return {
+        "llm_calls": tot["calls"], "cached_calls": tot["cached"], "retries": tot["retries"],
+        "tokens": {"prompt": tot["prompt_tokens"], "completion": tot["completion_tokens"], "total": tot["tokens"]},
+        "cost_usd": tot["cost_usd"],
+        "by_role": {k: v.as_dict() for k, v in sorted(roles.items())},
+        "by_model": {k: v.as_dict() for k, v in sorted(models.items())},
+        "stage_errors": dict(stage_errors.most_common()),
+    }
+
+
+def _turn_counts(transcripts: Sequence[Transcript]) -> dict:
+    counts = [len(t.turns) for t in transcripts]
+    return {
+        "total": sum(counts),
+        "mean": round(sum(counts) / len(counts), 3) if counts else 0.0,
+        "max": max(counts, default=0),
+        "min": min(counts, default=0),
+    }
+
+
+def _grades(transcripts: Sequence[Transcript]) -> dict:
+    per_dialogue = [g for g in (mean_grade(t) for t in transcripts) if g is not None]
+    return {
+        "dialogues_graded": len(per_dialogue),
+        "mean": round(sum(per_dialogue) / len(per_dialogue), 3) if per_dialogue else None,
+    }
+
+
+def _tokens_per_turn(transcripts: Sequence[Transcript]) -> dict:
+    values = [sum(s.prompt_tokens + s.completion_tokens for s in x.stages) for t in transcripts for x in t.turns]
+    context = [x.assistant.context.tokens for t in transcripts for x in t.turns]
+    return {
+        "mean": round(sum(values) / len(values), 1) if values else 0.0,
+        **percentiles(values),
+        "context_mean": round(sum(context) / len(context), 1) if context else 0.0,
+    }
+
+
+def run_stats(transcripts: Sequence[Transcript]) -> dict:
+    """The ``"stats"`` block of summary.json."""
+    turn_lat = [x.latency_ms for t in transcripts for x in t.turns]
+    dia_lat = [dialogue_latency_ms(t) for t in transcripts]
+    errors = Counter(t.error.type for t in transcripts if t.error is not None)
+    return {
+        "dialogues": len(transcripts),
+        "turns": _turn_counts(transcripts),
+        "stop_reasons": dict(Counter(t.stop.reason for t in transcripts).most_common()),
+        "stopped_by": dict(Counter(t.stop.by for t in transcripts).most_common()),
+        "latency_ms": {"turn": percentiles(turn_lat), "dialogue": percentiles(dia_lat)},
+        "tokens_per_turn": _tokens_per_turn(transcripts),
+        "grades": _grades(transcripts),
+        **_usage(transcripts),
+        "errors": dict(errors.most_common()),
+    }

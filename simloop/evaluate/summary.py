@@ -1,0 +1,263 @@
+"""`simloop eval`: score a run directory and write ``scores.jsonl`` and ``summary.json``.
+
+``summary.json`` keys (DESIGN §11): ``"stats"`` always; ``"ptkb"`` when gold PTKB
+provenance exists; ``"passages"`` with ``--qrels``; ``"judge"`` with ``--judge``.
+``scores.jsonl`` holds one line per dialogue with its per-turn values, so a user can
+find the turns that pulled a mean down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..errors import BadInputError, ConfigError
+from ..recorder import ReadReport, read_manifest, read_transcripts
+from ..schema import RunManifest, Transcript
+from .provenance import ikat_qid, passage_scores, ptkb_scores, read_passage_qrels, read_ptkb_qrels, turn_key
+from .stats import mean_grade, run_stats
+
+__all__ = [
+    "EvalOptions", "Evaluation", "evaluate_run", "evaluate_transcripts", "write_evaluation",
+    "load_summary", "load_scores", "atomic_write_text", "IKAT23_PTKB", "is_ikat2023_run", "resolve_source",
+    "load_run", "SUMMARY", "SCORES",
+]
+
+SUMMARY = "summary.json"
+SCORES = "scores.jsonl"
+
+# Official iKAT 2023 PTKB statement ranking, from the NII paper's Table II.
+IKAT23_PTKB = {
+    "baseline": {"nDCG@3": 0.3434, "P@3": 0.2687, "R@3": 0.3099},
+    "best": {"nDCG@3": 0.7254, "P@3": 0.4626, "R@3": 0.6964},
+    "source": "TREC iKAT 2023 PTKB statement ranking (NII paper, Table II)",
+}
+_IKAT23_TOPIC = re.compile(r"^\d+-\d+$")
+
+
+@dataclass
+class EvalOptions:
+    qrels: Path | None = None
+    ptkb_qrels: Path | None = None
+    judge: bool = False
+    judge_base_url: str | None = None
+    judge_model: str | None = None
+    judge_concurrency: int = 8
+
+
+@dataclass
+class Evaluation:
+    summary: dict
+    scores: list[dict] = field(default_factory=list)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Temp file + rename: readers never see half a file, a crash leaves the old one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with tmp.open("w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def resolve_source(path: str | Path, run_dir: Path) -> Path | None:
+    """A path recorded in run.json: as written (relative to where the run started), else
+    relative to the folder holding ``transcripts/`` (runs usually start at the repo root)."""
+    p = Path(path)
+    for cand in (p, Path(run_dir).resolve().parent.parent / p, Path(run_dir) / p):
+        if cand.exists():
+            return cand
+    return None
+
+
+def _topic_file_year(path: Path) -> int | None:
+    """2023, 2024 or 2025 from the shape of an iKAT topic file (see data/ikat/README.md)."""
+    try:
+        first = json.loads(path.read_text(encoding="utf-8"))[0]
+    except (OSError, ValueError, IndexError, KeyError, TypeError):
+        return None
+    if not isinstance(first, dict):
+        return None
+    if "responses" in first:
+        return 2025
+    return 2024 if isinstance(first.get("number"), int) else 2023 if "turns" in first else None
+
+
+def is_ikat2023_run(transcripts: Sequence[Transcript], manifest: RunManifest | None = None,
+                    run_dir: Path | None = None) -> bool:
+    """Did the run replay iKAT 2023 topics?  2025 topics are also numbered ``<n>-<m>``, so
+    the topic file named in run.json decides when it can be read; the ids otherwise."""
+    replayed = bool(transcripts) and all(
+        _IKAT23_TOPIC.match(t.scenario.topic_id) and any(x.gold is not None for x in t.turns) for t in transcripts
+    )
+    topics = ((manifest.config.get("scenarios") or {}).get("topics") if manifest is not None else None)
+    source = resolve_source(topics, run_dir or Path(".")) if topics else None
+    year = _topic_file_year(source) if source is not None else None
+    return replayed and year in (None, 2023)
+
+
+def _turn_rows(t: Transcript, ptkb_per: dict, psg_per: dict) -> list[dict]:
+    rows = []
+    for turn in t.turns:
+        key = turn_key(t, turn)
+        row: dict[str, Any] = {"index": turn.index, "qid": ikat_qid(t, turn), "grade": turn.user.grade,
+                               "rubric_id": turn.user.rubric_id, "latency_ms": turn.latency_ms}
+        if key in ptkb_per:
+            row["ptkb"] = ptkb_per[key]
+        if key in psg_per:
+            row["passages"] = psg_per[key]
+        rows.append(row)
+    return rows
+
+
+def _score_lines(transcripts: Sequence[Transcript], ptkb_per: dict, psg_per: dict,
+                 judge_per: dict | None) -> list[dict]:
+    lines = []
+    for t in transcripts:
+        line: dict[str, Any] = {
+            "run_id": t.run_id, "dialogue_id": t.dialogue_id, "persona_id": t.scenario.persona_id,
+            "topic_id": t.scenario.topic_id, "stop_reason": t.stop.reason, "turn_count": len(t.turns),
+            "mean_grade": mean_grade(t), "turns": _turn_rows(t, ptkb_per, psg_per),
+        }
+        if judge_per is not None and t.dialogue_id in judge_per:
+            line["judge"] = judge_per[t.dialogue_id]
+        lines.append(line)
+    return lines
+
+
+def _judge_chat(manifest: RunManifest, opts: EvalOptions):
+    """The ``judge`` role of the run's own LLM config, with the CLI's overrides on top."""
+    from ..llmconfig import LLMConfig
+
+    try:
+        cfg = LLMConfig.model_validate(manifest.config.get("llm") or {})
+    except ValueError as exc:
+        raise ConfigError(f"run.json config.llm: {exc}") from None
+    over = dict(cfg.roles.get("judge") or {})
+    if opts.judge_base_url:
+        over["base_url"] = opts.judge_base_url
+    if opts.judge_model:
+        over["model"] = opts.judge_model
+    cfg.roles["judge"] = over
+    role = cfg.resolve("judge")
+
+    from ..llm import LLMPool
+
+    pool = LLMPool(cfg)
+    return pool, pool.model("judge"), role.model
+
+
+async def _run_judge(transcripts: Sequence[Transcript], manifest: RunManifest, opts: EvalOptions,
+                     chat: Any | None) -> tuple[dict, dict]:
+    from .judge import judge_transcripts
+
+    pool = None
+    model = opts.judge_model
+    if chat is None:
+        pool, chat, model = _judge_chat(manifest, opts)
+    try:
+        result = await judge_transcripts(transcripts, chat, opts.judge_concurrency, model=model)
+    finally:
+        close = getattr(pool, "aclose", None)
+        if close is not None:
+            await close()
+    return result.summary, result.per_dialogue
+
+
+async def evaluate_transcripts(transcripts: Sequence[Transcript], opts: EvalOptions,
+                               manifest: RunManifest | None = None, chat: Any | None = None,
+                               run_dir: Path | None = None) -> Evaluation:
+    """Everything ``simloop eval`` computes, without touching the disk (the report uses it too).
+
+    ``chat`` lets tests and callers hand in a ready judge model; otherwise it is built from
+    the run's config.
+    """
+    summary: dict[str, Any] = {"stats": run_stats(transcripts)}
+    ptkb = ptkb_scores(transcripts, read_ptkb_qrels(opts.ptkb_qrels) if opts.ptkb_qrels else None)
+    if ptkb.summary is not None:
+        summary["ptkb"] = ptkb.summary
+        if is_ikat2023_run(transcripts, manifest, run_dir):
+            summary["ptkb_reference"] = IKAT23_PTKB
+    psg_per: dict = {}
+    if opts.qrels is not None:
+        psg = passage_scores(transcripts, read_passage_qrels(opts.qrels))
+        summary["passages"], psg_per = psg.summary, psg.per_turn
+    judge_per = None
+    if opts.judge:
+        if manifest is None and chat is None:
+            raise BadInputError("--judge needs the run's run.json (for the judge model) or --judge-model/--judge-base-url")
+        summary["judge"], judge_per = await _run_judge(transcripts, manifest, opts, chat)
+    return Evaluation(summary, _score_lines(transcripts, ptkb.per_turn, psg_per, judge_per))
+
+
+def _header(run_dir: Path, manifest: RunManifest | None, report: ReadReport) -> dict:
+    head: dict[str, Any] = {"run_dir": str(run_dir), "evaluated_at": datetime.now(timezone.utc).isoformat()}
+    if manifest is not None:
+        head.update(run_id=manifest.run_id, assistant=manifest.assistant.name, simulator=manifest.simulator.name,
+                    status=manifest.status)
+    if report.torn_tail or report.bad_lines:
+        head["read_notes"] = {"torn_tail": report.torn_tail, "bad_lines": report.bad_lines}
+    return head
+
+
+def _check_run_dir(run_dir: Path) -> None:
+    if not Path(run_dir).is_dir():
+        raise BadInputError(f"{run_dir}: not a directory (expected a run directory with dialogues.jsonl)")
+
+
+def load_run(run_dir: Path) -> tuple[RunManifest | None, list[Transcript], ReadReport]:
+    """Manifest (None when run.json is missing: a copied dialogues file still evaluates)."""
+    _check_run_dir(run_dir)
+    report = ReadReport()
+    transcripts = list(read_transcripts(run_dir, report))
+    manifest = read_manifest(run_dir) if (Path(run_dir) / "run.json").exists() else None
+    return manifest, transcripts, report
+
+
+def evaluate_run(run_dir: Path, opts: EvalOptions, chat: Any | None = None) -> Evaluation:
+    manifest, transcripts, report = load_run(run_dir)
+    ev = asyncio.run(evaluate_transcripts(transcripts, opts, manifest, chat, Path(run_dir)))
+    ev.summary = {**_header(Path(run_dir), manifest, report), **ev.summary}
+    return ev
+
+
+def write_evaluation(run_dir: Path, ev: Evaluation) -> tuple[Path, Path]:
+    run_dir = Path(run_dir)
+    scores, summary = run_dir / SCORES, run_dir / SUMMARY
+    atomic_write_text(scores, "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in ev.scores))
+    atomic_write_text(summary, json.dumps(ev.summary, indent=2, ensure_ascii=False) + "\n")
+    return scores, summary
+
+
+def load_summary(run_dir: Path) -> dict | None:
+    path = Path(run_dir) / SUMMARY
+    if not path.exists():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BadInputError(f"{path}: not valid JSON ({exc}); rerun `simloop eval {run_dir}`") from None
+
+
+def load_scores(run_dir: Path) -> list[dict] | None:
+    path = Path(run_dir) / SCORES
+    if not path.exists():
+        return None
+    lines = []
+    for lineno, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if raw.strip():
+            try:
+                lines.append(json.loads(raw))
+            except json.JSONDecodeError:
+                raise BadInputError(f"{path}:{lineno}: not valid JSON; rerun `simloop eval {run_dir}`") from None
+    return lines

@@ -1,0 +1,88 @@
+"""Bad input: one line on stderr, exit 2, no traceback, nothing half-written."""
+
+from pathlib import Path
+
+import pytest
+
+from simloop.cli import main
+
+PERSONA = """id = "{pid}"
+name = "X"
+ptkb = ["I like tea.", "I live in Oslo."]
+[[topics]]
+id = "{pid}-t"
+title = "Tea"
+[[topics.rubric]]
+id = "q1"
+question = "What is tea?"
+"""
+
+
+def _personas(tmp_path: Path) -> Path:
+    d = tmp_path / "personas"
+    d.mkdir()
+    (d / "ann.toml").write_text(PERSONA.format(pid="ann"))
+    return d
+
+
+def _run(capsys, *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.err
+
+
+def _assert_one_line(err: str) -> None:
+    lines = [l for l in err.splitlines() if l.strip()]
+    assert len(lines) == 1 and "Traceback" not in err, err
+
+
+def test_unknown_assistant_lists_known_ones(tmp_path, capsys):
+    out = tmp_path / "out"
+    code, err = _run(capsys, "run", "--personas", str(_personas(tmp_path)), "--assistant", "nope", "--out", str(out), "--no-progress")
+    assert code == 2 and "unknown assistant 'nope'" in err and "bm25_extractive" in err
+    _assert_one_line(err)
+    assert not out.exists()
+
+
+def test_malformed_persona_names_file_and_field(tmp_path, capsys):
+    d = _personas(tmp_path)
+    (d / "bob.toml").write_text('id = "bob"\nptkb = []\n')
+    out = tmp_path / "out"
+    code, err = _run(capsys, "run", "--personas", str(d), "--out", str(out), "--no-progress")
+    assert code == 2 and "bob.toml" in err and "ptkb" in err
+    _assert_one_line(err)
+    assert not out.exists()
+
+
+def test_missing_index_says_how_to_build(tmp_path, capsys):
+    out = tmp_path / "out"
+    code, err = _run(capsys, "run", "--personas", str(_personas(tmp_path)), "--index", str(tmp_path / "noidx"),
+                     "--out", str(out), "--no-progress")
+    assert code == 2 and "simloop index build" in err
+    _assert_one_line(err)
+    assert not out.exists()
+
+
+def test_bad_config_file(tmp_path, capsys):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("concurrency = -1\n")
+    code, err = _run(capsys, "run", str(cfg), "--out", str(tmp_path / "out"), "--no-progress")
+    assert code == 2 and "c.toml" in err and "concurrency" in err
+    _assert_one_line(err)
+
+
+def test_show_missing_run_dir(tmp_path, capsys):
+    code, err = _run(capsys, "show", str(tmp_path / "missing"))
+    assert code == 2 and "run.json" in err
+    _assert_one_line(err)
+
+
+def test_resume_of_a_non_run(tmp_path, capsys):
+    code, err = _run(capsys, "run", "--resume", str(tmp_path))
+    assert code == 2
+    _assert_one_line(err)
+
+
+def test_bad_param_syntax(tmp_path, capsys):
+    code, err = _run(capsys, "run", "--assistant-param", "novalue", "--out", str(tmp_path / "o"))
+    assert code == 2 and "KEY=VALUE" in err

@@ -1,0 +1,72 @@
+"""End to end through the real stack: personas/, offline simulator, bm25_extractive,
+the real pyserini demo index and MiniLM, the real CLI in a subprocess."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from simloop.recorder import read_manifest, read_transcripts
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+
+def simloop(*args: str, **kw) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "simloop", *args], cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+
+
+def test_demo_dialogues_validate(tmp_path):
+    p = simloop("run", "--limit", "6", "--out", str(tmp_path), "--run-id", "demo", "--no-progress")
+    out, err = p.communicate(timeout=600)
+    assert p.returncode == 0, err
+    run_dir = Path(out.strip().splitlines()[-1])
+    assert run_dir == tmp_path / "demo"
+    ts = list(read_transcripts(run_dir))  # every line validates against the schema
+    assert len(ts) == 6
+    for t in ts:
+        assert t.stop.by == "simulator" or t.stop.reason == "max_turns", t.stop
+        assert t.error is None
+        for turn in t.turns:
+            a = turn.assistant
+            assert a.passages and all(p.docid and p.rank >= 1 for p in a.passages)
+            assert isinstance(a.ptkb_provenance, list)
+            assert [s.name for s in turn.stages][:1]  # stage traces present
+            assert turn.user.utterance.strip()
+    assert {t.scenario.persona_id for t in ts}.__len__() >= 2
+    manifest = read_manifest(run_dir)
+    assert manifest.status == "finished" and manifest.counts["dialogues"] == 6
+    show = simloop("show", str(run_dir), "--dialogue", ts[0].dialogue_id)
+    sout, serr = show.communicate(timeout=120)
+    assert show.returncode == 0 and ts[0].turns[0].user.utterance[:20] in sout
+
+
+def test_sigkill_then_resume_records_each_dialogue_once(tmp_path):
+    run_dir = tmp_path / "k"
+    p = simloop("run", "--limit", "12", "--concurrency", "2", "--out", str(tmp_path), "--run-id", "k", "--no-progress")
+    lines = run_dir / "dialogues.jsonl"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        if lines.exists() and lines.read_text().count("\n") >= 3:
+            break
+        if p.poll() is not None:
+            pytest.fail("run ended before it could be killed: " + p.stderr.read())
+        time.sleep(0.05)
+    p.send_signal(signal.SIGKILL)
+    p.wait(timeout=30)
+    before = lines.read_text().count("\n")
+    assert before < 12, "run finished before the kill; nothing to resume"
+    assert read_manifest(run_dir).status == "running"  # killed: never finished
+    r = simloop("run", "--resume", str(run_dir), "--no-progress")
+    out, err = r.communicate(timeout=600)
+    assert r.returncode == 0, err
+    ids = [t.dialogue_id for t in read_transcripts(run_dir)]
+    assert len(ids) == 12 and len(set(ids)) == 12
+    assert read_manifest(run_dir).status == "finished"
