@@ -13,17 +13,14 @@ from typing import Any, Callable
 
 from .config import RunConfig, config_hash
 from .engine import DialogueSpec, Engine, EventSink, RunStats
+from .corpus import is_lucene_index
 from .errors import IndexMissingError
 from .plugins import Context, load_plugin
 from .recorder import Recorder, ReadReport, new_run_id, read_manifest, versions
 from .scenarios import count_scenarios, iter_scenarios, load_sources
 from .schema import PluginRef, RunManifest
 
-__all__ = ["PreparedRun", "prepare_run", "execute", "is_lucene_index"]
-
-
-def is_lucene_index(path: Path) -> bool:
-    return path.is_dir() and any(path.glob("segments_*"))
+__all__ = ["PreparedRun", "prepare_run", "execute", "resume_config"]
 
 
 @dataclass

@@ -1,0 +1,113 @@
+"""Offline extractive generation (DESIGN §6): the best sentences of the top passages.
+
+No LLM: sentences are scored by the query terms they share (weighted by rarity among
+the candidate sentences; terms that only come from the context, such as rewrite
+additions, count less than the user's own words), with a small bonus for higher-ranked
+passages and for lead sentences (encyclopedic passages define their subject first).
+Sentences far below the best one are left out even when words remain, so a short
+answer stays on topic.  The chosen sentences are put back in reading order: passage
+rank, then position in the passage.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+from ..retrieval import Hit
+from .text import content_words, sentences, stem, word_count
+
+__all__ = ["extractive_answer", "NO_ANSWER"]
+
+NO_ANSWER = "I could not find anything about that in my sources."
+_MIN_WORDS = 4  # shorter fragments are titles or list debris, not answers
+_DUPLICATE = 0.7  # word-overlap ratio above which two sentences say the same thing
+_CONTEXT_WEIGHT = 0.3  # a context-only term is weaker evidence than the user's own word
+_RELATIVE_FLOOR = 0.4  # keep sentences scoring at least this share of the best one
+# A sentence opening with a pronoun leans on the one before it; alone it reads oddly.
+_LEANING = re.compile(r"^(he|she|it|its|they|their|this|these|those|that|his|her)\b", re.I)
+_LEANING_FACTOR = 0.6
+
+
+@dataclass
+class _Sentence:
+    rank: int  # 0-based passage rank
+    position: int
+    docid: str
+    text: str
+    terms: frozenset[str]
+    score: float = 0.0
+
+
+def _candidates(hits: Sequence[Hit], passages: int) -> list[_Sentence]:
+    out = []
+    for rank, hit in enumerate(hits[:passages]):
+        for position, text in enumerate(sentences(hit.text)):
+            if word_count(text) >= _MIN_WORDS:
+                terms = frozenset(stem(w) for w in content_words(text))
+                out.append(_Sentence(rank, position, hit.docid, text, terms))
+    return out
+
+
+def _score(cands: list[_Sentence], query_terms: set[str], focus_terms: set[str]) -> None:
+    n = len(cands)
+    df = {t: sum(1 for c in cands if t in c.terms) for t in query_terms}
+    weight = {t: math.log(1 + n / (1 + df[t])) * (1.0 if t in focus_terms else _CONTEXT_WEIGHT) for t in query_terms}
+    for c in cands:
+        overlap = sum(weight[t] for t in query_terms & c.terms)
+        prior = 0.3 / (1 + c.rank) + (0.2 if c.position <= 1 else 0.0)
+        c.score = overlap + (prior if overlap else prior / 10)
+        if c.position > 0 and _LEANING.match(c.text):
+            c.score *= _LEANING_FACTOR
+
+
+def _similar(a: _Sentence, b: _Sentence) -> bool:
+    small = min(len(a.terms), len(b.terms)) or 1
+    return len(a.terms & b.terms) / small > _DUPLICATE
+
+
+def _select(cands: list[_Sentence], max_words: int) -> list[_Sentence]:
+    chosen: list[_Sentence] = []
+    budget = max_words
+    ranked = sorted(cands, key=lambda c: (-c.score, c.rank, c.position))
+    floor = ranked[0].score * _RELATIVE_FLOOR
+    for c in ranked:
+        if c.score < floor:
+            break
+        size = word_count(c.text)
+        if size <= budget and not any(_similar(c, d) for d in chosen):
+            chosen.append(c)
+            budget -= size
+    return chosen
+
+
+def _clip(text: str, max_words: int) -> str:
+    parts = text.split()
+    return text if len(parts) <= max_words else " ".join(parts[:max_words]).rstrip(",;:") + "…"
+
+
+def extractive_answer(
+    query: str, hits: Sequence[Hit], max_words: int = 220, passages: int = 5, focus: str | None = None
+) -> tuple[str, list[str]]:
+    """(response, cited docids): the best sentences from the top ``passages`` hits,
+    at most ``max_words`` words, and the docids they came from in rank order.
+
+    ``focus`` is the user's own utterance when ``query`` is a rewrite of it: its terms
+    count fully, the other query terms less.  Without it every query term counts fully.
+    """
+    cands = _candidates(hits, passages)
+    if not cands:
+        return NO_ANSWER, []
+    terms = {stem(w) for w in content_words(query)}
+    focus_terms = {stem(w) for w in content_words(focus)} if focus is not None else terms
+    _score(cands, terms | focus_terms, focus_terms)
+    chosen = _select(cands, max_words)
+    if not chosen:  # every sentence is longer than the budget: cut the best one
+        best = max(cands, key=lambda c: (c.score, -c.rank, -c.position))
+        best.text = _clip(best.text, max_words)
+        chosen = [best]
+    chosen.sort(key=lambda c: (c.rank, c.position))
+    used = list(dict.fromkeys(c.docid for c in chosen))
+    return " ".join(c.text for c in chosen), used
