@@ -1,0 +1,255 @@
+"""The LLM user simulator: the rubric policy, an LLM voice and an LLM grader (DESIGN §5).
+
+The ideas follow the iKAT 2025 organisers' simulator (SIMULATION_API.md §7) — persona
+statements in second person as properties to act on, the dialogue shown with roles
+swapped, n candidates with the one closest to the rubric question kept, a 0-5
+answerability grade — but the prompts are our own wording, and the policy instruction
+and behaviour traits (patience, cooperativeness, language skill, verbosity, reveal) are
+ours too.
+
+Retries: transport failures, including empty content, are retried by the ChatModel (the
+one retry layer, DESIGN §7); if it still gets nothing the voice raises ``DialogueError``
+at once.  A reply that arrives but is unusable (it plays the assistant, or lectures
+instead of asking) is asked for again up to ``invalid_retries`` times, each time with a
+note saying what was wrong (so the request, and its cache key, differ); then
+``DialogueError`` too.  The engine records either as ``stop.reason = error``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from ..errors import DialogueError, EmptyCompletionError, StructuredOutputError
+from ..schema import Behaviour, RubricQuestion, Stage
+from .offline import RubricSimulator
+from .policy import Action, SimContext
+from .voices import EmbedderSource
+
+__all__ = ["LLMVoice", "LLMGrader", "LLMSimulator", "second_person", "invalid_reason", "GradeReply"]
+
+_OPENER = "Hi! What can I help you find today?"  # the assistant's turn 0, seen by the role-swapped model
+_ASSISTANT_LIKE = re.compile(
+    r"^(as an ai|as a language model|i am an ai|i'm an ai|assistant\s*:|sure[,!]? here|certainly[,!]|"
+    r"here (is|are) |how (may|can) i (help|assist)|i'?d be happy to help)",
+    re.I,
+)
+_LABEL = re.compile(r"^\s*(\*\*)?(user|me|you|simulated user)(\*\*)?\s*:\s*", re.I)
+_ASKING = ("ask", "reask", "clarify", "answer_clarification", "move_on")
+
+# Second person, longest patterns first; "I" alone only as a word.
+_PRONOUNS = [
+    (r"\bI am\b", "you are"), (r"\bI'm\b", "you're"), (r"\bI was\b", "you were"), (r"\bI've\b", "you've"),
+    (r"\bI'd\b", "you'd"), (r"\bI'll\b", "you'll"), (r"\bI\b", "you"), (r"\bmyself\b", "yourself"),
+    (r"\bmine\b", "yours"), (r"\bmy\b", "your"), (r"\bme\b", "you"), (r"\bam\b", "are"),
+]
+
+
+def second_person(statement: str) -> str:
+    """"I'm vegetarian and my sister lives in Porto." -> "You're vegetarian and your sister
+    lives in Porto." (the persona is described to the model as properties of *you*)."""
+    out = statement.strip()
+    for pattern, repl in _PRONOUNS:
+        out = re.sub(pattern, repl, out, flags=re.I)
+    return out[:1].upper() + out[1:]
+
+
+def _traits(b: Behaviour) -> list[str]:
+    lines = []
+    if b.language_skill < 0.5:
+        lines.append("Your English is weak: write simply and vaguely, drop small words, make a few spelling mistakes.")
+    elif b.language_skill < 0.8:
+        lines.append("You write casually and not always precisely.")
+    if b.verbosity < 0.3:
+        lines.append("Be terse: a handful of words per message.")
+    elif b.verbosity > 0.7:
+        lines.append("You are chatty: an extra sentence about why you ask is fine.")
+    reveal = {
+        "never": "Do not volunteer anything about yourself; only answer if the assistant asks you directly.",
+        "relevant": "Mention something about yourself only when it matters for what you are asking.",
+        "eager": "You like to share a relevant detail about yourself early on.",
+    }
+    lines.append(reveal[b.reveal])
+    if b.patience <= 1:
+        lines.append("You are impatient and show it when an answer misses the point.")
+    if b.cooperativeness < 0.5:
+        lines.append("You do not like answering the assistant's questions.")
+    return lines
+
+
+def _instruction(action: Action, context: SimContext) -> str:
+    """What the policy wants this turn, in words for the model."""
+    q = action.rubric.question if action.rubric else ""
+    focus = f" (what you are after: {', '.join(action.rubric.keywords)})" if action.rubric and action.rubric.keywords else ""
+    mood = {"annoyed": " You are getting annoyed; let it show a little.",
+            "frustrated": " You are frustrated; show it, briefly and emotionally."}.get(action.mood, "")
+    kind = action.kind
+    if kind == "ask" and action.turn == 1:
+        return f"Start the conversation by asking, in your own words, about: {q}"
+    if kind == "ask":
+        return f"The last answer was helpful. Now ask, in your own words, about: {q}"
+    if kind == "reask" and action.ignored_question:
+        return f"The assistant asked you something you would rather not answer. Skip it and repeat what you want to know: {q}{mood}"
+    if kind == "reask":
+        return f"The last answer did not help. Say so briefly and ask again, more specifically, about: {q}{focus}{mood}"
+    if kind == "clarify":
+        return f"You could not make sense of the last answer. Ask the assistant to clarify it; you wanted to know: {q}"
+    if kind == "answer_clarification":
+        asked = context.assistant_question or "a question about you"
+        return f'The assistant asked you: "{asked}". Answer it briefly from what you know about yourself, then come back to: {q}'
+    if kind == "move_on":
+        skipped = action.skipped.question if action.skipped else "your previous question"
+        return f"You never got an answer to \"{skipped}\". Let it go and ask about: {q}{mood}"
+    if kind == "farewell":
+        if action.end is not None and action.end.reason != "user_satisfied":
+            return "Several of your questions stayed unanswered and you are leaving. Say a short, somewhat disappointed goodbye."
+        return "You have learned what you wanted. Thank the assistant and say goodbye."
+    if kind == "give_up":
+        return "You have run out of patience: the assistant keeps missing your question. Say briefly and emotionally that you give up, and leave."
+    raise ValueError(f"nothing to say for action {kind!r}")
+
+
+def build_messages(action: Action, context: SimContext, note: str = "") -> list[dict[str, str]]:
+    """System prompt plus the dialogue with roles swapped: the model speaks as the user."""
+    scenario = context.scenario
+    topic = scenario.topic
+    facts = "\n".join(f"- {second_person(s)}" for s in scenario.persona.ptkb)
+    need = f"\nBackground: {topic.need.strip()}" if topic.need.strip() else ""
+    system = (
+        f'You are the user of a conversational search assistant. You are interested in "{topic.title}" '
+        f"and want to find out as much as you can about it.{need}\n\n"
+        "What is true about you (act accordingly; bring up a single fact only when it is needed, "
+        f"and never list them):\n{facts}\n\n"
+        "How you write: one short message at a time, as a person typing in a chat. You ask, react and "
+        "follow up; you answer when the assistant asks you something. You never answer your own "
+        "questions, never explain things like an assistant would, and never repeat what you already said.\n"
+        + "\n".join(_traits(scenario.behaviour))
+        + f"\n\nYour next message: {_instruction(action, context)}\n"
+        "Reply with the message only."
+        + (f"\n\n{note}" if note else "")
+    )
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": _OPENER}]
+    for said, answer in context.history:
+        messages += [{"role": "assistant", "content": said}, {"role": "user", "content": answer}]
+    return messages
+
+
+def _clean(text: str) -> str:
+    text = _LABEL.sub("", text.strip())
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
+        text = text[1:-1].strip()
+    return text
+
+
+def invalid_reason(text: str, action: Action) -> str | None:
+    """Why ``text`` cannot be the user's message, or None when it can."""
+    if not text.strip():
+        return "it was empty"
+    if _ASSISTANT_LIKE.search(text) or "as an ai language model" in text.lower():
+        return "it spoke as the assistant, not as the user"
+    n = len(text.split())
+    if n > 120:
+        return f"it was far too long for a chat message ({n} words)"
+    if action.kind in _ASKING and "?" not in text and n > 60:
+        return "it explained things instead of asking"
+    return None
+
+
+class LLMVoice:
+    """Writes the user's message with the simulator model; keeps the best of ``candidates``."""
+
+    def __init__(self, ctx: Any, candidates: int = 1, invalid_retries: int = 2, temperature: float | None = None):
+        if not 1 <= candidates <= 16:
+            raise ValueError("candidates must be between 1 and 16")
+        self.ctx = ctx
+        self.candidates = candidates
+        self.invalid_retries = invalid_retries
+        self.temperature = temperature
+        self.embeddings = EmbedderSource(ctx)
+
+    async def speak(self, action: Action, context: SimContext) -> tuple[str, list[Stage]]:
+        model = self.ctx.chat("simulator")
+        stages: list[Stage] = []
+        problem = ""
+        for attempt in range(1 + self.invalid_retries):
+            note = f"Your previous reply could not be used because {problem}. Write only the user's message." if problem else ""
+            try:
+                res = await model.chat(build_messages(action, context, note), stage="simulator.voice",
+                                       n=self.candidates, temperature=self.temperature)
+            except EmptyCompletionError as exc:  # the ChatModel already retried it
+                raise DialogueError(f"simulator voice: the model returned no content ({exc})") from exc
+            stages.append(res.stage)
+            texts = [_clean(t) for t in res.texts]
+            reasons = [invalid_reason(t, action) for t in texts]
+            usable = [t for t, r in zip(texts, reasons) if r is None]
+            if usable:
+                return await self._closest(usable, action), stages
+            problem = next(r for r in reasons if r)
+        raise DialogueError(
+            f"simulator voice: no usable user message after {1 + self.invalid_retries} attempts ({problem})"
+        )
+
+    async def _closest(self, texts: list[str], action: Action) -> str:
+        """The candidate most similar to the rubric question (iKAT's selection rule)."""
+        if len(texts) == 1 or action.rubric is None:
+            return texts[0]
+        sims = await self.embeddings.similarities(action.rubric.question, texts)
+        return texts[int(np.argmax(sims))]
+
+
+class GradeReply(BaseModel):
+    grade: int = Field(ge=0, le=5, description="0-5: how well the reply answers the question")
+
+
+_GRADER_SYSTEM = (
+    "You check answers for a simulated user of a search assistant. Given the user's question and the "
+    "assistant's reply, rate how well the question can be answered from the reply alone, on a 0-5 "
+    "scale: 5 = answered fully, correctly and directly; 4 = answered with small gaps; 3 = partly "
+    "answered; 2 = on the topic but not an answer; 1 = barely related; 0 = unrelated, a refusal or "
+    'no answer. Return JSON: {"grade": <integer 0-5>}.'
+)
+
+
+class LLMGrader:
+    """0-5 answerability of the rubric question by the response; unparsable -> None."""
+
+    def __init__(self, ctx: Any):
+        self.ctx = ctx
+
+    async def grade(
+        self, question: RubricQuestion, response: str, context: SimContext | None = None
+    ) -> tuple[float | None, list[Stage]]:
+        topic = f'Topic: "{context.scenario.topic.title}"\n' if context is not None else ""
+        messages = [
+            {"role": "system", "content": _GRADER_SYSTEM},
+            {"role": "user", "content": f"{topic}Question: {question.question}\n\nReply:\n{response}"},
+        ]
+        try:
+            obj, stage = await self.ctx.chat("simulator").structured(
+                messages, GradeReply, stage="simulator.grade", temperature=0.0
+            )
+        except StructuredOutputError as exc:  # iKAT: an unparsable grade -> ask for clarification
+            stage = getattr(exc, "stage", None)
+            return None, [stage] if stage is not None else []
+        return float(obj.grade), [stage]
+
+
+class LLMSimulator(RubricSimulator):
+    """Rubric policy + LLM voice + LLM grader; either part can be switched to the offline one."""
+
+    def __init__(
+        self,
+        ctx: Any,
+        threshold: float = 3.0,
+        retries: int = 3,
+        candidates: int = 1,
+        voice: str = "llm",
+        grader: str = "llm",
+        reveal_threshold: float = 0.35,
+    ):
+        super().__init__(
+            ctx, threshold, retries, voice, grader, reveal_threshold=reveal_threshold, candidates=candidates
+        )

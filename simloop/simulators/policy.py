@@ -1,0 +1,328 @@
+"""The rubric policy: a state machine over a topic's ordered rubric questions (DESIGN §5).
+
+It follows the iKAT 2025 organisers' simulator (SIMULATION_API.md §7): ask the current
+question, grade the answer, move on when the grade is above the threshold, otherwise ask
+again more specifically until the question has been asked ``retries`` times, then move on
+anyway; when no question is left, say thanks and end.  Behaviour traits add what Year-4
+iKAT promises and the organisers' code lacks:
+
+* ``patience`` — failed answers tolerated over the *whole* dialogue; one more and the user
+  gives up (``user_gave_up``).  Users close to that limit complain emotionally first.
+* ``cooperativeness`` — the chance (seeded) that a user answers the assistant's clarifying
+  question instead of ignoring it and repeating the need.
+
+Decisions this module makes (documented because evaluation depends on them):
+
+* A grade *passes* when it is strictly above ``threshold`` (iKAT: score > 3 on 0-5).
+* A grade that could not be parsed (``None``) is the grader's failure, not the assistant's:
+  the user asks for clarification, which uses one of the question's asks but is not counted
+  against patience.
+* When the assistant asks the user something and its answer did not pass, a cooperative
+  user answers (not a failure: the assistant is gathering what it needs); an uncooperative
+  one ignores the question and repeats the need (a failure: they wanted an answer).  Either
+  way one ask of the question is used, so every dialogue is bounded by
+  ``retries * len(rubric) + 1`` user turns, as in iKAT.
+* End reason when the questions run out: ``user_satisfied`` only if a strict majority of the
+  rubric questions were answered (grade > threshold); otherwise ``user_gave_up`` — a user who
+  had to move past most of their questions did not get what they came for.  The counts go
+  into ``detail`` either way.
+* Ending takes two steps, as in iKAT: the closing line (``farewell`` or ``give_up``) is a user
+  turn the assistant still answers; the next step returns ``end`` and the simulator stops.
+
+Everything mutable lives in the per-dialogue ``memory`` dict (JSON-friendly), so one
+simulator instance can drive many dialogues; the policy object itself is immutable and cheap.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Literal, MutableMapping
+
+from ..schema import Behaviour, RubricQuestion, Scenario, StopReason
+
+__all__ = [
+    "ActionKind",
+    "Mood",
+    "Action",
+    "Ending",
+    "Observation",
+    "RubricPolicy",
+    "SimContext",
+    "mood_for",
+    "seeded_rng",
+]
+
+ActionKind = Literal[
+    "ask", "reask", "clarify", "answer_clarification", "move_on", "farewell", "give_up", "end"
+]
+Mood = Literal["calm", "annoyed", "frustrated"]
+
+_KEY = "policy"
+
+
+def seeded_rng(seed: int, turn: int, purpose: str) -> random.Random:
+    """An RNG that depends only on (seed, turn, purpose): reruns and resumes agree, and
+    drawing for one purpose never shifts the draws of another."""
+    return random.Random(f"{seed}|{turn}|{purpose}")
+
+
+def mood_for(failures: int, patience: int) -> Mood:
+    """How the user feels after ``failures`` failed answers: frustrated when one or no
+    further failure is tolerated (impatient users get there at once), annoyed before."""
+    if failures <= 0:
+        return "calm"
+    if patience - failures <= 1:
+        return "frustrated"
+    return "annoyed"
+
+
+@dataclass(frozen=True)
+class Ending:
+    reason: StopReason
+    detail: str
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the simulator saw of the assistant's last reply."""
+
+    grade: float | None  # None: the grader's output did not parse
+    assistant_asked: bool = False  # the reply asks the user something (a clarifying question)
+
+
+@dataclass
+class SimContext:
+    """What a voice or a grader may look at for one dialogue (no engine internals)."""
+
+    scenario: Scenario
+    history: list[tuple[str, str]] = field(default_factory=list)  # finished (user, assistant) turns
+    memory: MutableMapping[str, Any] = field(default_factory=dict)  # the dialogue's simulator memory
+    assistant_question: str | None = None  # the clarifying question of the last reply, if any
+
+    @property
+    def last_response(self) -> str | None:
+        return self.history[-1][1] if self.history else None
+
+    @property
+    def user_utterances(self) -> list[str]:
+        return [u for u, _ in self.history]
+
+
+@dataclass(frozen=True)
+class Action:
+    """What the user does next.  ``rubric`` is the question the utterance is about."""
+
+    kind: ActionKind
+    rubric: RubricQuestion | None = None
+    turn: int = 1  # 1-based index of the user turn this action produces
+    attempt: int = 1  # how many times ``rubric`` has been asked, this one included
+    grade: float | None = None  # the grade of the assistant's previous answer
+    mood: Mood = "calm"
+    ignored_question: bool = False  # reask because the user would not answer the assistant
+    skipped: RubricQuestion | None = None  # move_on: the question given up on
+    end: Ending | None = None  # farewell / give_up / end: how the dialogue will end
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def intent(self) -> str:
+        """The label recorded on the user turn."""
+        return "ignore_clarification" if self.ignored_question else self.kind
+
+    @property
+    def utters(self) -> bool:
+        return self.kind != "end"
+
+
+class RubricPolicy:
+    """Decides the next action of one dialogue from its memory and what was observed."""
+
+    def __init__(
+        self,
+        rubric: list[RubricQuestion],
+        behaviour: Behaviour,
+        seed: int,
+        threshold: float = 3.0,
+        retries: int = 3,
+    ):
+        if not rubric:
+            raise ValueError("the rubric policy needs at least one rubric question")
+        if retries < 1:
+            raise ValueError("retries must be at least 1")
+        self.rubric = rubric
+        self.behaviour = behaviour
+        self.seed = seed
+        self.threshold = threshold
+        self.retries = retries
+
+    # ------------------------------------------------------------------ entry points
+
+    def start(self, memory: MutableMapping[str, Any]) -> Action:
+        """Initialise ``memory`` and return the opening action (ask the first question)."""
+        first = self.rubric[0]
+        memory[_KEY] = {
+            "current": 0,
+            "asks": {first.id: 1},
+            "grades": {q.id: [] for q in self.rubric},
+            "status": {q.id: "open" for q in self.rubric},
+            "failures": 0,
+            "unparsed": 0,
+            "clarifications_answered": 0,
+            "turns": 1,
+            "ending": None,
+        }
+        return Action("ask", rubric=first, turn=1)
+
+    def started(self, memory: MutableMapping[str, Any]) -> bool:
+        return _KEY in memory
+
+    def current(self, memory: MutableMapping[str, Any]) -> RubricQuestion:
+        """The question the last user turn was about (the one to grade the reply against)."""
+        return self.rubric[memory[_KEY]["current"]]
+
+    def pending_end(self, memory: MutableMapping[str, Any]) -> Ending | None:
+        """Set once the closing line was said: the next step ends the dialogue, ungraded."""
+        ending = memory[_KEY]["ending"]
+        return Ending(**ending) if ending else None
+
+    def step(self, memory: MutableMapping[str, Any], obs: Observation) -> Action:
+        """The action after the assistant's reply described by ``obs``."""
+        m = memory[_KEY]
+        if m["ending"] is not None:  # the closing line was said and answered: stop now
+            end = Ending(**m["ending"])
+            return Action("end", turn=m["turns"], end=end, mood=self._mood(m), counts=self.counts(memory))
+        q = self.rubric[m["current"]]
+        m["grades"][q.id].append(obs.grade)
+        if obs.grade is not None and obs.grade > self.threshold:
+            m["status"][q.id] = "answered"
+            return self._advance(m, obs.grade, passed=True)
+        if obs.assistant_asked:
+            return self._on_assistant_question(m, q, obs)
+        if obs.grade is None:
+            m["unparsed"] += 1
+            return self._retry_or_move_on(m, q, obs.grade, kind="clarify")
+        return self._fail(m, q, obs.grade, ignored=False)
+
+    def grades(self, memory: MutableMapping[str, Any]) -> dict[str, list[float | None]]:
+        """Per-rubric grades recorded so far (rubric id -> grades in order)."""
+        return memory[_KEY]["grades"]
+
+    def counts(self, memory: MutableMapping[str, Any]) -> dict[str, int]:
+        m = memory[_KEY]
+        status = list(m["status"].values())
+        return {
+            "questions": len(self.rubric),
+            "answered": status.count("answered"),
+            "moved_past": status.count("skipped"),
+            "not_reached": sum(1 for i, q in enumerate(self.rubric) if i > m["current"] and m["status"][q.id] == "open"),
+            "failures": m["failures"],
+            "unparsed": m["unparsed"],
+            "clarifications_answered": m["clarifications_answered"],
+        }
+
+    # ------------------------------------------------------------------ transitions
+
+    def _on_assistant_question(self, m: dict[str, Any], q: RubricQuestion, obs: Observation) -> Action:
+        # Seeded per (dialogue seed, turn): the same scenario answers the same way on rerun.
+        rng = seeded_rng(self.seed, m["turns"], "cooperate")
+        if rng.random() < self.behaviour.cooperativeness:
+            if m["asks"][q.id] >= self.retries:
+                return self._move_on(m, q, obs.grade)
+            m["clarifications_answered"] += 1
+            return self._utter(m, "answer_clarification", q, obs.grade, bump=True)
+        return self._fail(m, q, obs.grade, ignored=True)
+
+    def _fail(self, m: dict[str, Any], q: RubricQuestion, grade: float | None, ignored: bool) -> Action:
+        m["failures"] += 1
+        if m["failures"] > self.behaviour.patience:
+            return self._give_up(m, q, grade)
+        return self._retry_or_move_on(m, q, grade, kind="reask", ignored=ignored)
+
+    def _retry_or_move_on(
+        self, m: dict[str, Any], q: RubricQuestion, grade: float | None, kind: ActionKind, ignored: bool = False
+    ) -> Action:
+        if m["asks"][q.id] >= self.retries:
+            return self._move_on(m, q, grade)
+        return self._utter(m, kind, q, grade, bump=True, ignored=ignored)
+
+    def _move_on(self, m: dict[str, Any], q: RubricQuestion, grade: float | None) -> Action:
+        m["status"][q.id] = "skipped"
+        return self._advance(m, grade, passed=False)
+
+    def _advance(self, m: dict[str, Any], grade: float | None, passed: bool) -> Action:
+        previous = self.rubric[m["current"]]
+        if m["current"] + 1 >= len(self.rubric):
+            return self._farewell(m, grade)
+        m["current"] += 1
+        nxt = self.rubric[m["current"]]
+        m["asks"][nxt.id] = 0
+        kind: ActionKind = "ask" if passed else "move_on"
+        return self._utter(m, kind, nxt, grade, bump=True, skipped=None if passed else previous)
+
+    def _farewell(self, m: dict[str, Any], grade: float | None) -> Action:
+        answered = list(m["status"].values()).count("answered")
+        total = len(self.rubric)
+        # "Most were answered" = a strict majority; see the module docstring.
+        reason: StopReason = "user_satisfied" if answered * 2 > total else "user_gave_up"
+        detail = (
+            f"{'all questions covered' if reason == 'user_satisfied' else 'most questions unanswered'}: "
+            f"{self._summary(m)}"
+        )
+        return self._closing(m, "farewell", Ending(reason, detail), grade)
+
+    def _give_up(self, m: dict[str, Any], q: RubricQuestion, grade: float | None) -> Action:
+        detail = (
+            f"patience exhausted: {m['failures']} failed answers > patience {self.behaviour.patience} "
+            f"(on {q.id}); {self._summary(m)}"
+        )
+        return self._closing(m, "give_up", Ending("user_gave_up", detail), grade, rubric=q)
+
+    def _closing(
+        self, m: dict[str, Any], kind: ActionKind, end: Ending, grade: float | None, rubric: RubricQuestion | None = None
+    ) -> Action:
+        m["ending"] = {"reason": end.reason, "detail": end.detail}
+        m["turns"] += 1
+        return Action(kind, rubric=rubric, turn=m["turns"], grade=grade, mood=self._mood(m), end=end)
+
+    def _utter(
+        self,
+        m: dict[str, Any],
+        kind: ActionKind,
+        q: RubricQuestion,
+        grade: float | None,
+        bump: bool,
+        ignored: bool = False,
+        skipped: RubricQuestion | None = None,
+    ) -> Action:
+        if bump:
+            m["asks"][q.id] += 1
+        m["turns"] += 1
+        return Action(
+            kind,
+            rubric=q,
+            turn=m["turns"],
+            attempt=m["asks"][q.id],
+            grade=grade,
+            mood=self._mood(m),
+            ignored_question=ignored,
+            skipped=skipped,
+        )
+
+    # ------------------------------------------------------------------ helpers
+
+    def _mood(self, m: dict[str, Any]) -> Mood:
+        return mood_for(m["failures"], self.behaviour.patience)
+
+    def _summary(self, m: dict[str, Any]) -> str:
+        status = m["status"]
+        answered = [qid for qid, s in status.items() if s == "answered"]
+        skipped = [qid for qid, s in status.items() if s == "skipped"]
+        text = f"answered {len(answered)}/{len(self.rubric)}"
+        text += f", moved past {len(skipped)}" + (f" ({', '.join(skipped)})" if skipped else "")
+        reached = m["current"] + 1
+        if reached < len(self.rubric):
+            text += f", not reached {len(self.rubric) - reached}"
+        text += f", {m['failures']} failed answers"
+        if m["unparsed"]:
+            text += f", {m['unparsed']} unparsed grades"
+        return text

@@ -1,0 +1,46 @@
+"""The replay simulator: says the user turns of an iKAT topic file, in order (DESIGN §5).
+
+It ignores what the assistant answers (the iKAT conversations were written against the
+reference responses), attaches each turn's gold provenance so evaluation can score PTKB
+and passage selection, and ends after the last turn with ``user_satisfied``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import DialogueError
+from ..schema import DialogueState, GoldTurn, Scenario, SimulatorTurn
+
+__all__ = ["ReplaySimulator"]
+
+
+class ReplaySimulator:
+    """Replays ``scenario.topic.gold_turns``; stateless (the turn count is the position)."""
+
+    def __init__(self, ctx: Any = None):
+        self.ctx = ctx  # unused: replay needs no model, but plugins are built as Cls(ctx)
+
+    async def open(self, scenario: Scenario) -> SimulatorTurn:
+        return _say(_gold_turns(scenario)[0])
+
+    async def next(self, state: DialogueState) -> SimulatorTurn:
+        gold = _gold_turns(state.scenario)
+        done = len(state.turns)
+        if done >= len(gold):
+            return SimulatorTurn.stop("user_satisfied", f"replay finished: {len(gold)} turns")
+        return _say(gold[done])
+
+
+def _gold_turns(scenario: Scenario) -> list[GoldTurn]:
+    turns = scenario.topic.gold_turns
+    if not turns:
+        raise DialogueError(
+            f"topic {scenario.topic.id!r} has no gold turns to replay; "
+            "the replay simulator needs an iKAT topic file (--topics FILE)"
+        )
+    return turns
+
+
+def _say(turn: GoldTurn) -> SimulatorTurn:
+    return SimulatorTurn.say(turn.utterance, intent="replay", gold=turn)
