@@ -17,7 +17,7 @@ from typing import Any, Literal, Mapping
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import ConfigError
-from .llm import LLMConfig
+from .llmconfig import LLMConfig
 from .retrieval import RetrievalConfig
 
 __all__ = ["PluginSpec", "ScenarioSelection", "RunConfig", "load_config", "config_hash"]
@@ -29,7 +29,8 @@ _NOT_HASHED = {"concurrency", "out", "run_id", "backend", "progress", "ray_addre
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # hide_input_in_errors: a key pasted where a variable name belongs must never be echoed.
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
 
 
 class PluginSpec(_Section):
