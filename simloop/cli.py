@@ -7,7 +7,6 @@ prints one line and exits 1; never a traceback for either.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import sys
 from pathlib import Path
@@ -209,7 +208,7 @@ def _add_misc(sub: argparse._SubParsersAction) -> None:
 
 
 # ----------------------------------------------------------------------------- main
-_EXTRA_COMMANDS: list[str] = []  # modules adding their own sub-commands via add_commands(sub)
+_EXTRA_COMMANDS: list[str] = ["evaluate.cli", "server", "rehearse"]  # modules adding their own sub-commands via add_commands(sub)
 
 
 def build_parser() -> argparse.ArgumentParser:

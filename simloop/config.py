@@ -25,6 +25,8 @@ __all__ = ["PluginSpec", "ScenarioSelection", "RunConfig", "load_config", "confi
 ENV_PREFIX = "SIMLOOP_"
 # Fields that change how fast or where a run goes, not what it produces: excluded from the
 # config hash so a run can be resumed with another concurrency or output folder.
+# SIMLOOP_* variables that belong to other commands, not to a run config.
+_NOT_RUN_SETTINGS = {"SIMLOOP_CACHE", "SIMLOOP_SERVE_TOKENS", "SIMLOOP_TEST_CACHE"}
 _NOT_HASHED = {"concurrency", "out", "run_id", "backend", "progress", "ray_address"}
 
 
@@ -79,8 +81,8 @@ def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]
 def _env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
     layer: dict[str, Any] = {}
     for name, raw in environ.items():
-        if not name.startswith(ENV_PREFIX) or name == "SIMLOOP_CACHE":
-            continue  # SIMLOOP_CACHE is the cache folder, not a run setting
+        if not name.startswith(ENV_PREFIX) or name in _NOT_RUN_SETTINGS:
+            continue
         path = name[len(ENV_PREFIX) :].lower().split("__")
         try:
             value: Any = json.loads(raw)

@@ -18,20 +18,24 @@ from .errors import DialogueError
 from .plugins import Assistant, UserSimulator
 from .schema import (
     AssistantReply,
+    AssistantTurn,
     DialogueState,
     ErrorInfo,
     PluginRef,
     Scenario,
     SimulatorTurn,
+    Stage,
     Stop,
     Transcript,
     Turn,
     Usage,
+    GoldTurn,
     UserTurn,
     utcnow,
 )
+from datetime import datetime
 
-__all__ = ["Engine", "Event", "RunStats", "run_dialogue"]
+__all__ = ["Engine", "Event", "RunStats", "run_dialogue", "build_turn", "finish_transcript", "DialogueSpec"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +82,24 @@ class DialogueSpec:
     timeout_s: float
 
 
+def build_turn(state: DialogueState, user: UserTurn, assistant: AssistantTurn, stages: list[Stage],
+               latency_ms: float, gold: GoldTurn | None) -> Turn:
+    """The next Turn of ``state`` (shared with the Sim.API server, which runs turns by request)."""
+    return Turn(index=len(state.turns) + 1, user=user, assistant=assistant, stages=stages,
+                latency_ms=round(latency_ms, 3), gold=gold)
+
+
+def finish_transcript(run_id: str, state: DialogueState, started: datetime, stop: Stop,
+                      simulator: PluginRef, assistant: PluginRef, error: ErrorInfo | None = None) -> Transcript:
+    """The transcript of a finished dialogue, with usage summed over every stage."""
+    stages = [s for t in state.turns for s in t.stages]
+    return Transcript(
+        run_id=run_id, dialogue_id=state.dialogue_id, scenario=state.scenario.ref(),
+        simulator=simulator, assistant=assistant, started_at=started, ended_at=utcnow(),
+        stop=stop, turns=state.turns, usage=Usage.from_stages(stages), error=error,
+    )
+
+
 async def _turn_loop(
     sim: UserSimulator, assistant: Assistant, state: DialogueState, emit: EventSink | None
 ) -> Stop:
@@ -92,14 +114,8 @@ async def _turn_loop(
         reply = await assistant.respond(state)
         if not isinstance(reply, AssistantReply):
             raise DialogueError(f"assistant returned {type(reply).__name__}, not AssistantReply")
-        turn = Turn(
-            index=len(state.turns) + 1,
-            user=state.user,
-            assistant=reply.to_turn(),
-            stages=[*pending.stages, *reply.stages],
-            latency_ms=round((time.perf_counter() - t0) * 1000, 3),
-            gold=pending.gold,
-        )
+        turn = build_turn(state, state.user, reply.to_turn(), [*pending.stages, *reply.stages],
+                          (time.perf_counter() - t0) * 1000, pending.gold)
         state.turns.append(turn)
         state.user = None
         if emit:
@@ -139,20 +155,7 @@ async def run_dialogue(
         message = " ".join(str(exc).split())[:500] or type(exc).__name__
         error = ErrorInfo(type=type(exc).__name__, message=message)
         stop = Stop(reason="error", by="engine", detail=f"{type(exc).__name__}: {message}")
-    stages = [s for t in state.turns for s in t.stages]
-    return Transcript(
-        run_id=spec.run_id,
-        dialogue_id=scenario.dialogue_id,
-        scenario=scenario.ref(),
-        simulator=spec.simulator,
-        assistant=spec.assistant,
-        started_at=started,
-        ended_at=utcnow(),
-        stop=stop,
-        turns=state.turns,
-        usage=Usage.from_stages(stages),
-        error=error,
-    )
+    return finish_transcript(spec.run_id, state, started, stop, spec.simulator, spec.assistant, error)
 
 
 class Engine:

@@ -72,7 +72,7 @@ class Connection(asyncio.Protocol):
                 request = self._parse()
             except ValueError as exc:
                 self.busy = True
-                self.send(_error(400, str(exc), "invalid_request_error", False), False)
+                self.send(error(400, str(exc), "invalid_request_error", False), False)
                 return
             if request is None:
                 return

@@ -193,3 +193,17 @@ def test_cli_prints_its_url_and_serves():
         finally:
             proc.terminate()
             assert proc.wait(10) == 0  # SIGTERM is a clean shutdown
+
+
+async def test_malformed_request_head_gets_400_not_a_crash():
+    import asyncio
+
+    from simloop.mockllm import MockLLM
+
+    async with MockLLM() as m:
+        reader, writer = await asyncio.open_connection("127.0.0.1", m.port)
+        writer.write(b"GARBAGE\r\n\r\n")
+        await writer.drain()
+        head = await asyncio.wait_for(reader.read(64), 5)
+        writer.close()
+        assert head.startswith(b"HTTP/1.1 400")
