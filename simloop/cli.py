@@ -123,7 +123,7 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--concurrency", type=int, help="dialogues at once (default 8)")
     p.add_argument("--rpm", type=float, help="LLM requests per minute per endpoint")
     p.add_argument("--limit", type=int, help="run at most N scenarios")
-    p.add_argument("--max-turns", type=int, help="safety cap on turns per dialogue (default 20)")
+    p.add_argument("--max-turns", type=int, help="safety cap on turns per dialogue (default 30)")
     p.add_argument("--timeout", type=float, help="seconds per dialogue (default 600)")
     p.add_argument("--repeat", type=int, help="run each persona x topic N times with different seeds")
     p.add_argument("--seed", type=int)

@@ -59,7 +59,7 @@ class RunConfig(_Section):
     simulator: PluginSpec = Field(default_factory=lambda: PluginSpec(name="offline"))
     assistant: PluginSpec = Field(default_factory=lambda: PluginSpec(name="bm25_extractive"))
     concurrency: int = Field(8, ge=1, le=100_000, description="dialogues running at once")
-    max_turns: int = Field(20, ge=1, le=1000, description="safety cap on turns per dialogue")
+    max_turns: int = Field(30, ge=1, le=1000, description="safety cap on turns per dialogue (the rubric policy ends sooner; iKAT replays reach 21)")
     dialogue_timeout_s: float = Field(600.0, gt=0, description="wall-clock limit per dialogue")
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
     llm: LLMConfig = Field(default_factory=LLMConfig)

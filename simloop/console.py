@@ -104,7 +104,7 @@ def print_list(personas_dir: Path, topics: Path | None) -> int:
 def _overview(ts: list[Transcript]) -> Table:
     t = Table(title=f"{len(ts)} dialogues")
     for col in ("dialogue", "turns", "stop", "by", "mean grade", "PTKB used", "calls"):
-        t.add_column(col)
+        t.add_column(col, overflow="fold")
     for tr in ts:
         grades = [x.user.grade for x in tr.turns if x.user.grade is not None]
         ptkb = sum(len(x.assistant.ptkb_provenance) for x in tr.turns)
