@@ -7,7 +7,7 @@ from typing import Any
 
 from ..schema import Stage
 
-__all__ = ["timed_stage"]
+__all__ = ["timed_stage", "stage_note"]
 
 
 class timed_stage:  # noqa: N801 - used like contextlib's lower-case context managers
@@ -46,3 +46,10 @@ class timed_stage:  # noqa: N801 - used like contextlib's lower-case context man
 
     async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
         return self.__exit__(exc_type, exc, tb)
+
+
+def stage_note(stage: Stage, note: str) -> Stage:
+    """The stage with a ``note`` field appended (extra fields are welcome in transcripts):
+    what a part did about a model's or a server's answer, e.g. dropping unknown ids."""
+    previous = getattr(stage, "note", None)
+    return Stage(**{**stage.model_dump(), "note": f"{previous}; {note}" if previous else note})

@@ -1,0 +1,47 @@
+"""genaius: the GenAIus TREC iKAT 2025 pipeline (seed paper 000).
+
+memory -> PTKB classification (LLM) -> rewrite (LLM) -> BM25 top-20 -> grounded answer
+(LLM, JSON with passage ids).  ``memory = "full"`` conditions every stage on the whole
+dialogue; ``"summary"`` on the evolving summary (one more LLM call per turn from turn 2),
+the two runs the paper compares.  LLM roles: ``assistant.summary``, ``assistant.ptkb``,
+``assistant.rewrite``, ``assistant.generate`` (each falls back to ``assistant``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from simloop.memory import make_memory
+from simloop.parts.generate_llm import MAX_WORDS
+from simloop.parts.ptkb_llm import classify_ptkb_llm
+from simloop.parts.reply import current_utterance, grounded_reply
+from simloop.parts.rewrite_llm import llm_rewrite
+from simloop.parts.stages import timed_stage
+from simloop.schema import AssistantReply, DialogueState
+
+__all__ = ["GenAIus"]
+
+
+class GenAIus:
+    def __init__(self, ctx: Any, memory: Literal["full", "summary"] = "full", k: int = 20,
+                 max_words: int = MAX_WORDS, summary_words: int = 150):
+        if memory not in ("full", "summary"):
+            raise ValueError("memory is 'full' or 'summary'")
+        if k < 1 or max_words < 10:
+            raise ValueError("need k >= 1 and max_words >= 10")
+        self.ctx, self.k, self.max_words = ctx, k, max_words
+        self.memory = make_memory(memory, **({"max_words": summary_words} if memory == "summary" else {}))
+
+    async def respond(self, state: DialogueState) -> AssistantReply:
+        utterance = current_utterance(state)
+        context, info, stages = await self.memory.build(state, self.ctx)
+        selected, st = await classify_ptkb_llm(self.ctx.chat("assistant.ptkb"), state.ptkb, utterance, context)
+        statements = [p.statement for p in selected]
+        query, st2 = await llm_rewrite(self.ctx.chat("assistant.rewrite"), utterance, context, statements)
+        stages += [st, st2]
+        retriever = await self.ctx.retriever()
+        async with timed_stage("retrieve", stages, k=self.k):
+            hits = await retriever.search(query, self.k)
+        return await grounded_reply(self.ctx.chat("assistant.generate"), utterance=utterance, hits=hits,
+                                    context=context, info=info, ptkb=selected, stages=stages, query=query,
+                                    max_words=self.max_words)

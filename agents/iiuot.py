@@ -1,0 +1,75 @@
+"""iiuot: the IIUoT TREC iKAT 2024 pipeline (seed paper 002).
+
+Context = the last three turns.  Rewrite with the whole PTKB (LLM) -> MiniLM picks
+statements for that rewrite -> rewrite again with only those (LLM): the paper's feedback
+loop.  PTKB ranking for the refined query: MiniLM pre-filter -> LLM re-ranker scores ->
+weighted score S_rel = a * MiniLM + (1 - a) * LLM with a dynamic threshold and at least
+two votes among MiniLM, the LLM and word overlap (eq. 1-2; the fine-tuned BGE reranker is
+not available offline, word overlap is the third voter).  BM25 candidates (1,000 in the
+paper, 50 by default here to keep MiniLM on a CPU quick) are re-ranked by MiniLM against
+the refined query plus the top-3 statements; the top five ground the answer (Self-RAG in
+the paper, the grounded JSON answer here).  LLM roles: ``assistant.rewrite``,
+``assistant.ptkb``, ``assistant.generate``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from simloop.memory import make_memory
+from simloop.parts.generate_llm import MAX_WORDS
+from simloop.parts.ptkb import DEFAULT_THRESHOLD, rank_ptkb_by_embedding
+from simloop.parts.ptkb_llm import lexical_scores, score_ptkb_llm, vote_ptkb
+from simloop.parts.reply import current_utterance, grounded_reply
+from simloop.parts.retrieve import embedding_rerank
+from simloop.parts.rewrite_llm import iterative_rewrite
+from simloop.parts.stages import timed_stage
+from simloop.schema import AssistantReply, DialogueState, PtkbUse, Stage
+
+__all__ = ["IIUoT"]
+
+_THRESHOLDS = {"embedding": DEFAULT_THRESHOLD, "llm": 0.5, "lexical": 0.2}
+
+
+class IIUoT:
+    def __init__(self, ctx: Any, window: int = 3, candidates: int = 50, k: int = 20, passages: int = 5,
+                 alpha: float = 0.4, prefilter_threshold: float = 0.15, prefilter_top_k: int = 5,
+                 max_words: int = MAX_WORDS):
+        if min(candidates, k, passages) < 1 or candidates < k or not 0.0 <= alpha <= 1.0:
+            raise ValueError("need candidates >= k >= 1, passages >= 1 and 0 <= alpha <= 1")
+        self.ctx, self.candidates, self.k, self.passages, self.max_words = ctx, candidates, k, passages, max_words
+        self.weights = {"embedding": alpha, "llm": 1.0 - alpha, "lexical": 0.0}  # overlap votes, never weighs
+        self.prefilter = (prefilter_threshold, prefilter_top_k)
+        self.memory = make_memory("window", turns=window)
+
+    async def _rank_ptkb(self, state: DialogueState, query: str, stages: list[Stage]) -> list[PtkbUse]:
+        embedder = await self.ctx.embedder()
+        async with timed_stage("ptkb.prefilter", stages):
+            cands = await rank_ptkb_by_embedding(embedder, query, state.ptkb, *self.prefilter)
+        llm, st = await score_ptkb_llm(self.ctx.chat("assistant.ptkb"), state.ptkb, cands, query)
+        stages.append(st)
+        scores = {"embedding": {c.index: c.score or 0.0 for c in cands}, "llm": llm,
+                  "lexical": lexical_scores(cands, query)}
+        return vote_ptkb(cands, scores, _THRESHOLDS, self.weights)
+
+    async def respond(self, state: DialogueState) -> AssistantReply:
+        utterance = current_utterance(state)
+        context, info, stages = await self.memory.build(state, self.ctx)
+        embedder = await self.ctx.embedder()
+
+        async def select(query: str) -> list[PtkbUse]:
+            return await rank_ptkb_by_embedding(embedder, query, state.ptkb)
+
+        _, refined, _, sts = await iterative_rewrite(self.ctx.chat("assistant.rewrite"), utterance, context,
+                                                     state.ptkb, select)
+        stages += sts
+        selected = await self._rank_ptkb(state, refined, stages)
+        retriever = await self.ctx.retriever()
+        async with timed_stage("retrieve", stages, k=self.candidates):
+            found = await retriever.search(refined, self.candidates)
+        async with timed_stage("rerank", stages):
+            hits = await embedding_rerank(embedder, " ".join([refined, *(p.statement for p in selected[:3])]),
+                                          found, self.k)
+        return await grounded_reply(self.ctx.chat("assistant.generate"), utterance=utterance, hits=hits,
+                                    shown=self.passages, context=context, info=info, ptkb=selected, stages=stages,
+                                    query=refined, max_words=self.max_words)
