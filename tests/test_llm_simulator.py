@@ -191,3 +191,17 @@ def test_second_person_and_invalid_reason():
     assert "assistant" in invalid_reason("As an AI, I think", ask)
     assert "instead of asking" in invalid_reason(" ".join(["word"] * 70), ask)
     assert invalid_reason("   ", ask) == "it was empty"
+
+
+async def test_repeats_with_other_seeds_are_not_cache_copies(mock, tmp_path):
+    """--repeat N must give N samples even with the cache on; the same seed replays."""
+    role = LLMRole(base_url=mock.url, model="mock-model", max_attempts=2, backoff_base_s=0.0, backoff_cap_s=0.0)
+    cfg = RunConfig(llm=LLMConfig(default=role, cache=tmp_path / "c.sqlite"))
+    ctx = Context(config=cfg, overrides={"embedder": HashEmbedder()})
+    voice = LLMVoice(ctx)
+    base = scenario()
+    for seed in (3, 4, 3):  # the third is a rerun of the first
+        sc = base.model_copy(update={"seed": seed})
+        await voice.speak(Action(kind="ask", rubric=RUBRIC[0], turn=1), SimContext(scenario=sc))
+    await ctx.aclose()
+    assert mock.stats()["requests"] == 2

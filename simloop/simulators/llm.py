@@ -158,6 +158,10 @@ def invalid_reason(text: str, action: Action) -> str | None:
     return None
 
 
+def _request_seed(context: SimContext, action: Action) -> int:
+    return (context.scenario.seed + 7919 * action.turn) % 2**31
+
+
 class LLMVoice:
     """Writes the user's message with the simulator model; keeps the best of ``candidates``."""
 
@@ -177,8 +181,11 @@ class LLMVoice:
         for attempt in range(1 + self.invalid_retries):
             note = f"Your previous reply could not be used because {problem}. Write only the user's message." if problem else ""
             try:
+                # The scenario seed makes repeats of one persona x topic sample (and cache)
+                # apart, and a rerun of the same scenario reproducible.
                 res = await model.chat(build_messages(action, context, note), stage="simulator.voice",
-                                       n=self.candidates, temperature=self.temperature)
+                                       n=self.candidates, temperature=self.temperature,
+                                       seed=_request_seed(context, action))
             except EmptyCompletionError as exc:  # the ChatModel already retried it
                 raise DialogueError(f"simulator voice: the model returned no content ({exc})") from exc
             stages.append(res.stage)
