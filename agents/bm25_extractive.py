@@ -4,6 +4,16 @@ PTKB statements are selected by MiniLM similarity to the utterance and the previ
 turn (a "window" of one turn); the query is rewritten heuristically with context terms;
 BM25 retrieves; the response is the best sentences of the top passages.
 
+With ``memory`` set to a context strategy (``full``, ``summary``, ``window``,
+``adaptive``; see ``simloop/memory.py``) the rewrite draws its context terms from that
+strategy's built context instead of the last user turns: the context's user lines stand
+in for the history, and the statements in it (what the user said about themselves, or a
+summary's sentences) are ranked by MiniLM similarity to the utterance like PTKB
+statements; the best ones lend their salient words to the query, and those words weigh
+like the user's own in the extractive answer (the user did say them).  So what a strategy
+keeps is what the query can still use (``simloop memory`` measures exactly that).
+Without ``memory`` (the default) the agent behaves as it always did.
+
 Threshold calibration (all-MiniLM-L6-v2, query = utterance + previous user utterance):
 obviously related statements score 0.30-0.60 ("What is gout and what causes an attack?"
 vs "I had my first gout attack..." 0.59; "What exactly is a marathon...?" vs "I signed up
@@ -16,21 +26,69 @@ is the capital of Australia?" scores 0.15-0.23 across the shipped personas, for
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
+from simloop.memory import MemoryStrategy, make_memory
 from simloop.parts.generate import extractive_answer
 from simloop.parts.ptkb import DEFAULT_THRESHOLD, rank_ptkb_by_embedding
 from simloop.parts.rewrite import heuristic_rewrite
 from simloop.parts.stages import timed_stage
-from simloop.parts.text import word_count
-from simloop.schema import AssistantReply, ContextInfo, DialogueState, Passage, Stage
+from simloop.parts.text import content_words, sentences, stem, word_count
+from simloop.schema import AssistantReply, ContextInfo, DialogueState, Passage, PtkbUse, Stage
 
-__all__ = ["BM25Extractive", "DEFAULT_PTKB_THRESHOLD"]
+__all__ = ["BM25Extractive", "DEFAULT_PTKB_THRESHOLD", "memory_statements"]
 
 DEFAULT_PTKB_THRESHOLD = DEFAULT_THRESHOLD  # 0.30, see the calibration notes above
 _TOKENS_PER_WORD = 1.3  # rough English sub-word ratio; no tokenizer needed offline
 _GENERATION_PASSAGES = 5  # the extractive answer reads the top few passages only
 _SNIPPET_CHARS = 300
+# Context statements compete only with each other (the PTKB has its own threshold), and a
+# remembered fact rarely shares words with the later question that needs it: "I have a
+# peanut allergy" vs "Which snacks should I pack?" scores 0.26, unrelated pairs < 0.12.
+DEFAULT_MEMORY_THRESHOLD = 0.15
+_ROLE = re.compile(r"\b(User|Assistant)(?: \(turn \d+\))?:\s*")
+_FIRST_PERSON = frozenset("i i'm i've i'll i'd me my mine we we're we've our ours".split())
+
+
+def _segments(text: str) -> list[tuple[str | None, str]]:
+    """(role, text) pieces of a built context; role None for unlabelled text (a summary)."""
+    out: list[tuple[str | None, str]] = []
+    pos, role = 0, None
+    for m in _ROLE.finditer(text):
+        out.append((role, text[pos:m.start()]))
+        pos, role = m.end(), m.group(1)
+    out.append((role, text[pos:]))
+    return [(r, t.strip()) for r, t in out if t.strip()]
+
+
+def memory_statements(context: str) -> tuple[list[str], list[str]]:
+    """(user lines, statements) of a built context.  Statements are declarative sentences
+    the user said about themselves (from ``User`` lines) or any declarative sentence of
+    unlabelled text such as a summary; questions and headings carry no fact."""
+    users: list[str] = []
+    statements: list[str] = []
+    for role, text in _segments(context):
+        if role == "Assistant":
+            continue
+        if role == "User":
+            users.append(text)
+        for s in sentences(text):
+            s = s.strip(" -")
+            if s.endswith(("?", ":")) or not content_words(s):
+                continue
+            first_person = any(w.strip(".,;!").lower() in _FIRST_PERSON for w in s.split())
+            if (role is None or first_person) and s not in statements:
+                statements.append(s)
+    return users, statements
+
+
+def _with_remembered(utterance: str, query: str, remembered: list[str]) -> str:
+    """The answer's focus: the utterance plus the query words taken from what the user
+    said earlier - the user's own words, so they weigh like the question's."""
+    said = {stem(w) for s in remembered for w in content_words(s)} - {stem(w) for w in content_words(utterance)}
+    extra = [w for w in content_words(query) if stem(w) in said]
+    return " ".join([utterance, *extra])
 
 
 class BM25Extractive:
@@ -43,13 +101,21 @@ class BM25Extractive:
         ptkb_threshold: float = DEFAULT_PTKB_THRESHOLD,
         ptkb_top_k: int = 3,
         max_words: int = 220,
+        memory: str | None = None,
+        memory_params: dict[str, Any] | None = None,
+        memory_threshold: float = DEFAULT_MEMORY_THRESHOLD,
+        memory_top_k: int = 2,
     ):
-        if k < 1 or ptkb_top_k < 0 or max_words < 10:
-            raise ValueError("need k >= 1, ptkb_top_k >= 0 and max_words >= 10")
-        if not -1.0 <= ptkb_threshold <= 1.0:
-            raise ValueError("ptkb_threshold is a cosine similarity, between -1 and 1")
+        if k < 1 or ptkb_top_k < 0 or max_words < 10 or memory_top_k < 0:
+            raise ValueError("need k >= 1, ptkb_top_k >= 0, memory_top_k >= 0 and max_words >= 10")
+        if not -1.0 <= ptkb_threshold <= 1.0 or not -1.0 <= memory_threshold <= 1.0:
+            raise ValueError("ptkb_threshold and memory_threshold are cosine similarities, between -1 and 1")
+        if memory_params and memory is None:
+            raise ValueError("memory_params need a memory strategy")
         self.ctx = ctx
         self.k, self.ptkb_threshold, self.ptkb_top_k, self.max_words = k, ptkb_threshold, ptkb_top_k, max_words
+        self.memory = make_memory(memory, **(memory_params or {})) if memory is not None else None
+        self.memory_threshold, self.memory_top_k = memory_threshold, memory_top_k
 
     async def respond(self, state: DialogueState) -> AssistantReply:
         utterance = state.user.utterance if state.user is not None else ""
@@ -64,14 +130,21 @@ class BM25Extractive:
             selected = await rank_ptkb_by_embedding(
                 embedder, " ".join([utterance, *window]), state.ptkb, self.ptkb_threshold, self.ptkb_top_k
             )
-        async with timed_stage("rewrite", stages):
-            query = heuristic_rewrite(utterance, history, [p.statement for p in selected])
+        context: ContextInfo | None = None
+        focus: str | None = None
+        if self.memory is None:
+            async with timed_stage("rewrite", stages):
+                query = heuristic_rewrite(utterance, history, [p.statement for p in selected])
+        else:
+            query, context, remembered = await self._rewrite_from_memory(self.memory, state, utterance, embedder,
+                                                                         selected, stages)
+            focus = _with_remembered(utterance, query, remembered)
         retriever = await self.ctx.retriever()
         async with timed_stage("retrieve", stages):
             hits = await retriever.search(query, self.k)
         async with timed_stage("generate", stages):
             response, used = extractive_answer(
-                query, hits, self.max_words, passages=_GENERATION_PASSAGES, focus=utterance
+                query, hits, self.max_words, passages=_GENERATION_PASSAGES, focus=focus or utterance
             )
 
         read = [utterance, *window, *(p.statement for p in selected), *(h.text for h in hits[:_GENERATION_PASSAGES])]
@@ -84,6 +157,22 @@ class BM25Extractive:
                 for i, h in enumerate(hits, 1)
             ],
             ptkb_provenance=selected,
-            context=ContextInfo(strategy="window", tokens=round(_TOKENS_PER_WORD * sum(map(word_count, read)))),
+            context=context or ContextInfo(strategy="window",
+                                           tokens=round(_TOKENS_PER_WORD * sum(map(word_count, read)))),
             stages=stages,
         )
+
+    async def _rewrite_from_memory(self, memory: MemoryStrategy, state: DialogueState, utterance: str,
+                                   embedder: Any, selected: list[PtkbUse],
+                                   stages: list[Stage]) -> tuple[str, ContextInfo, list[str]]:
+        """The heuristic rewrite fed from the strategy's context (see the module notes)."""
+        built = await memory.build(state, self.ctx)
+        stages += built.stages
+        users, statements = memory_statements(built.text)
+        async with timed_stage("rewrite", stages):
+            recalled = await rank_ptkb_by_embedding(embedder, utterance, statements, self.memory_threshold,
+                                                    self.memory_top_k)
+            remembered = [r.statement for r in recalled]
+            statements = [*remembered, *(p.statement for p in selected)]  # what was just said weighs first
+            query = heuristic_rewrite(utterance, [(u, "") for u in users], statements)
+        return query, built.info.model_copy(update={"recalled": remembered}), remembered

@@ -208,7 +208,7 @@ def _add_misc(sub: argparse._SubParsersAction) -> None:
 
 
 # ----------------------------------------------------------------------------- main
-_EXTRA_COMMANDS: list[str] = ["evaluate.cli", "server", "rehearse"]  # modules adding their own sub-commands via add_commands(sub)
+_EXTRA_COMMANDS: list[str] = ["evaluate.cli", "server", "rehearse", "memorytest"]  # modules adding their own sub-commands via add_commands(sub)
 
 
 def build_parser() -> argparse.ArgumentParser:
