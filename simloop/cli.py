@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+from .cliargs import parse_params
 from .errors import BadInputError, SimloopError
 
 __all__ = ["main", "build_parser"]
@@ -57,22 +58,10 @@ def _run_overrides(a: argparse.Namespace) -> dict[str, Any]:
     put("llm.cache", a.cache)
     for flag, section in ((a.assistant_param, "assistant"), (a.simulator_param, "simulator")):
         if flag:
-            put(f"{section}.params", dict(_parse_param(p) for p in flag))
+            put(f"{section}.params", parse_params(flag, f"--{section}-param"))
     if a.no_progress:
         put("progress", False)
     return o
-
-
-def _parse_param(text: str) -> tuple[str, Any]:
-    import json
-
-    key, sep, raw = text.partition("=")
-    if not sep or not key:
-        raise BadInputError(f"--param {text!r}: expected KEY=VALUE")
-    try:
-        return key, json.loads(raw)
-    except json.JSONDecodeError:
-        return key, raw
 
 
 def _load_run_config(a: argparse.Namespace):

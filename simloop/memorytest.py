@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .cliargs import parse_params
 from .errors import BadInputError
 
 if TYPE_CHECKING:
@@ -36,16 +36,7 @@ def _csv(text: str | None, flag: str, kind: type = str) -> list | None:
 
 
 def _params(pairs: list[str] | None) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for text in pairs or []:
-        key, sep, raw = text.partition("=")
-        if not sep or not key:
-            raise BadInputError(f"--assistant-param {text!r}: expected KEY=VALUE")
-        try:
-            out[key] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[key] = raw
-    return out
+    return parse_params(pairs, "--assistant-param")
 
 
 def _progress(test: "MemoryTest", enabled: bool):

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
-import json
 import logging
 import os
 import sys
@@ -282,11 +281,12 @@ def _known_personas(cfg: Any) -> dict[str, Any]:
 
 def _config(a: argparse.Namespace):
     from .config import load_config
-    from .server import TOKENS_ENV, parse_param
+    from .cliargs import parse_params
+    from .server import TOKENS_ENV
 
     o: dict[str, Any] = {"assistant": {"name": a.assistant}}
     if a.assistant_param:
-        o["assistant"]["params"] = dict(parse_param(p, "--assistant-param") for p in a.assistant_param)
+        o["assistant"]["params"] = parse_params(a.assistant_param, "--assistant-param")
     sel = {k: v for k, v in (("topics", a.topics), ("personas_dir", a.personas)) if v is not None}
     if sel:
         o["scenarios"] = sel

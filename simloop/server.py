@@ -19,10 +19,11 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
+from .cliargs import parse_params
 from .config import PluginSpec, RunConfig, load_config
 from .errors import BadInputError
 
-__all__ = ["parse_tokens", "collect_tokens", "parse_param", "add_commands", "TOKENS_ENV"]
+__all__ = ["parse_tokens", "collect_tokens", "add_commands", "TOKENS_ENV"]
 
 TOKENS_ENV = "SIMLOOP_SERVE_TOKENS"
 
@@ -67,7 +68,7 @@ def _serve_config(a: argparse.Namespace) -> RunConfig:
     o: dict[str, Any] = {"out": a.out, "max_turns": a.max_turns, "seed": a.seed}
     sim: dict[str, Any] = {"name": a.simulator} if a.simulator else {}
     if a.simulator_param:
-        sim["params"] = dict(parse_param(p) for p in a.simulator_param)
+        sim["params"] = parse_params(a.simulator_param, "--simulator-param")
     sel = {"topics": a.topics, "personas_dir": a.personas, "limit": a.limit, "topic_ids": a.topic}
     o["scenarios"] = {k: v for k, v in sel.items() if v is not None}
     if sim:
@@ -78,19 +79,6 @@ def _serve_config(a: argparse.Namespace) -> RunConfig:
     # The tokens variable is ours, not a run setting: keep it out of the SIMLOOP_* layer.
     environ = {k: v for k, v in os.environ.items() if k != TOKENS_ENV}
     return load_config(a.config, o, environ)
-
-
-def parse_param(text: str, flag: str = "--simulator-param") -> tuple[str, Any]:
-    """``KEY=VALUE`` with VALUE parsed as JSON when it is JSON ("3" -> 3)."""
-    import json
-
-    key, sep, raw = text.partition("=")
-    if not sep or not key:
-        raise BadInputError(f"{flag} {text!r}: expected KEY=VALUE")
-    try:
-        return key, json.loads(raw)
-    except json.JSONDecodeError:
-        return key, raw
 
 
 def cmd_serve(a: argparse.Namespace) -> int:
