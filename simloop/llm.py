@@ -28,7 +28,7 @@ from .errors import (
 from .llmcache import CachedCompletion, CompletionCache, cache_key
 from .llmconfig import NO_KEY, LLMConfig, LLMRole
 from .llmjson import REPAIR_PROMPT, response_format_for, strict_json_schema, validate_json
-from .llmlimits import Endpoint
+from .llmlimits import Endpoint, Permit
 from .schema import Stage
 
 __all__ = ["LLMRole", "LLMConfig", "LLMPool", "ChatModel", "ChatResult", "strict_json_schema", "response_format_for",
@@ -327,10 +327,15 @@ class ChatModel:
 
 
 class LLMPool:
-    """Every role's ChatModel for one run; one client per endpoint and key, one throttle per endpoint."""
+    """Every role's ChatModel for one run; one client per endpoint and key, one throttle per endpoint.
 
-    def __init__(self, config: LLMConfig):
+    ``permit``: a request-permit source shared with other processes (see ``llmlimits.Permit``);
+    when given, it replaces each rate-limited endpoint's local throttle.
+    """
+
+    def __init__(self, config: LLMConfig, permit: Permit | None = None):
         self.config = config
+        self._permit = permit
         self._models: dict[str, ChatModel] = {}
         self._clients: dict[tuple[str, str], Any] = {}
         self._endpoints: dict[str, Endpoint] = {}
@@ -371,7 +376,7 @@ class LLMPool:
             url = s.endpoint()
             if url not in self._endpoints:
                 rpm, tpm = self._limits.get(url, (s.rpm, s.tpm))
-                self._endpoints[url] = Endpoint(url, rpm, tpm)
+                self._endpoints[url] = Endpoint(url, rpm, tpm, self._permit)
             usage = self._usage.setdefault(role, _Usage(s.model))
             self._models[role] = ChatModel(role, s, self._client_for(s), self._endpoints[url], usage, self._cache)
         return self._models[role]

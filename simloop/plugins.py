@@ -81,6 +81,8 @@ class Context:
         key = f"chat:{role}"
         if key in self.overrides:
             return self.overrides[key]
+        if "llm_pool" in self.overrides:  # e.g. a Ray worker's pool with a cluster-wide permit
+            return self.overrides["llm_pool"].model(role)
         if "llm_pool" not in self._cache:
             from .llm import LLMPool
 
