@@ -333,3 +333,14 @@ async def test_token_window_waits_for_the_budget():
     await window.acquire(20)  # 90 + 20 > 100: waits for the first entry to leave the window
     assert time.monotonic() - t0 >= 0.39
     await window.acquire(500)  # larger than the budget, alone in the window: admitted after a wait
+
+
+@pytest.mark.parametrize("rpm", [1, 7, 60, 120, 599, 600, 1200, 3000, 10_000])
+def test_pacer_plan_never_exceeds_rpm_and_wastes_little(rpm):
+    """No 60 s window may hold more than rpm admissions; the plan should not give much away."""
+    from simloop.llmlimits import _budget_plan
+
+    slots, period = _budget_plan(rpm)
+    per_minute = slots * 60.0 / period
+    assert per_minute <= rpm
+    assert per_minute >= 0.97 * rpm if rpm >= 60 else per_minute >= 0.5 * rpm

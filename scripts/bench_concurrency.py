@@ -1,0 +1,157 @@
+"""Figure 1 — concurrency efficiency against a 200 ms mock LLM in another process.
+
+N dialogues × T turns, two sequential LLM calls per turn (bench simulator, bench
+assistant), at concurrency C.  Ideal wall time = T × 2 × latency × ceil(N / C); the
+figure is measured / ideal.  The client's CPU per request is reported alongside: when
+C / latency requests per second need more than one core of client CPU, the ratio is
+bounded below by (C / latency) × cpu_per_request, whatever the engine does.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from bench_common import MockProcess, bench_config, figure, info, run_prepared, shown_path
+
+LATENCY_MS = 200.0
+CALLS_PER_TURN = 2
+
+
+async def _one(mock: MockProcess, out: Path, c: int, n: int, turns: int) -> dict[str, Any]:
+    cfg = bench_config(out, base_url=mock.url, simulator="bench_plugins:OneCallSimulator",
+                       assistant="bench_plugins:OneCallAssistant", concurrency=c, limit=n,
+                       sim_params={"turns": turns}, asst_params={"retrieve": False}, max_turns=turns + 1)
+    mock.reset()
+    mock_cpu0 = mock.cpu_s()
+    r = await run_prepared(cfg)
+    st = mock.stats()
+    requests = st["requests"]
+    ideal = turns * CALLS_PER_TURN * LATENCY_MS / 1000 * math.ceil(n / c)
+    wall = r["engine_wall_s"]
+    row = {
+        "concurrency": c, "dialogues": n, "turns": turns, "wall_s": round(wall, 3), "ideal_s": round(ideal, 3),
+        "ratio": round(wall / ideal, 3), "requests": requests, "by_status": st["by_status"],
+        "req_per_s": round(requests / wall, 1),
+        "client_cpu_s": round(r["cpu_s"], 3), "client_cpu_ms_per_request": round(1000 * r["cpu_s"] / max(1, requests), 3),
+        "client_cpu_util": round(r["cpu_s"] / wall, 3),
+        "mock_cpu_s": round(mock.cpu_s() - mock_cpu0, 3),
+        "errors": r["stats"].errors, "turns_done": r["stats"].turns,
+        "needed_req_per_s": round(c * 1000 / LATENCY_MS, 1),
+    }
+    # Client load: the share of one core (one event loop) the ideal request rate needs.
+    # Above 1 the ratio cannot go below it; close to 1, queueing for the loop adds to every call.
+    row["client_load"] = round(row["needed_req_per_s"] * row["client_cpu_ms_per_request"] / 1000, 3)
+    info(f"concurrency {c}: N={n} T={turns} wall {wall:.2f}s ideal {ideal:.2f}s ratio {row['ratio']} "
+         f"({row['req_per_s']} req/s, client {row['client_cpu_ms_per_request']} ms CPU/req, "
+         f"errors {row['errors']})")
+    return row
+
+
+async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    import openai  # noqa: F401  imported before timing: a first import costs ~0.5 s
+
+    import simloop.llmhttp  # noqa: F401
+
+    turns = 2 if quick else 4
+    plan = [(10, 20), (100, 200), (1000, 1000)]
+    if quick:
+        plan = [(10, 10), (100, 100), (1000, 1000)]
+    rows = []
+    with MockProcess(latency_ms=LATENCY_MS) as mock, tempfile.TemporaryDirectory(prefix="simloop-bench-") as tmp:
+        await _one(mock, Path(tmp) / "warm", 10, 10, 1)  # warm-up: imports, first connections
+        for c, n in plan:
+            rows.append(await _one(mock, Path(tmp) / f"c{c}", c, n, turns))
+        aio = await _aiohttp_variant(mock, Path(tmp) / "aio", *plan[-1], turns)
+        profile = await _profile_client(mock, Path(tmp) / "prof", out_dir, 1000)
+        floor = await _minimal_client(mock, 1000, turns * CALLS_PER_TURN)
+    figures = {f"concurrency_ratio_{r['concurrency']}": figure(r["ratio"], 1.1 if r["concurrency"] == 1000 else None)
+               for r in rows}
+    if aio is not None:
+        figures["concurrency_ratio_1000_aiohttp"] = figure(aio["ratio"], None)
+        figures["client_cpu_ms_per_request_aiohttp"] = figure(aio["client_cpu_ms_per_request"], None)
+    for r in rows:
+        if r["errors"]:
+            figures[f"concurrency_ratio_{r['concurrency']}"]["ok"] = False
+    figures["client_cpu_ms_per_request"] = figure(rows[-1]["client_cpu_ms_per_request"], None)
+    figures["client_cpu_ms_per_request_minimal"] = figure(floor["cpu_ms_per_request"], None)
+    return figures, {"latency_ms": LATENCY_MS, "calls_per_turn": CALLS_PER_TURN, "runs": rows, "aiohttp_run": aio,
+                     "client_profile": profile, "minimal_client": floor}
+
+
+async def _profile_client(mock: MockProcess, out: Path, out_dir: Path, c: int) -> dict[str, Any]:
+    """Where the client's CPU goes at concurrency ``c`` (pyinstrument; one turn per dialogue)."""
+    from simloop.runner import execute, prepare_run
+
+    from bench_profile import profiled
+
+    cfg = bench_config(out, base_url=mock.url, simulator="bench_plugins:OneCallSimulator",
+                       assistant="bench_plugins:OneCallAssistant", concurrency=c, limit=c,
+                       sim_params={"turns": 1}, asst_params={"retrieve": False}, max_turns=2)
+    prep = prepare_run(cfg)
+    text = out_dir / f"profile_client_{c}.txt"
+    _, prof = await profiled(execute(prep), text)
+    for row in prof["top_self"][:5]:
+        info(f"  {row['share']:6.1%}  {row['function']}")
+    info("  by package: " + ", ".join(f"{k} {v:.0%}" for k, v in list(prof["by_package"].items())[:8]))
+    return {**prof, "profile_text": shown_path(text)}
+
+
+async def _aiohttp_variant(mock: MockProcess, out: Path, c: int, n: int, turns: int) -> dict[str, Any] | None:
+    """The same run with openai's aiohttp transport in place of httpx2 (an experiment, not
+    simloop's configuration): how much of the client's CPU is the HTTP stack."""
+    import openai
+
+    import simloop.llmhttp as llmhttp
+
+    from importlib.util import find_spec
+
+    if find_spec("aiohttp") is None:  # openai's aiohttp transport needs it
+        return None
+    original = llmhttp.make_http_client
+    llmhttp.make_http_client = lambda timeout_s, *a, **k: openai.DefaultAioHttpClient(timeout=timeout_s)
+    try:
+        await _one(mock, out.with_name("aio-warm"), 10, 10, 1)
+        row = await _one(mock, out, c, n, turns)
+    finally:
+        llmhttp.make_http_client = original
+    return row
+
+
+async def _minimal_client(mock: MockProcess, c: int, per_connection: int) -> dict[str, Any]:
+    """The floor: a bare asyncio HTTP/1.1 keep-alive client (no SDK, no engine) sending the
+    same kind of request, ``c`` connections at once, each ``per_connection`` in a row."""
+    import asyncio
+    import json
+    import time
+
+    from bench_common import proc_cpu_s
+
+    body = json.dumps({"model": "mock-model", "messages": [{"role": "user", "content": "Write turn 1 of the user."}],
+                       "max_tokens": 48}).encode()
+    head = (f"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\n\r\n").encode()
+
+    async def conn() -> int:
+        reader, writer = await asyncio.open_connection("127.0.0.1", mock.port)
+        for _ in range(per_connection):
+            writer.write(head + body)
+            lines = (await reader.readuntil(b"\r\n\r\n")).split(b"\r\n")
+            length = next(int(x.split(b":")[1]) for x in lines if x.lower().startswith(b"content-length"))
+            json.loads(await reader.readexactly(length))["choices"][0]["message"]["content"]
+        writer.close()
+        return per_connection
+
+    mock.reset()
+    cpu0, mock0, t0 = proc_cpu_s(), mock.cpu_s(), time.perf_counter()
+    done = sum(await asyncio.gather(*(conn() for _ in range(c))))
+    wall = time.perf_counter() - t0
+    row = {"connections": c, "requests": done, "cpu_ms_per_request": round(1000 * (proc_cpu_s() - cpu0) / done, 3),
+           "mock_cpu_ms_per_request": round(1000 * (mock.cpu_s() - mock0) / done, 3),
+           "wall_s": round(wall, 3), "ideal_s": round(per_connection * LATENCY_MS / 1000, 3)}
+    row["ratio"] = round(wall / row["ideal_s"], 3)
+    info(f"minimal asyncio client, {c} connections: {row['cpu_ms_per_request']} ms CPU/request "
+         f"(mock {row['mock_cpu_ms_per_request']} ms), ratio {row['ratio']}")
+    return row

@@ -1,0 +1,138 @@
+"""bench/results.md: the machine, every figure against its target, and the per-agent table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+# figure -> (what it is, unit); figures not listed are shown by name.
+LABELS: dict[str, tuple[str, str]] = {
+    "concurrency_ratio_10": ("wall / ideal, concurrency 10 (200 ms mock)", "×"),
+    "concurrency_ratio_100": ("wall / ideal, concurrency 100", "×"),
+    "concurrency_ratio_1000": ("wall / ideal, concurrency 1,000", "×"),
+    "concurrency_ratio_1000_aiohttp": ("same, openai over aiohttp instead of httpx2 (experiment)", "×"),
+    "client_cpu_ms_per_request": ("process CPU per LLM request at concurrency 1,000 (client + engine)", "ms"),
+    "client_cpu_ms_per_request_aiohttp": ("same, openai over aiohttp (experiment)", "ms"),
+    "client_cpu_ms_per_request_minimal": ("floor: a bare asyncio HTTP/1.1 client, same mock, 1,000 connections", "ms"),
+    "engine_overhead_ms_per_turn": ("engine CPU per turn (no LLM client, no retrieval)", "ms"),
+    "rate_limit_utilisation": ("achieved / configured rpm (R = 1,200; the mock enforces R per minute)", ""),
+    "rate_limit_self_429s": ("429s caused by simloop's own pacing", ""),
+    "bm25_batch_speedup": ("micro-batched vs one-per-call BM25, 1,000 concurrent queries", "×"),
+    "bm25_batch_speedup_1_thread": ("same, batch_search on 1 Java thread instead of 2", "×"),
+    "loop_lag_p99_ms": ("event-loop lag p99, 500 dialogues retrieving (model answers in 100-300 ms)", "ms"),
+    "loop_lag_p99_ms_lockstep": ("same, every model call exactly 200 ms (dialogues in lockstep)", "ms"),
+    "loop_lag_p99_ms_stress": ("same, model answering at once (stress)", "ms"),
+    "loop_lag_p99_ms_idle": ("same ticker on an idle loop, right before (the machine's own noise)", "ms"),
+    "memory_per_dialogue_kib": ("RSS per active dialogue, 10,000 parked mid-turn", "KiB"),
+    "memory_per_dialogue_traced_kib": ("Python allocations per parked dialogue (tracemalloc)", "KiB"),
+}
+
+
+def _fmt(v: Any) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        return f"{v:,.3f}".rstrip("0").rstrip(".") if abs(v) < 100 else f"{v:,.1f}"
+    return f"{v:,}" if isinstance(v, int) else str(v)
+
+
+def _target(key: str, fig: dict[str, Any]) -> str:
+    t = fig.get("target")
+    if t is None:
+        return "—"
+    higher = key in ("rate_limit_utilisation", "bm25_batch_speedup")
+    return f"{'≥' if higher else ('=' if t == 0 else '≤')} {_fmt(t)}"
+
+
+def write_markdown(path: Path, results: dict[str, Any], details: dict[str, Any]) -> None:
+    m = details.get("machine", {})
+    lines = ["# simloop benchmarks", "",
+             f"Written by `scripts/bench{' --quick' if details.get('quick') else ''}` at {details.get('finished_at', '?')}. "
+             "Figures are `bench/results.json`; everything measured on the way is in `bench/details.json`.", "",
+             "## Machine", "",
+             f"- CPU: {m.get('cpu', '?')}, {m.get('cores', '?')} cores; RAM {m.get('ram_gib', '?')} GiB; {m.get('os', '')}",
+             f"- Python: {m.get('python', '?')}; load average at start: {m.get('loadavg_at_start', '?')} "
+             "(the cores were shared with other work: absolute times are noisy, ratios within one run less so)",
+             "- Versions: " + ", ".join(f"{k} {v}" for k, v in m.get("versions", {}).items()), "",
+             "## Figures", "", "| figure | what | value | target | ok |", "| --- | --- | ---: | ---: | :---: |"]
+    for key, fig in results.items():
+        if key.startswith("agent_"):
+            continue
+        what, unit = LABELS.get(key, (key, ""))
+        sep = "" if unit == "×" else " "
+        value = _fmt(fig.get("value")) + (f"{sep}{unit}" if unit and fig.get("value") is not None else "")
+        ok = "yes" if fig.get("ok") else "**no**"
+        lines.append(f"| `{key}` | {what} | {value} | {_target(key, fig)} | {ok} |")
+    lines += _agents(details)
+    lines += _notes(details)
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _agents(details: dict[str, Any]) -> list[str]:
+    a = details.get("benches", {}).get("agents")
+    if not a or "agents" not in a:
+        return []
+    out = ["", f"## Cost per turn of each reference agent (mock LLM, {_fmt(a['latency_ms'])} ms per call; "
+           f"{a['dialogues']} dialogues × {a['turns']} turns each, one at a time)", "",
+           "| agent | LLM requests / turn | LLM stages / turn | prompt tokens / turn | completion tokens / turn "
+           "| wall ms / turn (mean) | CPU ms / turn | errors |",
+           "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for label, r in a["agents"].items():
+        if "error" in r:
+            out.append(f"| `{label}` | failed: {r['error']} | | | | | | |")
+            continue
+        out.append(f"| `{label}` | {_fmt(r['requests_per_turn'])} | {_fmt(r['llm_stages_per_turn'])} | "
+                   f"{_fmt(r['prompt_tokens_per_turn'])} | {_fmt(r['completion_tokens_per_turn'])} | "
+                   f"{_fmt(r['wall_ms_per_turn'])} | {_fmt(r['cpu_ms_per_turn'])} | {r['errors']} |")
+    if a.get("missing"):
+        out.append(f"\nNot registered (yet): {', '.join(a['missing'])}.")
+    out.append("\nCompletion tokens come from the mock's synthetic answers; prompt tokens are the agent's own. "
+               "Wall time = sequential LLM calls × latency + local work (MiniLM on CPU, BM25); "
+               "CPU is the whole process's (MiniLM, JVM and client threads included).")
+    return out
+
+
+def _notes(details: dict[str, Any]) -> list[str]:
+    b = details.get("benches", {})
+    out = ["", "## Notes", ""]
+    c = b.get("concurrency", {})
+    for row in c.get("runs", []):
+        out.append(f"- concurrency {row['concurrency']}: {row['dialogues']} dialogues × {row['turns']} turns, "
+                   f"{row['req_per_s']} req/s achieved of {row['needed_req_per_s']} needed; "
+                   f"{row['client_cpu_ms_per_request']} ms CPU per request → client load ρ = "
+                   f"{row['client_load']} (one core; the ratio cannot go below max(1, ρ))")
+    prof = c.get("client_profile") or {}
+    if prof.get("by_package"):
+        pk = ", ".join(f"{k} {v:.0%}" for k, v in list(prof["by_package"].items())[:8])
+        out.append(f"- client CPU at concurrency 1,000 by package (pyinstrument self time): {pk}; "
+                   f"full text in `{prof.get('profile_text')}`")
+    aio = c.get("aiohttp_run") or {}
+    if aio:
+        out.append(f"- experiment, openai over aiohttp instead of httpx2: {aio['client_cpu_ms_per_request']} ms CPU "
+                   f"per request, ratio {aio['ratio']} at concurrency {aio['concurrency']}")
+    floor = c.get("minimal_client") or {}
+    if floor:
+        out.append(f"- floor, a bare asyncio HTTP/1.1 client (no SDK, no engine) at {floor['connections']} connections: "
+                   f"{floor['cpu_ms_per_request']} ms CPU per request, wall/ideal {floor['ratio']}; the mock itself "
+                   f"spent {floor['mock_cpu_ms_per_request']} ms CPU per request")
+    eo = b.get("engine_overhead", {})
+    if eo.get("profile"):
+        rows = eo["profile"].get("top_self_without_fakes", eo["profile"]["top_self"])
+        top = ", ".join(f"{r['function']} {r['share']:.0%}" for r in rows[:6])
+        out.append(f"- engine overhead profile (share of busy samples, the fakes' own frames left out; top 6): {top}; "
+                   f"full text in `{eo.get('profile_text')}`")
+    rl = b.get("rate_limit", {})
+    if rl.get("rpm"):
+        out.append(f"- rate limit: {rl['requests_in_window']} requests in {rl['window_s']} s at R = {_fmt(rl['rpm'])} "
+                   f"(per second {rl['rps_min']}–{rl['rps_max']}); mock's peak sliding-minute count "
+                   f"{rl['peak_rpm_60s']}. {rl.get('note', '')}")
+    rt = b.get("retrieval", {})
+    if rt.get("batching"):
+        bt = rt["batching"]
+        out.append(f"- BM25: {bt['queries']} concurrent queries, median of {bt['rounds']} paired rounds: batched "
+                   f"{bt['batched_ms_per_query']} ms/query, one per call {bt['sequential_ms_per_query']} ms/query "
+                   f"(speedup of the fastest rounds: {bt.get('speedup_of_minima')}×)")
+    for name, det in b.items():
+        if "error" in det:
+            out.append(f"- {name}: did not finish ({det['error']})")
+    return out if len(out) > 3 else []

@@ -1,0 +1,46 @@
+"""scripts/bench runs and writes its fixed-format results (a smoke run; no timing asserted).
+
+Benchmarks are not tests: figures depend on the machine.  This only checks that the
+harness works end to end on its smallest benchmark and that ``results.json`` keeps the
+format DESIGN §11 fixes: ``{figure: {"value", "target", "ok"}}``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.timeout(120)
+def test_bench_quick_engine_overhead_writes_valid_results(tmp_path):
+    # bench_main.py is what scripts/bench execs after setting up the venv (already set up here).
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "bench_main.py"), "--quick", "--only", "engine_overhead",
+         "--out", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=110,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert "engine_overhead_ms_per_turn" in results
+    for name, fig in results.items():
+        assert set(fig) == {"value", "target", "ok"}, name
+        assert isinstance(fig["ok"], bool)
+    fig = results["engine_overhead_ms_per_turn"]
+    assert isinstance(fig["value"], (int, float)) and fig["value"] > 0 and fig["target"] == 1.0
+    details = json.loads((tmp_path / "details.json").read_text())
+    assert details["machine"]["cores"] >= 1 and details["benches"]["engine_overhead"]["best"]["turns"] > 0
+    md = (tmp_path / "results.md").read_text()
+    assert "engine_overhead_ms_per_turn" in md and "## Machine" in md
+
+
+def test_bench_rejects_an_unknown_benchmark(tmp_path):
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_main.py"), "--only", "nope",
+                           "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "unknown benchmark 'nope'" in proc.stderr
+    assert not (tmp_path / "results.json").exists()
