@@ -38,7 +38,7 @@ from typing import Any, Literal
 import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from simloop.errors import DialogueError
+from simloop.errors import DialogueError, first_error
 from simloop.parts.reply import current_utterance
 from simloop.parts.stages import stage_note
 from simloop.schema import AssistantReply, ContextInfo, DialogueState, Passage, PtkbUse, Stage
@@ -84,8 +84,8 @@ def _failure(exc: Exception, timeout_s: float) -> str:
     if isinstance(exc, httpx.TransportError):
         return f"connection failed ({type(exc).__name__})"
     if isinstance(exc, ValidationError):
-        first = exc.errors()[0]
-        return f"bad reply: {'.'.join(map(str, first['loc'])) or '(root)'}: {first['msg']}"
+        where, msg = first_error(exc)
+        return f"bad reply: {where or '(root)'}: {msg}"
     return f"bad reply: {exc}"
 
 

@@ -16,7 +16,7 @@ from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import ConfigError
+from .errors import ConfigError, first_error
 from .llmconfig import LLMConfig
 from .retrieval import RetrievalConfig
 
@@ -107,10 +107,9 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 def describe_validation_error(source: str, exc: ValidationError) -> str:
     """One line: the source, the first failing field path, and what is wrong."""
-    err = exc.errors()[0]
-    where = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    where, msg = first_error(exc)
     more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-    return f"{source}: {where}: {err['msg']}{more}"
+    return f"{source}: {where or '(top level)'}: {msg}{more}"
 
 
 def load_config(

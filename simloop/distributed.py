@@ -37,7 +37,7 @@ from typing import Any
 
 from .config import RunConfig
 from .distributed_worker import DialogueWorker, RateGate, worker_config
-from .engine import RunStats
+from .engine import RunStats, gather_until_cancelled
 from .errors import ConfigError
 from .schema import ErrorInfo, Stop, Transcript, Usage, utcnow
 
@@ -112,12 +112,7 @@ class _Driver:
         self.queue.extend(plan_shards(self.ids, self.workers, self.per_worker))
         slots = [asyncio.create_task(self._slot()) for _ in range(min(self.workers, len(self.queue)))]
         try:
-            await asyncio.gather(*slots)
-        except asyncio.CancelledError:  # Ctrl-C: what ended is on disk, resume does the rest
-            for s in slots:
-                s.cancel()
-            await asyncio.gather(*slots, return_exceptions=True)
-            self.stats.interrupted = True
+            self.stats.interrupted = await gather_until_cancelled(slots)
         finally:
             self.stats.wall_s = time.perf_counter() - t0
             await self.prep.ctx.aclose()

@@ -35,7 +35,8 @@ from .schema import (
 )
 from datetime import datetime
 
-__all__ = ["Engine", "Event", "RunStats", "run_dialogue", "build_turn", "finish_transcript", "DialogueSpec"]
+__all__ = ["Engine", "Event", "RunStats", "run_dialogue", "build_turn", "finish_transcript", "DialogueSpec",
+           "gather_until_cancelled"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +159,22 @@ async def run_dialogue(
     return finish_transcript(spec.run_id, state, started, stop, spec.simulator, spec.assistant, error)
 
 
+async def gather_until_cancelled(tasks: list[asyncio.Task]) -> bool:
+    """Wait for ``tasks``; on cancellation (Ctrl-C) cancel them all and return True.
+
+    Dialogues in flight are dropped: they have no line yet, so resume re-runs them, and
+    everything that ended is already on disk.
+    """
+    try:
+        await asyncio.gather(*tasks)
+        return False
+    except asyncio.CancelledError:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return True
+
+
 class Engine:
     """A worker pool: ``concurrency`` dialogues at once, each appended when it ends."""
 
@@ -194,14 +211,7 @@ class Engine:
         t0 = time.perf_counter()
         workers = [asyncio.create_task(self._worker(source)) for _ in range(self.concurrency)]
         try:
-            await asyncio.gather(*workers)
-        except asyncio.CancelledError:
-            # Ctrl-C: dialogues in flight are dropped (they have no line yet, so resume
-            # re-runs them); everything that ended is already on disk.
-            for w in workers:
-                w.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
-            self.stats.interrupted = True
+            self.stats.interrupted = await gather_until_cancelled(workers)
         finally:
             self.stats.wall_s = time.perf_counter() - t0
         return self.stats

@@ -23,6 +23,7 @@ __all__ = [
     "StructuredOutputError",
     "EmptyCompletionError",
     "DialogueError",
+    "first_error",
 ]
 
 
@@ -88,3 +89,10 @@ class EmptyCompletionError(LLMError):
 
 class DialogueError(SimloopError):
     """A plugin broke the contract during a dialogue (recorded, the run goes on)."""
+
+
+def first_error(exc) -> tuple[str, str]:
+    """(field path, message) of a pydantic ``ValidationError``'s first error: the one line
+    every boundary reports (``topics.0.rubric: Field required``)."""
+    err = exc.errors()[0]
+    return ".".join(str(p) for p in err["loc"]), err["msg"]

@@ -21,7 +21,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .errors import DataFileError
+from .errors import DataFileError, first_error
 from .schema import GoldTurn, Persona, Topic
 
 __all__ = ["load_ikat_topics", "parse_ikat_topics"]
@@ -87,8 +87,8 @@ def _conversation(conv: dict[str, Any], number: str, where: _Where) -> Persona:
         topic = Topic(id=number, title=title, gold_turns=turns)
         return Persona(id=number, ptkb=ptkb, topics=[topic])
     except ValidationError as exc:
-        err = exc.errors()[0]
-        raise where.fail(".".join(str(p) for p in err["loc"]) or "ptkb", f"is invalid: {err['msg']}") from None
+        field, msg = first_error(exc)
+        raise where.fail(field or "ptkb", f"is invalid: {msg}") from None
 
 
 def _number(conv: dict[str, Any], where: _Where) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .errors import ConfigError
+from .errors import ConfigError, first_error
 
 __all__ = ["LLMRole", "LLMConfig", "DEFAULT_BASE_URL", "NO_KEY"]
 
@@ -133,7 +133,6 @@ class LLMConfig(BaseModel):
         try:
             return LLMRole.model_validate(merged)
         except ValidationError as exc:
-            err = exc.errors()[0]
-            where = ".".join(str(p) for p in err["loc"])
-            raise ConfigError(f"llm.roles.{role}: {where}: {err['msg']}") from None
+            where, msg = first_error(exc)
+            raise ConfigError(f"llm.roles.{role}: {where}: {msg}") from None
 

@@ -22,7 +22,7 @@ from typing import Iterator
 
 from pydantic import ValidationError
 
-from .errors import DataFileError, ResumeError
+from .errors import DataFileError, ResumeError, first_error
 from .schema import RunManifest, Transcript, utcnow
 
 __all__ = ["Recorder", "RunDir", "read_transcripts", "read_manifest", "new_run_id", "ReadReport"]
@@ -95,9 +95,8 @@ def read_transcripts(run_dir: Path, report: ReadReport | None = None) -> Iterato
         try:
             yield Transcript.model_validate(obj)
         except ValidationError as exc:
-            err = exc.errors()[0]
-            where = ".".join(str(p) for p in err["loc"])
-            raise DataFileError(f"{path}:{lineno}: {where}: {err['msg']}") from None
+            where, msg = first_error(exc)
+            raise DataFileError(f"{path}:{lineno}: {where}: {msg}") from None
     if report.torn_tail:
         log.warning("%s: last line is incomplete (a crash mid-write); ignored", path)
 
@@ -109,7 +108,7 @@ def read_manifest(run_dir: Path) -> RunManifest:
     except FileNotFoundError:
         raise DataFileError(f"{path}: no such file (is {run_dir} a run directory?)") from None
     except ValidationError as exc:
-        raise DataFileError(f"{path}: not a simloop run manifest: {exc.errors()[0]['msg']}") from None
+        raise DataFileError(f"{path}: not a simloop run manifest: {first_error(exc)[1]}") from None
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

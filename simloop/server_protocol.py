@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
 
+from .errors import first_error
 from .schema import AssistantReply, AssistantTurn, ContextInfo, Passage, PtkbUse, Stage
 
 __all__ = [
@@ -134,9 +135,8 @@ class AssistantResponse(_Lenient):
         try:
             return SimloopMeta.model_validate(raw)
         except ValidationError as exc:
-            err = exc.errors()[0]
-            where = ".".join(str(p) for p in err["loc"])
-            raise ValueError(f"meta.simloop.{where}: {err['msg']}") from None
+            where, msg = first_error(exc)
+            raise ValueError(f"meta.simloop.{where}: {msg}") from None
 
 
 # ----------------------------------------------------------------------------- responses

@@ -80,3 +80,13 @@ class EchoAssistant:
 @pytest.fixture
 def scenario() -> Scenario:
     return make_scenario()
+
+
+@pytest.fixture(scope="module")
+def demo_cache(tmp_path_factory: pytest.TempPathFactory):
+    """A per-session cache dir so tests never touch ~/.cache/simloop; the first module to
+    ask builds the demo index there and the others reuse it."""
+    cache = tmp_path_factory.getbasetemp() / "simloop-cache"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SIMLOOP_CACHE", str(cache))
+        yield cache

@@ -89,13 +89,6 @@ def test_registered_and_params_validated(fake_ctx: Context):
         load_plugin("assistant", "bm25_extractive", {"temperature": 1}, fake_ctx)
 
 
-@pytest.fixture(scope="module")
-def demo_cache(tmp_path_factory: pytest.TempPathFactory):
-    """Same per-session cache dir as test_retrieval: the demo index is built once."""
-    cache = tmp_path_factory.getbasetemp() / "simloop-cache"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SIMLOOP_CACHE", str(cache))
-        yield cache
 
 
 @pytest.mark.slow

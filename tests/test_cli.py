@@ -2,7 +2,6 @@
 
 from pathlib import Path
 
-import pytest
 
 from simloop.cli import main
 

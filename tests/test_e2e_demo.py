@@ -1,13 +1,10 @@
 """End to end through the real stack: personas/, offline simulator, bm25_extractive,
 the real pyserini demo index and MiniLM, the real CLI in a subprocess."""
 
-import json
-import os
 import signal
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 
 import pytest

@@ -285,13 +285,6 @@ def test_cli_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys, argv: list
 # ----------------------------------------------------------------------------- the real stack
 
 
-@pytest.fixture(scope="module")
-def demo_cache(tmp_path_factory: pytest.TempPathFactory):
-    """Same per-session cache dir as test_retrieval: the demo index is built once."""
-    cache = tmp_path_factory.getbasetemp() / "simloop-cache"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SIMLOOP_CACHE", str(cache))
-        yield cache
 
 
 @pytest.mark.slow

@@ -33,14 +33,6 @@ def write_jsonl(path: Path, docs: list[dict], extra_lines: list[str] = ()) -> Pa
     return path
 
 
-@pytest.fixture(scope="module")
-def demo_cache(tmp_path_factory: pytest.TempPathFactory):
-    """A per-session cache dir (shared with test_bm25_extractive) so tests never touch
-    ~/.cache/simloop; the first module to ask builds the demo index there."""
-    cache = tmp_path_factory.getbasetemp() / "simloop-cache"
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("SIMLOOP_CACHE", str(cache))
-        yield cache
 
 
 @pytest.fixture(scope="module")
