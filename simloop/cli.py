@@ -201,7 +201,11 @@ _EXTRA_COMMANDS: list[str] = ["evaluate.cli", "server", "rehearse", "memorytest"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="simloop", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = argparse.ArgumentParser(
+        prog="simloop",
+        description="Run many conversations between a simulated user and a personalised assistant; "
+                    "record every turn with its retrieval and PTKB provenance.",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log details to stderr")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_run(sub)
