@@ -28,8 +28,8 @@ err = Console(stderr=True, highlight=False)
 
 def summary_table(stats: RunStats, run_dir: Path) -> Table:
     t = Table(title=f"run {run_dir.name}", show_header=False, box=None)
-    t.add_column(style="bold")
-    t.add_column()
+    t.add_column(style="bold", no_wrap=True)
+    t.add_column(overflow="fold")  # piped output is 80 columns wide: wrap, never cut
     t.add_row("dialogues", str(stats.dialogues))
     t.add_row("turns", f"{stats.turns} (mean {stats.turns / stats.dialogues:.1f})" if stats.dialogues else "0")
     t.add_row("stop reasons", ", ".join(f"{k}={v}" for k, v in sorted(stats.reasons.items())) or "-")
