@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from simloop.memory import count_tokens, make_memory
-from simloop.memory_adaptive import history_share
+from simloop.memory.strategies import count_tokens, make_memory
+from simloop.memory.adaptive import history_share
 from simloop.parts.generate_llm import MAX_WORDS
 from simloop.parts.ptkb import rank_ptkb_by_embedding
 from simloop.parts.reply import current_utterance, grounded_reply

@@ -29,12 +29,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from simloop.memory import MemoryStrategy, make_memory
+from simloop.memory.strategies import MemoryStrategy, make_memory
 from simloop.parts.generate import extractive_answer
 from simloop.parts.ptkb import DEFAULT_THRESHOLD, rank_ptkb_by_embedding
 from simloop.parts.rewrite import heuristic_rewrite
 from simloop.parts.stages import timed_stage
-from simloop.parts.text import content_words, sentences, stem, word_count
+from simloop.text import content_words, sentences, stem, word_count
 from simloop.schema import AssistantReply, ContextInfo, DialogueState, Passage, PtkbUse, Stage
 
 __all__ = ["BM25Extractive", "DEFAULT_PTKB_THRESHOLD", "memory_statements"]

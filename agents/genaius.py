@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from simloop.memory import make_memory
+from simloop.memory.strategies import make_memory
 from simloop.parts.generate_llm import MAX_WORDS
 from simloop.parts.ptkb_llm import classify_ptkb_llm
 from simloop.parts.reply import current_utterance, grounded_reply

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from simloop.memory import make_memory
+from simloop.memory.strategies import make_memory
 from simloop.parts.generate_llm import MAX_WORDS, suggest_elements
 from simloop.parts.ptkb_llm import classify_ptkb_llm
 from simloop.parts.reply import current_utterance, grounded_reply

@@ -1,6 +1,6 @@
 """Figure 6 — cost per turn of each reference agent against the mock at a fixed latency.
 
-Every registered assistant (``simloop.plugins.available("assistant")``; ``remote_http``
+Every registered assistant (``simloop.run.plugins.available("assistant")``; ``remote_http``
 excepted: its cost is the remote's) answers a few dialogues from a scripted user that
 makes no LLM call, so every request the mock counts is the agent's.  Per turn: HTTP
 requests at the mock (retries included), LLM stages, prompt and completion tokens, and
@@ -27,7 +27,7 @@ VARIANTS = {"genaius": [("genaius_summary", {"memory": "summary"})]}
 
 
 def _plan() -> tuple[list[tuple[str, str, dict]], list[str]]:
-    from simloop.plugins import available
+    from simloop.run.plugins import available
 
     names = available("assistant")
     plan: list[tuple[str, str, dict]] = []
@@ -40,7 +40,7 @@ def _plan() -> tuple[list[tuple[str, str, dict]], list[str]]:
 
 
 def _summarise(run_dir: Path, requests: int, cpu_s: float) -> dict[str, Any]:
-    from simloop.recorder import read_transcripts
+    from simloop.run.recorder import read_transcripts
 
     transcripts = list(read_transcripts(run_dir))
     turns = [t for tr in transcripts for t in tr.turns]
@@ -63,8 +63,8 @@ def _summarise(run_dir: Path, requests: int, cpu_s: float) -> dict[str, Any]:
 
 
 async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    from simloop.embeddings import get_embedder
-    from simloop.retrieval import RetrievalConfig, open_retriever
+    from simloop.search.embeddings import get_embedder
+    from simloop.search.bm25 import RetrievalConfig, open_retriever
 
     dialogues, turns = (1, 2) if quick else (2, 3)
     plan, missing = _plan()

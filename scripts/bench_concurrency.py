@@ -53,7 +53,7 @@ async def _one(mock: MockProcess, out: Path, c: int, n: int, turns: int) -> dict
 async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     import openai  # noqa: F401  imported before timing: a first import costs ~0.5 s
 
-    import simloop.llmhttp  # noqa: F401
+    import simloop.llm.http  # noqa: F401
 
     turns = 2 if quick else 4
     plan = [(10, 20), (100, 200), (1000, 1000)]
@@ -83,7 +83,7 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
 
 async def _profile_client(mock: MockProcess, out: Path, out_dir: Path, c: int) -> dict[str, Any]:
     """Where the client's CPU goes at concurrency ``c`` (pyinstrument; one turn per dialogue)."""
-    from simloop.runner import execute, prepare_run
+    from simloop.run.runner import execute, prepare_run
 
     from bench_profile import profiled
 
@@ -104,7 +104,7 @@ async def _aiohttp_variant(mock: MockProcess, out: Path, c: int, n: int, turns: 
     simloop's configuration): how much of the client's CPU is the HTTP stack."""
     import openai
 
-    import simloop.llmhttp as llmhttp
+    import simloop.llm.http as llmhttp
 
     from importlib.util import find_spec
 

@@ -91,8 +91,8 @@ def _replay(dialogue: Any, t: int) -> Any:
 
 
 async def measure(ctx: Any, dialogue: Any, hits: list[Any]) -> dict[str, list[int]]:
-    from simloop.memory import count_tokens, make_memory
-    from simloop.memory_adaptive import history_share
+    from simloop.memory.strategies import count_tokens, make_memory
+    from simloop.memory.adaptive import history_share
     from simloop.parts.retrieve import fit_passages, format_passage
     from simloop.parts.rewrite import is_dependent
 
@@ -129,10 +129,10 @@ def report(per_dialogue: list[dict[str, list[int]]]) -> dict[str, dict[str, floa
 
 async def main(turns: int, personas: int, out: Path) -> int:
     from simloop.config import RunConfig
-    from simloop.llmconfig import LLMConfig, LLMRole
-    from simloop.mockllm import MockLLM
-    from simloop.personas import load_personas
-    from simloop.plugins import Context
+    from simloop.llm.config import LLMConfig, LLMRole
+    from simloop.fakes.mockllm import MockLLM
+    from simloop.inputs.personas import load_personas
+    from simloop.run.plugins import Context
 
     async with MockLLM(seed=1) as mock:
         ctx = Context(RunConfig(llm=LLMConfig(default=LLMRole(base_url=mock.url, model="mock-model"))))

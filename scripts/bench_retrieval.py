@@ -25,7 +25,7 @@ TICK_S = 0.01
 
 def _queries(n: int) -> list[str]:
     """Rubric questions and needs of the shipped personas, varied with persona facts."""
-    from simloop.personas import load_personas
+    from simloop.inputs.personas import load_personas
 
     base: list[str] = []
     facts: list[str] = []
@@ -48,7 +48,7 @@ async def _burst(retriever: Any, queries: list[str]) -> float:
 
 
 async def batching(n: int, rounds: int) -> dict[str, Any]:
-    from simloop.retrieval import RetrievalConfig, open_retriever
+    from simloop.search.bm25 import RetrievalConfig, open_retriever
 
     queries = _queries(n)
     # The default (64 per batch_search, 2 Java threads), the same on 1 thread, and one query per call.
@@ -105,7 +105,7 @@ async def idle_lag(seconds: float) -> dict[str, Any]:
 
 
 async def loop_lag(dialogues: int, turns: int, llm_latency_s: float, jitter_s: float = 0.0) -> dict[str, Any]:
-    from simloop.retrieval import RetrievalConfig, open_retriever
+    from simloop.search.bm25 import RetrievalConfig, open_retriever
 
     retriever = await open_retriever(RetrievalConfig())
     meter = CpuMeter()
@@ -119,7 +119,7 @@ async def loop_lag(dialogues: int, turns: int, llm_latency_s: float, jitter_s: f
             cfg = bench_config(Path(tmp), base_url=None, simulator="bench_plugins:OneCallSimulator",
                                assistant="bench_plugins:OneCallAssistant", concurrency=dialogues, limit=dialogues,
                                sim_params={"turns": turns}, asst_params={"retrieve": True}, max_turns=turns + 1)
-            from simloop.runner import execute, prepare_run
+            from simloop.run.runner import execute, prepare_run
 
             prep = prepare_run(cfg, overrides=overrides)  # persona loading: set-up, not the loop under load
             ticker = asyncio.create_task(_ticker(lags, stop))

@@ -17,8 +17,8 @@ from typing import Any, Literal, Mapping
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import ConfigError, first_error
-from .llmconfig import LLMConfig
-from .retrieval import RetrievalConfig
+from .llm.config import LLMConfig
+from .search.bm25 import RetrievalConfig
 
 __all__ = ["PluginSpec", "ScenarioSelection", "RunConfig", "load_config", "config_hash"]
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from simloop.llm import ChatResult
-from simloop.memory import count_tokens
+from simloop.llm.client import ChatResult
+from simloop.memory.strategies import count_tokens
 from simloop.schema import Stage
 
 Reply = str | Exception

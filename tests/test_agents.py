@@ -11,13 +11,13 @@ import httpx
 import pytest
 
 from simloop.config import PluginSpec, RunConfig, ScenarioSelection
-from simloop.engine import DialogueSpec, run_dialogue
-from simloop.llmconfig import LLMConfig, LLMRole
-from simloop.mockllm import MockLLM
-from simloop.personas import load_personas
-from simloop.plugins import Context, load_plugin
-from simloop.recorder import read_transcripts
-from simloop.runner import execute, prepare_run
+from simloop.run.engine import DialogueSpec, run_dialogue
+from simloop.llm.config import LLMConfig, LLMRole
+from simloop.fakes.mockllm import MockLLM
+from simloop.inputs.personas import load_personas
+from simloop.run.plugins import Context, load_plugin
+from simloop.run.recorder import read_transcripts
+from simloop.run.runner import execute, prepare_run
 from simloop.schema import PluginRef, Scenario, Transcript
 from simloop.simulators.offline import OfflineSimulator
 

@@ -24,11 +24,11 @@ import pytest
 
 from simloop.cli import main
 from simloop.config import load_config
-from simloop.distributed import plan_shards
-from simloop.distributed_worker import RateGate, worker_config
-from simloop.llm import LLMConfig, LLMPool, LLMRole
-from simloop.llmlimits import Endpoint
-from simloop.scenarios import iter_scenarios, load_sources
+from simloop.distributed.driver import plan_shards
+from simloop.distributed.worker import RateGate, worker_config
+from simloop.llm.client import LLMConfig, LLMPool, LLMRole
+from simloop.llm.limits import Endpoint
+from simloop.run.scenarios import iter_scenarios, load_sources
 
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = ROOT / "tests"
@@ -277,6 +277,6 @@ async def test_a_permit_replaces_the_local_throttle_only_where_rpm_is_set():
 
 
 def test_importing_the_backend_does_not_import_ray():
-    code = "import sys, simloop.cli, simloop.distributed, simloop.distributed_worker; print('ray' in sys.modules)"
+    code = "import sys, simloop.cli, simloop.distributed.driver, simloop.distributed.worker; print('ray' in sys.modules)"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert res.stdout.strip() == "False", res.stderr

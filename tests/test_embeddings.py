@@ -8,7 +8,7 @@ from typing import Sequence
 import numpy as np
 import pytest
 
-from simloop.embeddings import Embedder, MiniLMEmbedder, cosine, get_embedder
+from simloop.search.embeddings import Embedder, MiniLMEmbedder, cosine, get_embedder
 
 
 class CountingModel:

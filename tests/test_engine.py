@@ -1,7 +1,7 @@
 import asyncio
 
 from conftest import EchoAssistant, ScriptedSimulator, make_scenario
-from simloop.engine import DialogueSpec, Engine, run_dialogue
+from simloop.run.engine import DialogueSpec, Engine, run_dialogue
 from simloop.schema import PluginRef
 
 SPEC = DialogueSpec(run_id="r", simulator=PluginRef(name="s"), assistant=PluginRef(name="a"), max_turns=10, timeout_s=5)

@@ -13,7 +13,7 @@ from conftest import IKAT
 from eval_helpers import PTKB, transcript, turn, write_run
 from simloop.cli import main
 from simloop.errors import BadInputError, DataFileError
-from simloop.export import ExportFilter, export_run, validate_chat
+from simloop.evaluate.export import ExportFilter, export_run, validate_chat
 from simloop.schema import Behaviour, GoldTurn
 
 PERSONA_TOML = """
@@ -60,7 +60,7 @@ def _jsonl(path: Path) -> list[dict]:
 
 
 def test_ikat_round_trip(run: Path):
-    from simloop.ikat import load_ikat_topics
+    from simloop.inputs.ikat import load_ikat_topics
 
     res = export_run(run, "ikat", filt=ExportFilter(repeat=0))
     assert res.path == run / "export.json" and res.rows == 1
@@ -83,7 +83,7 @@ def test_ikat_round_trip(run: Path):
 
 
 def test_ikat_export_of_a_replayed_2023_topic(tmp_path: Path):
-    from simloop.ikat import load_ikat_topics
+    from simloop.inputs.ikat import load_ikat_topics
 
     source = IKAT / "2023" / "2023_test_topics.json"
     [orig] = [p for p in load_ikat_topics(source) if p.id == "9-1"]

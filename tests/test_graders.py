@@ -10,7 +10,7 @@ import pytest
 
 from simloop.schema import RubricQuestion
 from simloop.simulators.graders import EmbeddingGrader, is_evasive
-from simloop.testing import HashEmbedder
+from simloop.fakes.seams import HashEmbedder
 
 from conftest import IKAT
 
@@ -74,7 +74,7 @@ CASES = [(q, kw, kind, text) for q, kw, replies in CALIBRATION for kind, text in
 
 @pytest.fixture
 async def minilm_grader():
-    from simloop.embeddings import get_embedder
+    from simloop.search.embeddings import get_embedder
 
     return EmbeddingGrader(embedder=await get_embedder())  # loaded once per process
 

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import IKAT
 from simloop.errors import DataFileError
-from simloop.ikat import load_ikat_topics
+from simloop.inputs.ikat import load_ikat_topics
 from simloop.schema import Behaviour
 
 

@@ -14,10 +14,10 @@ from simloop.errors import (
     ConfigError, EmptyCompletionError, LLMConnectionError, LLMError, LLMStatusError, LLMTimeoutError,
     StructuredOutputError,
 )
-from simloop.llm import ChatModel, LLMConfig, LLMPool, response_format_for, retry_after_s
-from simloop.llmlimits import Endpoint, TokenWindow
-from simloop.mockllm import FAULT_KINDS, MockLLM
-from simloop.plugins import Context
+from simloop.llm.client import ChatModel, LLMConfig, LLMPool, response_format_for, retry_after_s
+from simloop.llm.limits import Endpoint, TokenWindow
+from simloop.fakes.mockllm import FAULT_KINDS, MockLLM
+from simloop.run.plugins import Context
 from simloop.config import RunConfig, load_config
 
 pytestmark = pytest.mark.timeout(90)
@@ -338,7 +338,7 @@ async def test_token_window_waits_for_the_budget():
 @pytest.mark.parametrize("rpm", [1, 7, 60, 120, 599, 600, 1200, 3000, 10_000])
 def test_pacer_plan_never_exceeds_rpm_and_wastes_little(rpm):
     """No 60 s window may hold more than rpm admissions; the plan should not give much away."""
-    from simloop.llmlimits import _budget_plan
+    from simloop.llm.limits import _budget_plan
 
     slots, period = _budget_plan(rpm)
     per_minute = slots * 60.0 / period

@@ -8,15 +8,15 @@ import numpy as np
 import pytest
 
 from simloop.config import RunConfig
-from simloop.engine import DialogueSpec, run_dialogue
+from simloop.run.engine import DialogueSpec, run_dialogue
 from simloop.errors import BadInputError, DialogueError
-from simloop.llm import ChatResult, LLMConfig, LLMRole
-from simloop.mockllm import MockLLM
-from simloop.plugins import Context, load_plugin
+from simloop.llm.client import ChatResult, LLMConfig, LLMRole
+from simloop.fakes.mockllm import MockLLM
+from simloop.run.plugins import Context, load_plugin
 from simloop.schema import AssistantReply, Behaviour, Persona, PluginRef, RubricQuestion, Scenario, Stage, Topic
 from simloop.simulators.llm import LLMGrader, LLMSimulator, LLMVoice, build_messages, invalid_reason, second_person
 from simloop.simulators.policy import Action, SimContext
-from simloop.testing import HashEmbedder
+from simloop.fakes.seams import HashEmbedder
 
 RUBRIC = [
     RubricQuestion(id="r1", question="What are the side effects of ibuprofen?", keywords=["stomach"]),

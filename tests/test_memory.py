@@ -7,15 +7,15 @@ import pytest
 
 from scripted_chat import ScriptedChat
 from simloop.errors import LLMTimeoutError
-from simloop.memory import (
+from simloop.memory.strategies import (
     FullHistory, MemoryStrategy, SummaryMemory, WindowMemory, available_strategies, clip_to_tokens, count_tokens,
     make_memory,
 )
-from simloop.memory_adaptive import AdaptiveMemory, _extract, _Msg, entity_score, history_share, segment, window_size
-from simloop.plugins import Context
+from simloop.memory.adaptive import AdaptiveMemory, _extract, _Msg, entity_score, history_share, segment, window_size
+from simloop.run.plugins import Context
 from simloop.config import RunConfig
 from simloop.schema import Behaviour, DialogueState, Persona, RubricQuestion, Scenario, Topic, Turn, UserTurn
-from simloop.testing import HashEmbedder
+from simloop.fakes.seams import HashEmbedder
 
 PTKB = ["I am vegetarian.", "I live in Porto and cycle to work.", "I play the cello in an orchestra."]
 
@@ -146,7 +146,7 @@ async def test_summary_failure_keeps_the_dialogue_going_and_retries_the_exchange
 
 
 def test_summary_output_is_capped():
-    from simloop.memory import _clean_summary
+    from simloop.memory.strategies import _clean_summary
 
     assert _clean_summary("Summary: " + "word " * 500, 150).split().__len__() == 150
 

@@ -13,22 +13,22 @@ from agents.bm25_extractive import BM25Extractive, memory_statements
 from conftest import EchoAssistant, make_persona
 from simloop.cli import main
 from simloop.config import RunConfig
-from simloop.engine import DialogueSpec, run_dialogue
+from simloop.run.engine import DialogueSpec, run_dialogue
 from simloop.errors import ConfigError
-from simloop.memory import SummaryMemory
-from simloop.memoryfacts import FACTS, fact_by_id, find_terms, mentions, score_rules
-from simloop.memoryoffline import MODEL_NAME, OfflineSummariser
-from simloop.memoryprobes import PROBE, REVEAL, ProbeSimulator, build_probes, deal_facts, query_kept
-from simloop.memoryrun import MEMORY_FILE, SIMULATOR, MemoryTest, parse_config
-from simloop.memoryscore import score_probe, summarise_probes
-from simloop.mockllm import MockLLM
-from simloop.plugins import Context
-from simloop.recorder import read_manifest, read_transcripts
+from simloop.memory.strategies import SummaryMemory
+from simloop.memorytest.facts import FACTS, fact_by_id, find_terms, mentions, score_rules
+from simloop.memory.offline import MODEL_NAME, OfflineSummariser
+from simloop.memorytest.probes import PROBE, REVEAL, ProbeSimulator, build_probes, deal_facts, query_kept
+from simloop.memorytest.run import MEMORY_FILE, SIMULATOR, MemoryTest, parse_config
+from simloop.memorytest.score import score_probe, summarise_probes
+from simloop.fakes.mockllm import MockLLM
+from simloop.run.plugins import Context
+from simloop.run.recorder import read_manifest, read_transcripts
 from simloop.schema import (
     Behaviour, DialogueState, Persona, PluginRef, RubricQuestion, Scenario, Stop, Topic, Transcript, Turn, UserTurn,
     utcnow,
 )
-from simloop.testing import HashEmbedder, MemoryRetriever
+from simloop.fakes.seams import HashEmbedder, MemoryRetriever
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [

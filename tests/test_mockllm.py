@@ -14,8 +14,8 @@ import pytest
 from pydantic import BaseModel, Field
 
 from simloop.errors import BadInputError
-from simloop.llmjson import response_format_for
-from simloop.mockllm import FAULT_KINDS, MockLLM, MockOptions
+from simloop.llm.structured import response_format_for
+from simloop.fakes.mockllm import FAULT_KINDS, MockLLM, MockOptions
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -198,7 +198,7 @@ def test_cli_prints_its_url_and_serves():
 async def test_malformed_request_head_gets_400_not_a_crash():
     import asyncio
 
-    from simloop.mockllm import MockLLM
+    from simloop.fakes.mockllm import MockLLM
 
     async with MockLLM() as m:
         reader, writer = await asyncio.open_connection("127.0.0.1", m.port)

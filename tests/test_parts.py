@@ -10,9 +10,9 @@ from simloop.parts.generate import NO_ANSWER, extractive_answer
 from simloop.parts.ptkb import rank_ptkb_by_embedding
 from simloop.parts.rewrite import heuristic_rewrite, is_dependent
 from simloop.parts.stages import timed_stage
-from simloop.parts.text import STOPWORDS, words
-from simloop.retrieval import Hit
-from simloop.testing import HashEmbedder
+from simloop.text import STOPWORDS, words
+from simloop.search.bm25 import Hit
+from simloop.fakes.seams import HashEmbedder
 
 PTKB = ["I am vegetarian and I cook tofu often.", "I live in Porto.", "I play the cello in an orchestra."]
 

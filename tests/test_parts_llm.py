@@ -11,9 +11,9 @@ import pytest
 
 from scripted_chat import ScriptedChat
 from simloop.config import RunConfig
-from simloop.llmconfig import LLMConfig, LLMRole
-from simloop.memory import count_tokens
-from simloop.mockllm import MockLLM
+from simloop.llm.config import LLMConfig, LLMRole
+from simloop.memory.strategies import count_tokens
+from simloop.fakes.mockllm import MockLLM
 from simloop.parts.generate_llm import check_references, draft_answer, grounded_answer, suggest_elements
 from simloop.parts.ptkb_llm import (
     classify_ptkb_llm, format_ptkb, lexical_scores, score_ptkb_llm, union_ptkb, uses_from_indices, vote_ptkb,
@@ -22,10 +22,10 @@ from simloop.parts.retrieve import (
     embedding_rerank, fit_passages, format_passage, multi_query, rrf_fuse, search_all, to_passages,
 )
 from simloop.parts.rewrite_llm import clean_query, iterative_rewrite, llm_rewrite, queries_from_answer, queries_per_ptkb
-from simloop.plugins import Context
-from simloop.retrieval import Hit
+from simloop.run.plugins import Context
+from simloop.search.bm25 import Hit
 from simloop.schema import PtkbUse
-from simloop.testing import HashEmbedder, MemoryRetriever
+from simloop.fakes.seams import HashEmbedder, MemoryRetriever
 
 PTKB = ["I am vegetarian.", "I live in Porto.", "I play the cello in an orchestra.", "I cycle to work."]
 DOCS = [

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from simloop.errors import DataFileError, ResumeError
-from simloop.recorder import Recorder, ReadReport, read_transcripts
+from simloop.run.recorder import Recorder, ReadReport, read_transcripts
 from simloop.schema import PluginRef, RunManifest, ScenarioRef, Behaviour, Stop, Transcript
 
 

@@ -20,12 +20,12 @@ import pytest
 
 from conftest import EchoAssistant
 from simloop.config import RunConfig
-from simloop.plugins import Context, load_plugin
-from simloop.recorder import read_manifest, read_transcripts
-from simloop.rehearse import RehearseOptions, rehearse
-from simloop.rehearse_client import SimApiClient
-from simloop.server_app import ServeOptions, create_app, running
-from simloop.testing import HashEmbedder
+from simloop.run.plugins import Context, load_plugin
+from simloop.run.recorder import read_manifest, read_transcripts
+from simloop.simapi.rehearse import RehearseOptions, rehearse
+from simloop.simapi.client import SimApiClient
+from simloop.simapi.app import ServeOptions, create_app, running
+from simloop.fakes.seams import HashEmbedder
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "cmVoZWFyc2FsLXRva2VuLTQy"
@@ -94,7 +94,7 @@ async def test_rehearse_end_to_end_with_client_crash(tmp_path):
 
 
 def _personas():
-    from simloop.personas import load_personas
+    from simloop.inputs.personas import load_personas
 
     return load_personas(ROOT / "personas")
 

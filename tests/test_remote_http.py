@@ -10,9 +10,9 @@ import pytest
 from agents.remote_http import REMOTE_ERROR_RESPONSE, RemoteHTTP
 from conftest import ScriptedSimulator, make_scenario
 from simloop.config import RunConfig
-from simloop.engine import DialogueSpec, run_dialogue
+from simloop.run.engine import DialogueSpec, run_dialogue
 from simloop.errors import BadInputError, DialogueError
-from simloop.plugins import Context, load_plugin
+from simloop.run.plugins import Context, load_plugin
 from simloop.schema import DialogueState, PluginRef, Turn, UserTurn
 
 GOOD = {"response": "Porto is lovely.", "rewritten_query": "porto vegetarian food",

@@ -6,7 +6,7 @@ import pytest
 
 from conftest import IKAT
 from simloop.errors import DialogueError
-from simloop.ikat import load_ikat_topics
+from simloop.inputs.ikat import load_ikat_topics
 from simloop.schema import AssistantTurn, DialogueState, Scenario, Turn, UserTurn
 from simloop.simulators.replay import ReplaySimulator
 

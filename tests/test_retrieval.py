@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from simloop.corpus import is_lucene_index, validate_corpus, write_wiki_corpus
+from simloop.search.corpus import is_lucene_index, validate_corpus, write_wiki_corpus
 from simloop.errors import BadInputError, DataFileError, IndexMissingError, RetrievalError
-from simloop.retrieval import (
+from simloop.search.bm25 import (
     BM25Retriever, Hit, RetrievalConfig, Retriever, boot_jvm, build_index, demo_index, open_retriever,
 )
 

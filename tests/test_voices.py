@@ -8,7 +8,7 @@ from simloop.schema import Behaviour, Persona, RubricQuestion, Scenario, Topic
 from simloop.simulators.policy import Action, Ending, SimContext
 from simloop.simulators.text import content_terms, mentions_statement, words
 from simloop.simulators.voices import TemplateVoice, elide_topic, misspell
-from simloop.testing import HashEmbedder
+from simloop.fakes.seams import HashEmbedder
 
 PTKB = [
     "Ibuprofen allergies run in my family.",

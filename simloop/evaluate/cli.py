@@ -93,7 +93,7 @@ def cmd_report(a: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------------- export
 def cmd_export(a: argparse.Namespace) -> int:
-    from ..export import FORMATS, ExportFilter, export_run
+    from .export import FORMATS, ExportFilter, export_run
 
     if a.format not in FORMATS:
         raise BadInputError(f"unknown export format {a.format!r} (choose from {', '.join(FORMATS)})")

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..errors import BadInputError, ConfigError
-from ..recorder import ReadReport, read_manifest, read_transcripts
+from ..run.recorder import ReadReport, read_manifest, read_transcripts
 from ..schema import RunManifest, Transcript
 from .provenance import ikat_qid, passage_scores, ptkb_scores, read_passage_qrels, read_ptkb_qrels, turn_key
 from .stats import mean_grade, run_stats
@@ -137,7 +137,7 @@ def _score_lines(transcripts: Sequence[Transcript], ptkb_per: dict, psg_per: dic
 
 def _judge_chat(manifest: RunManifest, opts: EvalOptions):
     """The ``judge`` role of the run's own LLM config, with the CLI's overrides on top."""
-    from ..llmconfig import LLMConfig
+    from ..llm.config import LLMConfig
 
     try:
         cfg = LLMConfig.model_validate(manifest.config.get("llm") or {})
@@ -151,7 +151,7 @@ def _judge_chat(manifest: RunManifest, opts: EvalOptions):
     cfg.roles["judge"] = over
     role = cfg.resolve("judge")
 
-    from ..llm import LLMPool
+    from ..llm.client import LLMPool
 
     pool = LLMPool(cfg)
     return pool, pool.model("judge"), role.model

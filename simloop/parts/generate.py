@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..retrieval import Hit
-from .text import content_words, sentences, stem, word_count
+from ..search.bm25 import Hit
+from ..text import content_words, sentences, stem, word_count
 
 __all__ = ["extractive_answer", "NO_ANSWER"]
 

@@ -18,8 +18,8 @@ from typing import Any, Sequence
 
 from pydantic import BaseModel, Field
 
-from ..memory import clip_words
-from ..retrieval import Hit
+from ..memory.strategies import clip_words
+from ..search.bm25 import Hit
 from ..schema import Stage
 from .prompts import prompt_sections
 from .retrieve import PASSAGE_CHARS, format_passage

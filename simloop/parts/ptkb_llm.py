@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from ..schema import PtkbUse, Stage
 from .prompts import prompt_sections
-from .text import content_words, stem
+from ..text import content_words, stem
 
 __all__ = [
     "format_ptkb", "uses_from_indices", "classify_ptkb_llm", "score_ptkb_llm", "lexical_scores",

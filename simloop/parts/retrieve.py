@@ -18,9 +18,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..embeddings import cosine
-from ..memory import count_tokens
-from ..retrieval import Hit
+from ..search.embeddings import cosine
+from ..memory.strategies import count_tokens
+from ..search.bm25 import Hit
 from ..schema import Passage
 
 __all__ = ["search_all", "rrf_fuse", "multi_query", "embedding_rerank", "format_passage", "fit_passages",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Sequence
 
-from .text import content_words, stem, words
+from ..text import content_words, stem, words
 
 __all__ = ["heuristic_rewrite", "is_dependent"]
 

@@ -20,7 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..embeddings import Embedder
+from ..search.embeddings import Embedder
 from ..schema import RubricQuestion, Stage
 from .policy import SimContext
 from .text import content_terms, sentences, term_coverage

@@ -18,7 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..embeddings import Embedder, cosine
+from ..search.embeddings import Embedder, cosine
 from ..schema import RubricQuestion, Stage
 from .policy import Action, SimContext, seeded_rng
 from .text import STOPWORDS, content_terms, first_lower, mentions_statement, stem, words

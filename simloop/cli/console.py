@@ -1,0 +1,158 @@
+"""Terminal output with rich: the run progress bar and summary, `list`, `show`.
+
+Progress and logs go to stderr; tables and the run directory go to stdout, the run
+directory on the last line so scripts can capture it with ``tail -n 1``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from statistics import mean
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from ..config import RunConfig
+from ..run.engine import Event, RunStats
+from ..run.recorder import ReadReport, read_manifest, read_transcripts
+from ..schema import Transcript
+
+__all__ = ["run_with_progress", "print_list", "show_run", "summary_table"]
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False)
+
+
+def summary_table(stats: RunStats, run_dir: Path) -> Table:
+    t = Table(title=f"run {run_dir.name}", show_header=False, box=None)
+    t.add_column(style="bold", no_wrap=True)
+    t.add_column(overflow="fold")  # piped output is 80 columns wide: wrap, never cut
+    t.add_row("dialogues", str(stats.dialogues))
+    t.add_row("turns", f"{stats.turns} (mean {stats.turns / stats.dialogues:.1f})" if stats.dialogues else "0")
+    t.add_row("stop reasons", ", ".join(f"{k}={v}" for k, v in sorted(stats.reasons.items())) or "-")
+    t.add_row("errors", str(stats.errors))
+    t.add_row("wall time", f"{stats.wall_s:.1f} s")
+    return t
+
+
+def run_with_progress(cfg: RunConfig, resume: Path | None = None) -> int:
+    from ..run.runner import execute, prepare_run
+
+    prep = prepare_run(cfg, resume=resume)
+    if prep.repaired and prep.repaired.torn_tail:
+        err.print(f"[yellow]note:[/] {prep.run_dir}/dialogues.jsonl ended with a torn line (a crash mid-write); it was cut and that dialogue will re-run")
+    todo = prep.total - len(prep.done)
+    if resume is not None:
+        err.print(f"resuming {prep.run_dir}: {len(prep.done)} recorded, {todo} to go")
+    progress = Progress(
+        TextColumn("[bold]dialogues"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("turns {task.fields[turns]}  errors {task.fields[errors]}"), TimeElapsedColumn(),
+        console=err, disable=not cfg.progress, transient=False,
+    )
+    task = progress.add_task("run", total=todo, turns=0, errors=0)
+    counters = {"turns": 0, "errors": 0}
+
+    def on_event(ev: Event) -> None:
+        if ev.kind == "turn":
+            counters["turns"] += 1
+            progress.update(task, turns=counters["turns"])
+        elif ev.kind == "ended":
+            counters["errors"] += ev.transcript is not None and ev.transcript.error is not None
+            progress.update(task, advance=1, errors=counters["errors"])
+
+    with progress:
+        stats = asyncio.run(execute(prep, events=on_event))
+    out.print(summary_table(stats, prep.run_dir))
+    if stats.interrupted:
+        err.print(f"[yellow]interrupted[/]: {prep.recorder.written} dialogues recorded; "
+                  f"resume with: simloop run --resume {prep.run_dir}")
+    print(prep.run_dir)
+    return 130 if stats.interrupted else 0
+
+
+def print_list(personas_dir: Path, topics: Path | None) -> int:
+    from ..run.plugins import available
+
+    t = Table(title="plugins")
+    t.add_column("kind")
+    t.add_column("names")
+    t.add_row("assistants", ", ".join(available("assistant")))
+    t.add_row("simulators", ", ".join(available("simulator")))
+    out.print(t)
+    if topics is not None:
+        from ..inputs.ikat import load_ikat_topics
+
+        personas = load_ikat_topics(topics)
+    else:
+        from ..inputs.personas import load_personas
+
+        personas = load_personas(personas_dir)
+    p = Table(title=f"personas ({len(personas)})")
+    for col in ("persona", "PTKB", "behaviour", "topics"):
+        p.add_column(col)
+    for persona in personas:
+        b = persona.behaviour
+        traits = f"patience {b.patience}, coop {b.cooperativeness:g}, lang {b.language_skill:g}, verb {b.verbosity:g}, reveal {b.reveal}"
+        p.add_row(persona.id, str(len(persona.ptkb)), traits, "\n".join(f"{tp.id}: {tp.title}" for tp in persona.topics))
+    out.print(p)
+    return 0
+
+
+def _overview(ts: list[Transcript]) -> Table:
+    t = Table(title=f"{len(ts)} dialogues")
+    for col in ("dialogue", "turns", "stop", "by", "mean grade", "PTKB used", "calls"):
+        t.add_column(col, overflow="fold")
+    for tr in ts:
+        grades = [x.user.grade for x in tr.turns if x.user.grade is not None]
+        ptkb = sum(len(x.assistant.ptkb_provenance) for x in tr.turns)
+        t.add_row(tr.dialogue_id, str(len(tr.turns)), tr.stop.reason, tr.stop.by,
+                  f"{mean(grades):.1f}" if grades else "-", str(ptkb), str(tr.usage.calls))
+    return t
+
+
+def _dialogue(tr: Transcript) -> None:
+    s = tr.scenario
+    out.print(Panel(f"persona [bold]{s.persona_id}[/]  topic [bold]{s.topic_id}[/]  seed {s.seed}\n"
+                    f"simulator {tr.simulator.name}  assistant {tr.assistant.name}",
+                    title=tr.dialogue_id))
+    for turn in tr.turns:
+        u = turn.user
+        meta = " ".join(x for x in (u.intent, u.rubric_id and f"rubric {u.rubric_id}",
+                                    u.grade is not None and f"grade {u.grade:g}") if x)
+        out.print(f"[bold cyan]{turn.index}. user[/] {u.utterance}  [dim]{meta}[/]")
+        a = turn.assistant
+        if a.rewritten_query:
+            out.print(f"   [dim]query:[/] {a.rewritten_query}")
+        for p in a.ptkb_provenance:
+            score = f" ({p.score:.2f})" if p.score is not None else ""
+            out.print(f"   [magenta]PTKB {p.index}[/]{score}: {p.statement}")
+        out.print(f"   [bold green]assistant[/] {a.response}")
+        cited = [f"{p.rank}. {p.docid} {p.score:.2f}{' *' if p.used else ''}" for p in a.passages[:5]]
+        if cited:
+            out.print("   [dim]passages: " + " | ".join(cited) + "[/]")
+        stages = ", ".join(f"{st.name} {st.latency_ms:.0f}ms" for st in turn.stages)
+        out.print(f"   [dim]{stages}; context {a.context.strategy} {a.context.tokens} tok[/]")
+    out.print(f"[bold]stop[/]: {tr.stop.reason} by {tr.stop.by}" + (f" — {tr.stop.detail}" if tr.stop.detail else ""))
+
+
+def show_run(run_dir: Path, dialogue: str | None) -> int:
+    from ..errors import BadInputError
+
+    manifest = read_manifest(run_dir)
+    report = ReadReport()
+    ts = list(read_transcripts(run_dir, report))
+    if dialogue is None:
+        out.print(f"run {manifest.run_id}: {manifest.status}, assistant {manifest.assistant.name}, "
+                  f"simulator {manifest.simulator.name}")
+        out.print(_overview(ts))
+    else:
+        match = [t for t in ts if t.dialogue_id == dialogue]
+        if not match:
+            raise BadInputError(f"no dialogue {dialogue!r} in {run_dir} (see `simloop show {run_dir}`)")
+        _dialogue(match[0])
+    if report.torn_tail:
+        err.print("[yellow]note:[/] the last line of dialogues.jsonl is torn (crash mid-write); resume the run to repair it")
+    return 0

@@ -1,0 +1,336 @@
+"""`simloop export`: a run's dialogues as iKAT topics, TREC runs, chat fine-tuning data or parquet.
+
+Every format is built in memory, checked, then written to a temp file and renamed, so a
+failure never leaves half a file where a training job or trec_eval would pick it up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from ..errors import BadInputError, DataFileError
+from .provenance import ikat_qid
+from .stats import mean_grade
+from .summary import atomic_write_text, load_run, load_scores, resolve_source
+from ..schema import Behaviour, Persona, RunManifest, Transcript
+
+__all__ = ["FORMATS", "ExportFilter", "ExportResult", "export_run", "validate_chat", "select", "scenario_sources"]
+
+# format -> default file suffix (trec-run and ptkb-run differ so both fit in one run dir)
+FORMATS = {
+    "ikat": "json", "trec-run": "run", "ptkb-run": "ptkb.run",
+    "openai-chat": "openai.jsonl", "sharegpt": "sharegpt.jsonl", "parquet": "parquet",
+}
+
+
+@dataclass
+class ExportFilter:
+    stop_reasons: list[str] = field(default_factory=list)
+    min_grade: float | None = None
+    min_turns: int | None = None
+    personas: list[str] = field(default_factory=list)
+    topics: list[str] = field(default_factory=list)
+    min_judge: float | None = None
+    repeat: int | None = None
+
+
+@dataclass
+class ExportResult:
+    path: Path
+    rows: int
+    unit: str
+    dialogues: int
+    skipped: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------------- selection
+def _judge_scores(run_dir: Path) -> dict[str, float | None]:
+    scores = load_scores(run_dir)
+    if not scores or not any("judge" in line for line in scores):
+        raise BadInputError(f"--min-judge needs judge scores: run `simloop eval {run_dir} --judge` first")
+    return {line["dialogue_id"]: (line.get("judge") or {}).get("overall") for line in scores}
+
+
+def _repeat_of(t: Transcript) -> int | None:
+    tail = t.dialogue_id.rsplit("--", 1)[-1]
+    return int(tail) if tail.isdigit() else None
+
+
+def _passes(judge: dict[str, float | None] | None, dialogue_id: str, threshold: float) -> bool:
+    score = (judge or {}).get(dialogue_id)
+    return score is not None and score >= threshold  # unjudged (a failed judge call) never passes
+
+
+def select(transcripts: Sequence[Transcript], f: ExportFilter, judge: dict[str, float | None] | None = None
+           ) -> list[Transcript]:
+    def keep(t: Transcript) -> bool:
+        grade = mean_grade(t)
+        return all((
+            not f.stop_reasons or t.stop.reason in f.stop_reasons,
+            f.min_grade is None or (grade is not None and grade >= f.min_grade),
+            f.min_turns is None or len(t.turns) >= f.min_turns,
+            not f.personas or t.scenario.persona_id in f.personas,
+            not f.topics or t.scenario.topic_id in f.topics,
+            f.repeat is None or _repeat_of(t) == f.repeat,
+            f.min_judge is None or _passes(judge, t.dialogue_id, f.min_judge),
+        ))
+
+    return [t for t in transcripts if keep(t)]
+
+
+# ----------------------------------------------------------------------------- sources
+def scenario_sources(run_dir: Path, manifest: RunManifest | None, personas_dir: Path | None = None,
+                     topics: Path | None = None) -> dict[str, Persona]:
+    """Personas (PTKB, topic titles) of a run: flags first, else what run.json recorded."""
+    scen = (manifest.config.get("scenarios") or {}) if manifest is not None else {}
+    topics = topics or (scen.get("topics") and resolve_source(scen["topics"], run_dir))
+    if topics:
+        from ..inputs.ikat import load_ikat_topics
+
+        return {p.id: p for p in load_ikat_topics(Path(topics))}
+    personas_dir = personas_dir or (scen.get("personas_dir") and resolve_source(scen["personas_dir"], run_dir))
+    if not personas_dir:
+        raise DataFileError(f"{run_dir}: cannot find the run's personas or topic file; pass --personas DIR or --topics FILE")
+    from ..inputs.personas import load_personas
+
+    return {p.id: p for p in load_personas(Path(personas_dir))}
+
+
+def _persona(sources: dict[str, Persona] | None, t: Transcript, strict: bool) -> Persona | None:
+    p = (sources or {}).get(t.scenario.persona_id)
+    if p is None and strict:
+        raise DataFileError(f"persona {t.scenario.persona_id!r} of {t.dialogue_id} is not in the scenario source; "
+                            "pass --personas DIR or --topics FILE")
+    return p
+
+
+def _ptkb(persona: Persona | None, t: Transcript) -> list[str]:
+    """The persona's PTKB, or, without a source, the statements the assistant cited."""
+    if persona is not None:
+        return list(persona.ptkb)
+    cited = {p.index: p.statement for x in t.turns for p in x.assistant.ptkb_provenance}
+    return [cited[i] for i in sorted(cited)]
+
+
+# ----------------------------------------------------------------------------- formats
+def _numbers(ts: Sequence[Transcript]) -> dict[str, str | int]:
+    """iKAT ``number`` per dialogue: the topic id when unique in the export, else the
+    dialogue id (repeats and personas sharing a topic must stay apart)."""
+    counts: dict[str, int] = {}
+    for t in ts:
+        counts[t.scenario.topic_id] = counts.get(t.scenario.topic_id, 0) + 1
+    out: dict[str, str | int] = {}
+    for t in ts:
+        tid = t.scenario.topic_id
+        number: str | int = tid if counts[tid] == 1 else t.dialogue_id
+        out[t.dialogue_id] = int(number) if isinstance(number, str) and number.isdigit() else number
+    return out
+
+
+def _ikat(ts: Sequence[Transcript], sources: dict[str, Persona] | None) -> list[dict]:
+    numbers = _numbers(ts)
+    topics = []
+    for t in ts:
+        persona = _persona(sources, t, strict=True)
+        topic = next((x for x in persona.topics if x.id == t.scenario.topic_id), None)
+        turns = [{
+            "turn_id": x.gold.turn_id if x.gold is not None else x.index,
+            "utterance": x.user.utterance,
+            "resolved_utterance": x.assistant.rewritten_query or x.user.utterance,
+            "response": x.assistant.response,
+            "ptkb_provenance": list(dict.fromkeys(p.index for p in x.assistant.ptkb_provenance)),
+            "response_provenance": [p.docid for p in sorted(x.assistant.passages, key=lambda p: p.rank) if p.used],
+        } for x in t.turns]
+        topics.append({"number": numbers[t.dialogue_id], "title": topic.title if topic else t.scenario.topic_id,
+                       "ptkb": {str(i): s for i, s in enumerate(persona.ptkb, start=1)}, "turns": turns})
+    return topics
+
+
+def _first_of_each(items: Sequence[Any], key: Callable[[Any], Any]) -> list[Any]:
+    """Drop repeats, keeping first occurrences in order (trec_eval rejects duplicate docids)."""
+    seen: set = set()
+    return [x for x in items if not (key(x) in seen or seen.add(key(x)))]
+
+
+def _trec_run(ts: Sequence[Transcript], ptkb: bool) -> list[str]:
+    lines = []
+    owner: dict[str, str] = {}  # qid -> dialogue id: trec_eval would merge two dialogues' rankings
+    for t in ts:
+        for x in t.turns:
+            qid = ikat_qid(t, x)
+            if owner.setdefault(qid, t.dialogue_id) != t.dialogue_id:
+                raise BadInputError(f"qid {qid} occurs in {owner[qid]} and {t.dialogue_id} (the run repeats topics); "
+                                    "pick one with --repeat K or --persona ID")
+            if ptkb:
+                used = _first_of_each(x.assistant.ptkb_provenance, lambda p: p.index)
+                items = [(str(p.index), p.score if p.score is not None else float(len(used) - i))
+                         for i, p in enumerate(used)]
+            else:
+                ranked = _first_of_each(sorted(x.assistant.passages, key=lambda p: p.rank), lambda p: p.docid)
+                items = [(p.docid, p.score) for p in ranked]
+            lines += [f"{qid} Q0 {docid} {rank} {score:.6g} {t.run_id}"
+                      for rank, (docid, score) in enumerate(items, start=1)]
+    return lines
+
+
+def _behaviour_text(b: Behaviour) -> str:
+    """The user's traits in plain words, for the fine-tuning system prompt."""
+    parts = [
+        "patient" if b.patience >= 3 else "quick to give up",
+        "happy to answer clarifying questions" if b.cooperativeness >= 0.5 else "reluctant to answer clarifying questions",
+        "writes precisely" if b.language_skill >= 0.7 else "writes vaguely, sometimes with typos",
+        "chatty" if b.verbosity >= 0.6 else "brief" if b.verbosity <= 0.3 else "moderately talkative",
+        {"never": "rarely shares personal details", "relevant": "shares personal details when they matter",
+         "eager": "shares personal details freely"}[b.reveal],
+    ]
+    return ", ".join(parts)
+
+
+def _system_prompt(ptkb: list[str], b: Behaviour) -> str:
+    facts = "\n".join(f"- {s}" for s in ptkb) or "- (nothing known yet)"
+    return ("You are a personal assistant that searches the web and answers with the user's situation in mind.\n"
+            f"What you know about the user:\n{facts}\n"
+            f"How this user tends to talk: {_behaviour_text(b)}.")
+
+
+def _chat_messages(t: Transcript, sources: dict[str, Persona] | None) -> list[dict]:
+    msgs = [{"role": "system", "content": _system_prompt(_ptkb(_persona(sources, t, False), t), t.scenario.behaviour)}]
+    for x in t.turns:
+        msgs += [{"role": "user", "content": x.user.utterance}, {"role": "assistant", "content": x.assistant.response}]
+    return msgs
+
+
+def validate_chat(messages: list[dict]) -> str | None:
+    """Why a conversation is not valid fine-tuning data (None when it is): one system
+    message, then user/assistant strictly alternating, ending with the assistant."""
+    if not messages or messages[0].get("role") != "system":
+        return "must start with a system message"
+    rest = messages[1:]
+    if not rest:
+        return "has no turns"
+    for i, m in enumerate(rest):
+        want = "user" if i % 2 == 0 else "assistant"
+        if m.get("role") != want:
+            return f"message {i + 1} is {m.get('role')!r}, expected {want!r}"
+        if not isinstance(m.get("content"), str) or not m["content"].strip():
+            return f"message {i + 1} ({want}) is empty"
+    if rest[-1]["role"] != "assistant":
+        return "does not end with an assistant message"
+    return None
+
+
+_SHAREGPT_FROM = {"system": "system", "user": "human", "assistant": "gpt"}
+
+
+def _chats(ts: Sequence[Transcript], sources, sharegpt: bool, notes: list[str]) -> list[str]:
+    lines = []
+    for t in ts:
+        msgs = _chat_messages(t, sources)
+        problem = validate_chat(msgs)
+        if problem:  # e.g. an errored dialogue whose last answer is empty: useless for training
+            notes.append(f"skipped {t.dialogue_id}: {problem}")
+            continue
+        if sharegpt:
+            obj: dict[str, Any] = {"id": t.dialogue_id,
+                                   "conversations": [{"from": _SHAREGPT_FROM[m["role"]], "value": m["content"]} for m in msgs]}
+        else:
+            obj = {"messages": msgs}
+        lines.append(json.dumps(obj, ensure_ascii=False))
+    return lines
+
+
+def _parquet_table(ts: Sequence[Transcript]):
+    import pyarrow as pa
+
+    passage = pa.struct([("rank", pa.int32()), ("docid", pa.string()), ("score", pa.float64()), ("used", pa.bool_())])
+    schema = pa.schema([
+        ("run_id", pa.string()), ("dialogue_id", pa.string()), ("persona_id", pa.string()), ("topic_id", pa.string()),
+        ("turn_index", pa.int32()), ("qid", pa.string()), ("utterance", pa.string()), ("response", pa.string()),
+        ("rewritten_query", pa.string()), ("rubric_id", pa.string()), ("grade", pa.float64()),
+        ("passages", pa.list_(passage)), ("ptkb_indices", pa.list_(pa.int32())), ("latency_ms", pa.float64()),
+        ("prompt_tokens", pa.int64()), ("completion_tokens", pa.int64()), ("stop_reason", pa.string()),
+    ])
+    rows = [{
+        "run_id": t.run_id, "dialogue_id": t.dialogue_id, "persona_id": t.scenario.persona_id,
+        "topic_id": t.scenario.topic_id, "turn_index": x.index, "qid": ikat_qid(t, x),
+        "utterance": x.user.utterance, "response": x.assistant.response,
+        "rewritten_query": x.assistant.rewritten_query, "rubric_id": x.user.rubric_id, "grade": x.user.grade,
+        "passages": [{"rank": p.rank, "docid": p.docid, "score": p.score, "used": p.used} for p in x.assistant.passages],
+        "ptkb_indices": [p.index for p in x.assistant.ptkb_provenance], "latency_ms": x.latency_ms,
+        "prompt_tokens": sum(s.prompt_tokens for s in x.stages),
+        "completion_tokens": sum(s.completion_tokens for s in x.stages), "stop_reason": t.stop.reason,
+    } for t in ts for x in t.turns]
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def _write_parquet(table, out: Path) -> None:
+    import pyarrow.parquet as pq
+
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, out)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+# ----------------------------------------------------------------------------- entry point
+def _text(lines: list[str]) -> str:
+    return "".join(line + "\n" for line in lines)
+
+
+def export_run(run_dir: Path, fmt: str, out: Path | None = None, filt: ExportFilter | None = None,
+               personas_dir: Path | None = None, topics: Path | None = None) -> ExportResult:
+    if fmt not in FORMATS:
+        raise BadInputError(f"unknown export format {fmt!r} (choose from {', '.join(FORMATS)})")
+    run_dir = Path(run_dir)
+    manifest, transcripts, _ = load_run(run_dir)
+    filt = filt or ExportFilter()
+    judge = _judge_scores(run_dir) if filt.min_judge is not None else None
+    ts = select(transcripts, filt, judge)
+    out = Path(out) if out is not None else run_dir / f"export.{FORMATS[fmt]}"
+    if not out.parent.is_dir():
+        raise BadInputError(f"{out.parent}: output folder does not exist")
+    notes: list[str] = []
+    writers: dict[str, Callable[[], tuple[int, str]]] = {
+        "ikat": lambda: _write_json(_ikat(ts, scenario_sources(run_dir, manifest, personas_dir, topics)), out),
+        "trec-run": lambda: _write_lines(_trec_run(ts, ptkb=False), out, "lines"),
+        "ptkb-run": lambda: _write_lines(_trec_run(ts, ptkb=True), out, "lines"),
+        "openai-chat": lambda: _write_lines(_chats(ts, _soft_sources(run_dir, manifest, personas_dir, topics, notes),
+                                                   False, notes), out, "dialogues"),
+        "sharegpt": lambda: _write_lines(_chats(ts, _soft_sources(run_dir, manifest, personas_dir, topics, notes),
+                                                True, notes), out, "dialogues"),
+        "parquet": lambda: _write_table(_parquet_table(ts), out),
+    }
+    rows, unit = writers[fmt]()
+    skipped = sum(n.startswith("skipped ") for n in notes)
+    return ExportResult(out, rows, unit, len(ts), skipped, notes)
+
+
+def _soft_sources(run_dir: Path, manifest, personas_dir, topics, notes: list[str]) -> dict[str, Persona] | None:
+    """Chat formats can live without the source: the system prompt then lists only cited facts."""
+    try:
+        return scenario_sources(run_dir, manifest, personas_dir, topics)
+    except DataFileError as exc:
+        notes.append(f"PTKB from cited statements only ({exc})")
+        return None
+
+
+def _write_json(obj: list[dict], out: Path) -> tuple[int, str]:
+    atomic_write_text(out, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+    return len(obj), "topics"
+
+
+def _write_lines(lines: list[str], out: Path, unit: str) -> tuple[int, str]:
+    atomic_write_text(out, _text(lines))
+    return len(lines), unit
+
+
+def _write_table(table, out: Path) -> tuple[int, str]:
+    _write_parquet(table, out)
+    return table.num_rows, "turns"

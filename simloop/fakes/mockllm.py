@@ -1,0 +1,347 @@
+"""``simloop mock-llm``: a real OpenAI-compatible HTTP server with latency and injected faults.
+
+It is a small HTTP/1.1 server on ``asyncio.Protocol`` (keep-alive, no framework):
+benchmarks drive 1,000 concurrent dialogues through it on a 2-core box, so a request
+costs one parse, one JSON build and one timer — no task per request, no ASGI stack.
+Content is a pure function of (seed, request body) (see ``mockcontent``); whether a
+request fails is drawn from a separate seeded stream, so a retried request can succeed.
+
+Faults: ``429`` (with Retry-After), ``500``, ``timeout`` (hang until the client gives up;
+released on shutdown), ``cut`` (connection closed mid-response), ``badjson`` (200, content
+not valid JSON), ``empty`` (200, empty content).  ``rpm_limit`` makes the server itself
+answer 429 to a client (per Authorization header) above that many requests per minute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import random
+import signal
+import time
+from collections import Counter, deque
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from ..errors import BadInputError
+from .mockcontent import Composer, count_tokens
+from .mockhttp import Connection, Request, error, response
+
+__all__ = ["FAULT_KINDS", "MockOptions", "MockLLM", "serve", "add_arguments", "main_from_args"]
+
+FAULT_KINDS = ("429", "500", "timeout", "cut", "badjson", "empty")
+_EXTRA_KINDS = ("400",)  # opt-in only: a non-retryable client error, for tests of "fail at once"
+
+
+@dataclass
+class MockOptions:
+    latency_ms: float = 0.0
+    latency_jitter_ms: float = 0.0  # uniform extra latency in [0, jitter]
+    seed: int = 0
+    fault_rate: float = 0.0
+    faults: Iterable[str] | str = FAULT_KINDS
+    retry_after_s: float = 1.0
+    retry_after_header: str = "seconds"  # "seconds" (Retry-After) or "ms" (retry-after-ms)
+    rpm_limit: int | None = None
+    rpm_window_s: float = 60.0  # the rpm_limit is enforced as rpm_limit * window / 60 per window
+    hang_s: float = 300.0
+    model: str = "mock-model"
+    script: list[str] = field(default_factory=list)  # outcomes ("ok" or a fault) for the next requests
+
+    def __post_init__(self) -> None:
+        if isinstance(self.faults, str):
+            self.faults = [f.strip() for f in self.faults.split(",") if f.strip()]
+        self.faults = tuple(self.faults)
+        bad = [f for f in (*self.faults, *self.script) if f not in (*FAULT_KINDS, *_EXTRA_KINDS, "ok")]
+        if bad:
+            raise BadInputError(f"mock-llm: unknown fault {bad[0]!r}; known: {','.join(FAULT_KINDS)}")
+        if not 0.0 <= self.fault_rate <= 1.0:
+            raise BadInputError(f"mock-llm: fault rate must be within 0..1, got {self.fault_rate}")
+        if self.fault_rate > 0 and not self.faults:
+            raise BadInputError("mock-llm: a fault rate needs at least one fault kind")
+        if self.retry_after_header not in ("seconds", "ms"):
+            raise BadInputError("mock-llm: retry_after_header must be 'seconds' or 'ms'")
+        if min(self.latency_ms, self.latency_jitter_ms, self.retry_after_s, self.rpm_window_s, self.hang_s) < 0:
+            raise BadInputError("mock-llm: latencies, windows and waits must not be negative")
+
+
+class _Stats:
+    """Counters behind ``GET /stats``; also an in-process log of request outcomes for tests."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.requests = 0
+        self.by_status: Counter[str] = Counter()
+        self.faults: Counter[str] = Counter()
+        self.peak_rpm = 0
+        self.started = time.time()
+        self._t0 = time.monotonic()
+        self._minute: deque[float] = deque()
+        self._seconds: deque[list[int]] = deque()  # [second since start, count]
+        self.log: deque[tuple[float, str]] = deque(maxlen=100_000)  # (monotonic time, outcome)
+
+    def arrive(self, now: float) -> None:
+        self.requests += 1
+        self._minute.append(now)
+        while now - self._minute[0] > 60.0:
+            self._minute.popleft()
+        self.peak_rpm = max(self.peak_rpm, len(self._minute))
+        second = int(now - self._t0)
+        if self._seconds and self._seconds[-1][0] == second:
+            self._seconds[-1][1] += 1
+        else:
+            self._seconds.append([second, 1])
+            while self._seconds[0][0] < second - 119:
+                self._seconds.popleft()
+
+    def outcome(self, now: float, status: int | None, fault: str | None) -> None:
+        if status is not None:
+            self.by_status[str(status)] += 1
+        if fault is not None:
+            self.faults[fault] += 1
+        self.log.append((now, fault or str(status)))
+
+    def snapshot(self) -> dict[str, Any]:
+        now = int(time.monotonic() - self._t0)
+        counts = {s: n for s, n in self._seconds}
+        return {"requests": self.requests, "by_status": dict(self.by_status), "faults": dict(self.faults),
+                "peak_rpm": self.peak_rpm, "rps": [counts.get(s, 0) for s in range(max(0, now - 119), now + 1)],
+                "started": self.started}
+
+
+class MockLLM:
+    """The server.  ``url = await mock.start()`` (port 0 picks a free port), then ``aclose()``."""
+
+    def __init__(self, options: MockOptions | None = None, **overrides: Any):
+        self.options = options or MockOptions(**overrides)
+        if options is not None and overrides:
+            self.options = MockOptions(**{**options.__dict__, **overrides})
+        self._stats = _Stats()
+        self._fault_rng = random.Random(self.options.seed)
+        self._script: deque[str] = deque(self.options.script)
+        self._windows: dict[str, deque[float]] = {}
+        self._connections: set[Connection] = set()
+        self._server: asyncio.base_events.Server | None = None
+        self.url = ""
+        self.port = 0
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        loop = asyncio.get_running_loop()
+        try:
+            self._server = await loop.create_server(
+                lambda: Connection(self._dispatch, self._connections), host, port, backlog=4096)
+        except OSError as exc:
+            raise BadInputError(f"mock-llm: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        self.port = self._server.sockets[0].getsockname()[1]
+        self.url = f"http://{host}:{self.port}/v1"
+        return self.url
+
+    async def aclose(self) -> None:
+        if self._server is None:
+            return
+        self._server.close()
+        for conn in list(self._connections):  # hanging "timeout" requests included
+            conn.abort()
+        await self._server.wait_closed()
+        self._server = None
+
+    async def __aenter__(self) -> "MockLLM":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- for tests ---------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        return self._stats.snapshot()
+
+    def reset_stats(self) -> None:
+        self._stats.reset()
+        self._windows.clear()
+
+    def inject(self, *outcomes: str) -> None:
+        """Queue outcomes ("ok" or a fault kind) for the next chat requests, in order."""
+        MockOptions(script=list(outcomes))  # validates the names
+        self._script.extend(outcomes)
+
+    @property
+    def log(self) -> list[tuple[float, str]]:
+        """(monotonic arrival time, outcome) per chat request: "200", "429", a fault kind ..."""
+        return list(self._stats.log)
+
+    # -- requests ----------------------------------------------------------------------------
+
+    def _dispatch(self, conn: Connection, req: Request) -> None:
+        path = req.path.rstrip("/") or "/"
+        if path.endswith("/chat/completions"):  # any prefix: /v1, none, or a proxy's deployment path
+            if req.method != "POST":
+                return conn.send(error(405, "use POST", "invalid_request_error", req.keep_alive), req.keep_alive)
+            return self._chat(conn, req)
+        if req.method == "GET" and path in ("/v1/models", "/models"):
+            body = {"object": "list", "data": [{"id": self.options.model, "object": "model", "created": 0,
+                                                "owned_by": "simloop-mock"}]}
+        elif req.method == "GET" and path in ("/stats", "/v1/stats"):
+            body = self.stats()
+        elif req.method == "POST" and path in ("/stats/reset", "/v1/stats/reset"):
+            self.reset_stats()
+            body = {"ok": True}
+        elif req.method == "GET" and path in ("/", "/health"):
+            body = {"ok": True, "url": self.url}
+        else:
+            return conn.send(error(404, f"no route {req.method} {path}", "not_found", req.keep_alive), req.keep_alive)
+        conn.send(response(200, json.dumps(body).encode(), req.keep_alive), req.keep_alive)
+
+    def _latency(self) -> float:
+        o = self.options
+        jitter = self._fault_rng.uniform(0, o.latency_jitter_ms) if o.latency_jitter_ms else 0.0
+        return (o.latency_ms + jitter) / 1000.0
+
+    def _pick_fault(self) -> str | None:
+        if self._script:
+            outcome = self._script.popleft()
+            return None if outcome == "ok" else outcome
+        o = self.options
+        if o.fault_rate > 0 and self._fault_rng.random() < o.fault_rate:
+            return self._fault_rng.choice(o.faults)  # type: ignore[arg-type]
+        return None
+
+    def _over_limit(self, req: Request, now: float) -> float | None:
+        """Seconds until this client may send again, or None when under its rpm limit."""
+        o = self.options
+        if not o.rpm_limit:
+            return None
+        window = self._windows.setdefault(req.headers.get("authorization", ""), deque())
+        while window and now - window[0] >= o.rpm_window_s:
+            window.popleft()
+        if len(window) >= max(1, int(o.rpm_limit * o.rpm_window_s / 60.0)):
+            return window[0] + o.rpm_window_s - now
+        window.append(now)
+        return None
+
+    def _retry_headers(self, seconds: float) -> list[tuple[str, str]]:
+        if self.options.retry_after_header == "ms":
+            return [("retry-after-ms", str(int(math.ceil(seconds * 1000))))]
+        return [("retry-after", f"{seconds:g}")]
+
+    def _chat(self, conn: Connection, req: Request) -> None:
+        now = time.monotonic()
+        self._stats.arrive(now)
+        keep = req.keep_alive
+        try:
+            body = json.loads(req.body)
+            if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+                raise ValueError("'messages' must be a list")
+        except ValueError as exc:
+            self._stats.outcome(now, 400, None)
+            return conn.send(error(400, f"invalid request body: {exc}", "invalid_request_error", keep), keep)
+        wait = self._over_limit(req, now)
+        if wait is not None:
+            self._stats.outcome(now, 429, None)
+            msg = f"rate limit reached: {self.options.rpm_limit} requests per minute"
+            return conn.send(error(429, msg, "rate_limit_exceeded", keep, self._retry_headers(wait)), keep)
+        fault = self._pick_fault()
+        if fault == "429":
+            self._stats.outcome(now, 429, fault)
+            payload = error(429, "injected rate limit", "rate_limit_exceeded", keep,
+                             self._retry_headers(self.options.retry_after_s))
+            return conn.send(payload, keep)
+        if fault == "400":
+            self._stats.outcome(now, 400, fault)
+            return conn.send(error(400, "injected bad request", "invalid_request_error", keep), keep)
+        delay = self._latency()
+        if fault == "500":
+            self._stats.outcome(now, 500, fault)
+            return conn.respond(error(500, "injected server error", "server_error", keep), keep, delay)
+        if fault == "timeout":
+            self._stats.outcome(now, None, fault)
+            return conn.hang(self.options.hang_s)
+        payload = self._completion(body, req.body, fault, keep)
+        if fault == "cut":
+            self._stats.outcome(now, None, fault)
+            head = payload.index(b"\r\n") + 2
+            upto = head if self._fault_rng.random() < 0.5 else (payload.index(b"\r\n\r\n") + len(payload)) // 2
+            return conn.cut(payload, upto, delay)
+        self._stats.outcome(now, 200, fault)
+        conn.respond(payload, keep, delay)
+
+    def _completion(self, body: dict[str, Any], raw: bytes, fault: str | None, keep: bool) -> bytes:
+        composer = Composer(body, raw, self.options.seed)
+        fmt = body.get("response_format") if isinstance(body.get("response_format"), dict) else {}
+        wants_json = fmt.get("type") in ("json_object", "json_schema")
+        n = max(1, min(int(body.get("n") or 1), 16))
+        if fault == "empty":
+            texts = [""] * n
+        elif fault == "badjson":
+            texts = [composer.bad_json(wants_json) for _ in range(n)]
+        else:
+            texts = [composer.json_text(fmt) if wants_json else composer.text() for _ in range(n)]
+        prompt_tokens = count_tokens(composer.prompt) + 3 * len(body["messages"])
+        completion_tokens = sum(count_tokens(t) for t in texts)
+        out = {
+            "id": f"chatcmpl-mock-{composer.prompt_hash:016x}", "object": "chat.completion",
+            "created": int(time.time()), "model": body.get("model") or self.options.model,
+            "choices": [{"index": i, "message": {"role": "assistant", "content": t}, "finish_reason": "stop",
+                         "logprobs": None} for i, t in enumerate(texts)],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens},
+        }
+        return response(200, json.dumps(out, ensure_ascii=False).encode(), keep)
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+async def _serve_forever(options: MockOptions, host: str, port: int) -> None:
+    mock = MockLLM(options)
+    await mock.start(host, port)
+    print(f"mock-llm listening on {mock.url}", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, stop.set)
+        except (NotImplementedError, RuntimeError):  # not the main thread, or no signals here
+            pass
+    try:
+        await stop.wait()
+    finally:
+        await mock.aclose()
+
+
+def serve(options: MockOptions | None = None, host: str = "127.0.0.1", port: int = 8089) -> None:
+    """Run the server until SIGINT/SIGTERM (blocking)."""
+    asyncio.run(_serve_forever(options or MockOptions(), host, port))
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8089)
+    parser.add_argument("--latency-ms", type=float, default=0.0, help="fixed latency per response")
+    parser.add_argument("--latency-jitter-ms", type=float, default=0.0, help="extra uniform latency, 0..N ms")
+    parser.add_argument("--fault-rate", type=float, default=0.0, help="share of requests that fail (0..1)")
+    parser.add_argument("--faults", default=",".join(FAULT_KINDS), help="fault kinds drawn uniformly")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--retry-after-s", type=float, default=1.0, help="Retry-After of injected 429s")
+    parser.add_argument("--rpm-limit", type=int, default=None, help="answer 429 above N requests/min per client")
+    parser.add_argument("--hang-s", type=float, default=300.0, help="how long a 'timeout' fault hangs")
+    parser.add_argument("--model", default="mock-model", help="model id listed by /v1/models")
+
+
+def main_from_args(args: argparse.Namespace) -> int:
+    options = MockOptions(
+        latency_ms=args.latency_ms, latency_jitter_ms=args.latency_jitter_ms, seed=args.seed,
+        fault_rate=args.fault_rate, faults=args.faults, retry_after_s=args.retry_after_s,
+        rpm_limit=args.rpm_limit, hang_s=args.hang_s, model=args.model)
+    try:
+        serve(options, args.host, args.port)
+    except KeyboardInterrupt:
+        pass
+    return 0

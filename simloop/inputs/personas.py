@@ -1,0 +1,141 @@
+"""Personas from TOML: one persona per file, PTKB + behaviour + topics (DESIGN §1, §5).
+
+A persona file looks like ``personas/maya.toml``::
+
+    id = "maya"                 # must equal the file stem
+    name = "Maya Okafor"
+    ptkb = ["I am a vegetarian.", ...]
+    [behaviour]                 # optional; Behaviour defaults otherwise
+    patience = 3
+    [[topics]]
+    id = "maya-marathon"        # unique across all files
+    title = "..."
+    need = "..."
+    [[topics.rubric]]
+    id = "q1"
+    question = "..."
+    keywords = ["...", "..."]
+
+Every problem becomes one ``DataFileError`` line that names the file and the field
+path (``personas/maya.toml: topics.0.rubric.2.question: Field required``), so the CLI
+can print it and exit 2.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from ..errors import DataFileError
+from ..schema import Persona
+
+__all__ = ["load_personas", "load_persona_file"]
+
+_TOML_POS = re.compile(r"\s*\(at (?:line (\d+), column (\d+)|end of document)\)\s*$")
+
+
+def load_personas(path: Path | str) -> list[Persona]:
+    """Personas from a folder of ``*.toml`` files (sorted by file name) or from one file."""
+    path = Path(path)
+    if path.is_dir():
+        files = sorted((f for f in path.glob("*.toml") if f.is_file()), key=lambda f: f.name)
+        if not files:
+            raise DataFileError(f"{path}: no persona files (*.toml) in this folder")
+    elif path.is_file():
+        files = [path]
+    elif path.exists():
+        raise DataFileError(f"{path}: not a file or folder of persona TOML files")
+    else:
+        raise DataFileError(f"{path}: no such persona file or folder")
+    loaded = [(f, load_persona_file(f, check_stem=False)) for f in files]
+    _check_unique(loaded)
+    for f, persona in loaded:
+        _check_stem(f, persona)
+    return [p for _, p in loaded]
+
+
+def load_persona_file(path: Path | str, check_stem: bool = True) -> Persona:
+    """One persona file, parsed and validated (topic and rubric ids unique within it)."""
+    path = Path(path)
+    data = _read_toml(path)
+    try:
+        persona = Persona.model_validate(data)
+    except ValidationError as exc:
+        raise DataFileError(f"{path}: {_first_error(exc)}") from None
+    if not persona.topics:
+        raise DataFileError(f"{path}: topics: at least one [[topics]] table is required")
+    for ti, topic in enumerate(persona.topics):
+        seen: dict[str, int] = {}
+        for qi, q in enumerate(topic.rubric):
+            if q.id in seen:
+                raise DataFileError(
+                    f"{path}: topics.{ti}.rubric.{qi}.id: duplicate rubric id {q.id!r} "
+                    f"(also topics.{ti}.rubric.{seen[q.id]}.id)"
+                )
+            seen[q.id] = qi
+    if check_stem:
+        _check_stem(path, persona)
+    return persona
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise DataFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise DataFileError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise DataFileError(f"{path}: {_toml_error(exc)}") from None
+
+
+def _toml_error(exc: tomllib.TOMLDecodeError) -> str:
+    """'line 3, column 7: invalid TOML: Expected ...' (Python 3.11 keeps the position in the text)."""
+    msg = str(exc).splitlines()[0] if str(exc) else "syntax error"
+    m = _TOML_POS.search(msg)
+    if m is None:
+        return f"invalid TOML: {msg}"
+    where = f"line {m.group(1)}, column {m.group(2)}" if m.group(1) else "end of file"
+    return f"{where}: invalid TOML: {msg[: m.start()]}"
+
+
+def _first_error(exc: ValidationError) -> str:
+    """The first pydantic error as 'field.path: message', plus how many more there are."""
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    loc = ".".join(str(part) for part in first["loc"]) or "(top level)"
+    msg = " ".join(str(first["msg"]).split())  # one line, whatever pydantic wrote
+    more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
+    return f"{loc}: {msg}{more}"
+
+
+def _check_unique(loaded: list[tuple[Path, Persona]]) -> None:
+    """Persona ids and topic ids are unique across every loaded file."""
+    persona_at: dict[str, Path] = {}
+    topic_at: dict[str, tuple[Path, int]] = {}
+    for f, persona in loaded:
+        if persona.id in persona_at:
+            raise DataFileError(f"{f}: id: duplicate persona id {persona.id!r} (also in {persona_at[persona.id]})")
+        persona_at[persona.id] = f
+        for ti, topic in enumerate(persona.topics):
+            if topic.id in topic_at:
+                other, oi = topic_at[topic.id]
+                where = f"topics.{oi}.id" if other == f else f"{other} topics.{oi}.id"
+                raise DataFileError(f"{f}: topics.{ti}.id: duplicate topic id {topic.id!r} (also {where})")
+            topic_at[topic.id] = (f, ti)
+
+
+def _check_stem(path: Path, persona: Persona) -> None:
+    if persona.id != path.stem:
+        raise DataFileError(
+            f"{path}: id: {persona.id!r} must match the file name (expected {path.stem!r}, or rename the file)"
+        )

@@ -1,0 +1,401 @@
+"""ChatModel over ``openai.AsyncOpenAI`` (DESIGN §7): throttle, retries, cache, usage, JSON output.
+
+One ``LLMPool`` per run hands out a ``ChatModel`` per role.  Roles that talk to the same
+base URL share one HTTP client per key variable and ONE throttle, because rate limits
+belong to the endpoint, not to whoever is calling.  The openai client's own retries are
+off (``max_retries=0``): tenacity here is the only retry layer, so attempts, waits and
+``Retry-After`` handling are counted once and reported in each ``Stage``.
+
+``openai`` is imported lazily: ``config.py`` imports this module for ``LLMConfig`` and
+most commands never talk to a model.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+import time
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from typing import Any, Sequence, TypeVar
+
+from pydantic import BaseModel
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
+
+from ..errors import (
+    EmptyCompletionError, LLMConnectionError, LLMError, LLMStatusError, LLMTimeoutError, StructuredOutputError,
+)
+from .cache import CachedCompletion, CompletionCache, cache_key
+from .config import NO_KEY, LLMConfig, LLMRole
+from .structured import REPAIR_PROMPT, response_format_for, strict_json_schema, validate_json
+from .limits import Endpoint, Permit
+from ..schema import Stage
+
+__all__ = ["LLMRole", "LLMConfig", "LLMPool", "ChatModel", "ChatResult", "strict_json_schema", "response_format_for",
+           "retry_after_s"]
+
+M = TypeVar("M", bound=BaseModel)
+_KEYLIKE = re.compile(r"\b(sk|key|token)-[A-Za-z0-9_\-]{6,}")
+
+
+@dataclass(frozen=True)
+class ChatResult:
+    text: str  # the first choice
+    texts: list[str]  # all n choices
+    stage: Stage
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def _completion_type() -> type:
+    from openai.types.chat import ChatCompletion
+
+    return ChatCompletion
+
+
+def _retryable(exc: BaseException) -> bool:
+    import openai
+
+    if isinstance(exc, (EmptyCompletionError, openai.APIConnectionError)):  # includes APITimeoutError
+        return True
+    if isinstance(exc, openai.APIStatusError):
+        return exc.status_code in (408, 429) or exc.status_code >= 500
+    return False
+
+
+def retry_after_s(exc: BaseException | None) -> float | None:
+    """Seconds the server asked us to wait (``retry-after-ms``, ``Retry-After`` seconds or date)."""
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    if headers is None:
+        return None
+    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value) / scale)
+        except ValueError:
+            pass
+        try:
+            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+        except (TypeError, ValueError, IndexError, OverflowError):
+            pass
+    return None
+
+
+def _one_line(text: str, secret: str | None, limit: int = 300) -> str:
+    """Exception text for humans and logs: one line, bounded, with no key in it."""
+    if secret and secret != NO_KEY and len(secret) >= 4:
+        text = text.replace(secret, "***")
+    text = _KEYLIKE.sub("***", " ".join(str(text).split()))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _sum_stages(a: Stage, b: Stage) -> Stage:
+    cost = None if a.cost_usd is None and b.cost_usd is None else (a.cost_usd or 0.0) + (b.cost_usd or 0.0)
+    return a.model_copy(update={
+        "prompt_tokens": a.prompt_tokens + b.prompt_tokens,
+        "completion_tokens": a.completion_tokens + b.completion_tokens,
+        "latency_ms": round(a.latency_ms + b.latency_ms, 3), "retries": a.retries + b.retries,
+        "cached": a.cached and b.cached, "cost_usd": cost, "error": b.error or a.error})
+
+
+# ----------------------------------------------------------------------------- usage
+
+
+@dataclass
+class _Usage:
+    model: str
+    calls: int = 0  # chat()/structured() attempts, cached or not
+    cached: int = 0
+    requests: int = 0  # HTTP requests sent, retries included
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    retries: int = 0
+    errors: int = 0
+    cost_usd: float | None = None
+
+    def add(self, stage: Stage) -> None:
+        self.calls += 1
+        self.cached += stage.cached
+        self.errors += stage.error is not None
+        self.retries += stage.retries
+        if not stage.cached:  # a hit costs nothing and was already counted when it was fetched
+            self.prompt_tokens += stage.prompt_tokens
+            self.completion_tokens += stage.completion_tokens
+            if stage.cost_usd is not None:
+                self.cost_usd = (self.cost_usd or 0.0) + stage.cost_usd
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {k: v for k, v in self.__dict__.items() if k != "model"}
+        out["cost_usd"] = None if self.cost_usd is None else round(self.cost_usd, 6)
+        return out
+
+
+def _merge(rows: Sequence[_Usage], model: str) -> _Usage:
+    total = _Usage(model)
+    for row in rows:
+        for name in ("calls", "cached", "requests", "prompt_tokens", "completion_tokens", "retries", "errors"):
+            setattr(total, name, getattr(total, name) + getattr(row, name))
+        if row.cost_usd is not None:
+            total.cost_usd = (total.cost_usd or 0.0) + row.cost_usd
+    return total
+
+
+# ----------------------------------------------------------------------------- the model
+
+
+@dataclass(eq=False)
+class ChatModel:
+    """One role's view of the pool: its settings, client, endpoint limits and the shared cache."""
+
+    role: str
+    settings: LLMRole
+    _client: Any = field(repr=False)
+    _endpoint: Endpoint = field(repr=False)
+    _usage: _Usage = field(repr=False)
+    _cache: CompletionCache | None = field(default=None, repr=False)
+
+    @property
+    def model(self) -> str:
+        return self.settings.model
+
+    async def chat(self, messages: Sequence[dict[str, Any]], *, stage: str, temperature: float | None = None,
+                   max_tokens: int | None = None, n: int = 1, response_format: dict[str, Any] | None = None,
+                   seed: int | None = None) -> ChatResult:
+        """One completion (``n`` choices).  Raises a typed ``LLMError`` carrying ``.stage``."""
+        request = self._request(messages, temperature, max_tokens, n, response_format, seed)
+        result, key = await self._complete(request, stage)
+        await self._store(key, result)
+        return result
+
+    async def structured(self, messages: Sequence[dict[str, Any]], schema: type[M], *, stage: str,
+                         temperature: float | None = None, max_tokens: int | None = None,
+                         seed: int | None = None) -> tuple[M, Stage]:
+        """A validated ``schema`` instance; one repair round if the JSON does not validate.
+
+        Only answers that led to a valid object are cached, so a rerun replays a success
+        exactly and retries a failure afresh.
+        """
+        request = self._request(messages, temperature, max_tokens, 1, response_format_for(schema), seed)
+        first, key1 = await self._complete(request, stage)
+        obj, problem = validate_json(schema, first.text)
+        if obj is not None:
+            await self._store(key1, first)
+            return obj, first.stage
+        repair = [*request["messages"], {"role": "assistant", "content": first.text},
+                  {"role": "user", "content": REPAIR_PROMPT.format(problem=problem)}]
+        try:
+            second, key2 = await self._complete({**request, "messages": repair}, stage)
+        except LLMError as exc:
+            exc.stage = _sum_stages(first.stage, exc.stage)  # type: ignore[attr-defined]
+            raise
+        total = _sum_stages(first.stage, second.stage)
+        obj, problem = validate_json(schema, second.text)
+        if obj is None:
+            message = f"{self._where()}: output does not match {schema.__name__} after one repair: {problem}"
+            err = StructuredOutputError(_one_line(message, self._client.api_key))
+            failed = total.model_copy(update={"error": f"StructuredOutputError: {err}"})
+            err.stage = failed  # type: ignore[attr-defined]
+            self._usage.errors += 1
+            raise err
+        await self._store(key1, first)
+        await self._store(key2, second)
+        return obj, total
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _where(self) -> str:
+        # Redacted too: a proxy URL may carry the key in its path or query.
+        return _one_line(f"{self.role} ({self.settings.model} at {self._endpoint.url})", self._client.api_key)
+
+    def _request(self, messages: Sequence[dict[str, Any]], temperature: float | None, max_tokens: int | None,
+                 n: int, response_format: dict[str, Any] | None, seed: int | None) -> dict[str, Any]:
+        s = self.settings
+        return {"model": s.model, "messages": [dict(m) for m in messages],
+                "temperature": s.temperature if temperature is None else temperature,
+                "max_tokens": s.max_tokens if max_tokens is None else max_tokens,
+                "n": n, "response_format": response_format, "seed": seed}
+
+    def _stage(self, name: str, t0: float, *, prompt: int = 0, completion: int = 0, cached: bool = False,
+               retries: int = 0, error: str | None = None) -> Stage:
+        cost = self.settings.cost(0, 0) if cached else self.settings.cost(prompt, completion)
+        return Stage(name=name, model=self.settings.model, prompt_tokens=prompt, completion_tokens=completion,
+                     latency_ms=round((time.perf_counter() - t0) * 1000, 3), cached=cached, retries=retries,
+                     cost_usd=cost, role=self.role, error=error)
+
+    async def _complete(self, request: dict[str, Any], name: str) -> tuple[ChatResult, str | None]:
+        """Cache lookup, else the retried HTTP call.  Returns the cache key still to be written."""
+        t0 = time.perf_counter()
+        key = cache_key(request) if self._cache is not None else None
+        if key is not None and self._cache is not None:
+            hit = await self._cache.get(key)
+            if hit is not None:
+                stage = self._stage(name, t0, prompt=hit.prompt_tokens, completion=hit.completion_tokens, cached=True)
+                self._usage.add(stage)
+                return ChatResult(hit.texts[0], hit.texts, stage), None
+        attempts = [0]
+        try:
+            texts, prompt, completion = await self._with_retries(request, attempts)
+        except Exception as exc:
+            err = self._translate(exc, attempts[0])
+            if err is None:
+                raise  # not an LLM failure but a bug: let it surface as it is
+            err.stage = self._stage(name, t0, retries=max(0, attempts[0] - 1),  # type: ignore[attr-defined]
+                                    error=f"{type(err).__name__}: {err}")
+            self._usage.add(err.stage)  # type: ignore[attr-defined]
+            raise err from (None if err is exc else exc)
+        stage = self._stage(name, t0, prompt=prompt, completion=completion, retries=attempts[0] - 1)
+        self._usage.add(stage)
+        return ChatResult(texts[0], texts, stage), key
+
+    async def _store(self, key: str | None, result: ChatResult) -> None:
+        if key is not None and self._cache is not None:
+            s = result.stage
+            await self._cache.put(key, CachedCompletion(result.texts, s.prompt_tokens, s.completion_tokens))
+
+    async def _with_retries(self, request: dict[str, Any], attempts: list[int]) -> tuple[list[str], int, int]:
+        retrying = AsyncRetrying(stop=stop_after_attempt(self.settings.max_attempts), wait=self._wait,
+                                 retry=retry_if_exception(_retryable), reraise=True)
+        outcome: tuple[list[str], int, int] | None = None
+        async for attempt in retrying:
+            with attempt:
+                attempts[0] = attempt.retry_state.attempt_number
+                outcome = await self._attempt(request)
+        assert outcome is not None  # reraise=True: tenacity either returns or raises
+        return outcome
+
+    def _wait(self, state: RetryCallState) -> float:
+        """The server's Retry-After when given (capped), else exponential backoff, full jitter."""
+        s = self.settings
+        hinted = retry_after_s(state.outcome.exception() if state.outcome else None)
+        if hinted is not None:
+            return min(hinted, s.retry_after_cap_s)
+        ceiling = min(s.backoff_cap_s, s.backoff_base_s * 2 ** (state.attempt_number - 1))
+        return random.uniform(0.0, ceiling)
+
+    async def _attempt(self, request: dict[str, Any]) -> tuple[list[str], int, int]:
+        send = {k: v for k, v in request.items() if v is not None and not (k == "n" and v == 1)}
+        estimate = sum(len(str(m.get("content") or "")) for m in request["messages"]) // 4 + 1
+        entry = await self._endpoint.admit(estimate)
+        self._usage.requests += 1
+        # client.post, not chat.completions.create: create() re-walks the params through its
+        # TypedDict transform, a fifth of the client's CPU per call (measured); ours are plain JSON.
+        response = await self._client.post("/chat/completions", cast_to=_completion_type(), body=send,
+                                           options={"timeout": self.settings.timeout_s})
+        choices = getattr(response, "choices", None)
+        if not isinstance(choices, list):  # e.g. an HTML page with status 200 from a misconfigured proxy
+            raise LLMError(f"{self._where()}: the endpoint did not answer with a chat completion")
+        usage = getattr(response, "usage", None)
+        prompt = getattr(usage, "prompt_tokens", None) or estimate
+        completion = getattr(usage, "completion_tokens", None) or 0
+        self._endpoint.reconcile(entry, prompt + completion)
+        texts = [(getattr(getattr(c, "message", None), "content", None) or "") for c in choices]
+        if not texts or any(not t.strip() for t in texts):
+            raise EmptyCompletionError(f"{self._where()}: the model returned empty content")
+        return texts, prompt, completion
+
+    def _translate(self, exc: BaseException, attempts: int) -> LLMError | None:
+        """openai exceptions → the simloop tree (one line, no key); None for foreign bugs."""
+        import openai
+
+        key = self._client.api_key
+        tried = f"after {attempts} attempt{'s' if attempts != 1 else ''}"
+        if isinstance(exc, EmptyCompletionError):
+            return EmptyCompletionError(f"{self._where()}: the model returned empty content {tried}")
+        if isinstance(exc, LLMError):
+            return exc
+        if isinstance(exc, openai.APITimeoutError):
+            text = f"{self._where()}: no answer within {self.settings.timeout_s:g} s {tried}"
+            return LLMTimeoutError(_one_line(text, key))
+        if isinstance(exc, openai.APIConnectionError):
+            cause = exc.__cause__ or exc
+            detail = f"{type(cause).__name__}: {cause}".rstrip(": ")
+            return LLMConnectionError(_one_line(f"{self._where()}: connection failed {tried} ({detail})", key))
+        if isinstance(exc, openai.APIStatusError):
+            body = exc.body if exc.body is not None else exc.message
+            message = body.get("message", body) if isinstance(body, dict) else body
+            text = f"{self._where()}: HTTP {exc.status_code} {tried}: {message}"
+            return LLMStatusError(_one_line(text, key), status=exc.status_code)
+        if isinstance(exc, openai.OpenAIError):
+            return LLMError(_one_line(f"{self._where()}: {type(exc).__name__} {tried}: {exc}", key))
+        return None
+
+
+# ----------------------------------------------------------------------------- the pool
+
+
+class LLMPool:
+    """Every role's ChatModel for one run; one client per endpoint and key, one throttle per endpoint.
+
+    ``permit``: a request-permit source shared with other processes (see ``llmlimits.Permit``);
+    when given, it replaces each rate-limited endpoint's local throttle.
+    """
+
+    def __init__(self, config: LLMConfig, permit: Permit | None = None):
+        self.config = config
+        self._permit = permit
+        self._models: dict[str, ChatModel] = {}
+        self._clients: dict[tuple[str, str], Any] = {}
+        self._endpoints: dict[str, Endpoint] = {}
+        self._usage: dict[str, _Usage] = {}
+        self._cache = CompletionCache(config.cache) if config.cache else None
+        self._limits = self._endpoint_limits()
+
+    def _endpoint_limits(self) -> dict[str, tuple[float | None, int | None]]:
+        # Any role resolves like the default or one configured override, so these cover every
+        # endpoint; where roles disagree on a shared endpoint's limit, the strictest wins.
+        limits: dict[str, tuple[float | None, int | None]] = {}
+        for s in [self.config.default, *(self.config.resolve(name) for name in self.config.roles)]:
+            rpm, tpm = limits.get(s.endpoint(), (None, None))
+            limits[s.endpoint()] = (
+                min(x for x in (rpm, s.rpm) if x is not None) if (rpm or s.rpm) else None,
+                min(x for x in (tpm, s.tpm) if x is not None) if (tpm or s.tpm) else None,
+            )
+        return limits
+
+    def _client_for(self, s: LLMRole) -> Any:
+        url = s.endpoint()
+        slot = (url, s.api_key_env)
+        if slot not in self._clients:
+            import openai
+
+            from .http import make_http_client
+
+            # Sharded keep-alive pools (see llmhttp): with 1,000 dialogues in flight the openai
+            # default (one pool, 100 kept alive) reconnects often and costs 4x the CPU per call.
+            self._clients[slot] = openai.AsyncOpenAI(base_url=url, api_key=s.api_key(), max_retries=0,
+                                                     timeout=s.timeout_s, http_client=make_http_client(s.timeout_s))
+        return self._clients[slot]
+
+    def model(self, role: str) -> ChatModel:
+        """The ChatModel for ``role`` (created once; raises ConfigError for bad overrides)."""
+        if role not in self._models:
+            s = self.config.resolve(role)
+            url = s.endpoint()
+            if url not in self._endpoints:
+                rpm, tpm = self._limits.get(url, (s.rpm, s.tpm))
+                self._endpoints[url] = Endpoint(url, rpm, tpm, self._permit)
+            usage = self._usage.setdefault(role, _Usage(s.model))
+            self._models[role] = ChatModel(role, s, self._client_for(s), self._endpoints[url], usage, self._cache)
+        return self._models[role]
+
+    def usage(self) -> dict[str, Any]:
+        """``{"total": {...}, "by_role": {role: {"model", ...}}, "by_model": {model: {...}}}``."""
+        by_model: dict[str, list[_Usage]] = {}
+        for row in self._usage.values():
+            by_model.setdefault(row.model, []).append(row)
+        return {
+            "total": _merge(list(self._usage.values()), "*").as_dict(),
+            "by_role": {role: {"model": row.model, **row.as_dict()} for role, row in self._usage.items()},
+            "by_model": {model: _merge(rows, model).as_dict() for model, rows in by_model.items()},
+        }
+
+    async def aclose(self) -> None:
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            await client.close()
+        if self._cache is not None:
+            await self._cache.aclose()
+            self._cache = None

@@ -1,0 +1,286 @@
+"""The long-horizon memory stress test behind `simloop memory` (DESIGN §6, §11).
+
+For every persona and distance d, a scripted user reveals a fact at turn r and asks a
+question that needs it at exactly turn r + d (``memoryprobes``); one sub-run per memory
+strategy plays every script through the real engine with the assistant given
+``memory=<strategy>``; probe answers are scored by rules or an LLM judge.
+
+Output, ``<out>/<run_id>/``:
+
+* ``memory.json`` - ``{"strategies": {name: {"recall_by_distance": {"5": r, ...},
+  "tokens_per_turn": x, ...}}, "probes": [...], ...}`` (read by ``simloop report``);
+* ``<run_id>-<strategy>/`` - a normal run directory per strategy;
+* ``run.json`` + ``dialogues.jsonl`` holding a copy of every dialogue of every strategy,
+  so the folder is itself a run directory that ``simloop report`` / ``simloop eval`` accept.
+
+``tokens_per_turn`` is the mean size of the memory context (``turn.assistant.context.tokens``)
+- the cost a strategy adds to every prompt; ``llm_tokens_per_turn`` is what the LLM
+calls of the run billed (zero offline, except the summary stand-in's would-be cost).
+
+The assistant must take the strategy as a parameter (``memory_param``, default
+``memory``): ``bm25_extractive`` takes all four, ``genaius`` ``full`` and ``summary``.
+Without an LLM endpoint the ``summary`` strategy runs on the offline extractive
+summariser (``memoryoffline``); ``memory.json`` names the model that wrote the summaries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from ..config import RunConfig, describe_validation_error, load_config
+from ..run.engine import Event
+from ..search.corpus import is_lucene_index
+from ..errors import BadInputError, ConfigError, IndexMissingError
+from ..memory.strategies import available_strategies
+from .facts import FACTS, fact_by_id
+from .probes import ProbeJudge, ProbePlan, build_probes
+from .score import judge_rows, score_probe, summarise_probes, write_json
+from ..run.plugins import Context, load_plugin
+from ..run.recorder import Recorder, new_run_id, versions
+from ..run.runner import PreparedRun, execute, prepare_run
+from ..run.scenarios import load_sources
+from ..schema import PluginRef, RunManifest, Scenario, Transcript
+
+__all__ = ["MemoryTestConfig", "MemoryTest", "SIMULATOR", "MEMORY_FILE", "parse_config"]
+
+SIMULATOR = "simloop.memorytest.probes:ProbeSimulator"  # the scripted user (a module:attr plugin)
+MEMORY_FILE = "memory.json"
+MemoryEvent = Callable[[str, Event], None]
+
+
+class MemoryTestConfig(BaseModel):
+    """Everything `simloop memory` needs, validated before anything is written."""
+
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
+
+    strategies: list[str] = Field(default_factory=lambda: ["full", "summary", "window", "adaptive"])
+    distances: list[int] = Field(default_factory=lambda: [5, 10, 20, 40])
+    reveal_turn: int = Field(2, ge=1, description="the turn that reveals the fact")
+    personas_dir: Path = Path("personas")
+    persona_ids: list[str] = Field(default_factory=list)
+    facts: list[str] = Field(default_factory=list, description="only these fact ids (empty: the whole catalogue)")
+    facts_per_persona: int = Field(1, ge=1, le=len(FACTS))
+    assistant: str = "bm25_extractive"
+    assistant_params: dict[str, Any] = Field(default_factory=dict)
+    memory_param: str = Field("memory", description="the assistant parameter naming the strategy")
+    judge: bool = False
+    base_url: str | None = None
+    model: str | None = None
+    rpm: float | None = Field(None, gt=0)
+    cache: Path | None = None
+    index: Path | None = None
+    concurrency: int = Field(8, ge=1, le=10_000)
+    timeout_s: float = Field(600.0, gt=0)
+    seed: int = 0
+    out: Path = Path("transcripts")
+    run_id: str | None = None
+
+    @field_validator("strategies")
+    @classmethod
+    def _known_strategies(cls, v: list[str]) -> list[str]:
+        known = available_strategies()
+        unknown = [s for s in v if s not in known]
+        if unknown or not v:
+            raise ValueError(f"unknown memory strategy {unknown[0]!r}; known: {', '.join(known)}" if unknown
+                             else "give at least one strategy")
+        return list(dict.fromkeys(v))
+
+    @field_validator("distances")
+    @classmethod
+    def _positive_distances(cls, v: list[int]) -> list[int]:
+        if not v or min(v) < 1:
+            raise ValueError("distances are turns between reveal and probe: give one or more integers >= 1")
+        return sorted(set(v))
+
+    @field_validator("facts")
+    @classmethod
+    def _known_facts(cls, v: list[str]) -> list[str]:
+        for f in v:
+            try:
+                fact_by_id(f)
+            except KeyError:
+                raise ValueError(f"unknown fact {f!r}; known: {', '.join(x.id for x in FACTS)}") from None
+        return v
+
+    @model_validator(mode="after")
+    def _fits_in_a_run(self) -> "MemoryTestConfig":
+        if self.max_turns > 1000:
+            raise ValueError(f"reveal turn + largest distance is {self.max_turns}; runs allow at most 1000 turns")
+        if self.memory_param in self.assistant_params:
+            raise ValueError(f"assistant param {self.memory_param!r} is set per strategy; do not pass it")
+        return self
+
+    @property
+    def max_turns(self) -> int:
+        return self.reveal_turn + max(self.distances)
+
+
+def parse_config(data: dict[str, Any]) -> MemoryTestConfig:
+    try:
+        return MemoryTestConfig.model_validate({k: v for k, v in data.items() if v is not None})
+    except ValidationError as exc:
+        raise ConfigError(describe_validation_error("simloop memory", exc)) from None
+
+
+# ----------------------------------------------------------------------------- the run
+
+
+@dataclass
+class _ScriptedRun(PreparedRun):
+    """A prepared run whose scenarios are the probe scripts, not persona x topic."""
+
+    scripts: list[Scenario] = field(default_factory=list)
+
+    def pending(self) -> Iterator[Scenario]:
+        return iter(self.scripts)
+
+
+@dataclass
+class _Strategy:
+    name: str
+    plans: list[tuple[Scenario, ProbePlan]]
+    transcripts: list[Transcript] = field(default_factory=list)
+    run_dir: Path | None = None
+
+    @property
+    def turns(self) -> int:
+        return sum(p.probe_turn for _, p in self.plans)
+
+
+class MemoryTest:
+    """Validate on construction (nothing written), then ``await run()``.  ``overrides``
+    are plugin-context seams (``retriever``, ``embedder``, ``chat:<role>``) for tests."""
+
+    def __init__(self, cfg: MemoryTestConfig, overrides: dict[str, Any] | None = None):
+        self.cfg = cfg
+        self.overrides = dict(overrides or {})
+        self.run_id = cfg.run_id or new_run_id("memory")
+        self.base = self._run_config(cfg.strategies[0])  # shared settings: personas, index, LLM
+        if cfg.index is not None and not is_lucene_index(cfg.index):
+            raise IndexMissingError(f"{cfg.index}: not a Lucene index; build one with `simloop index build`")
+        personas = load_sources(self.base)
+        facts = [fact_by_id(f) for f in cfg.facts] or list(FACTS)
+        self.strategies = [
+            _Strategy(s, build_probes(personas, cfg.distances, cfg.reveal_turn, cfg.facts_per_persona, cfg.seed,
+                                      prefix=s, facts=facts))
+            for s in cfg.strategies
+        ]
+        self.offline_summary = "summary" in cfg.strategies and not self._llm_configured()
+        if cfg.judge and not (self._llm_configured() or os.environ.get("OPENAI_API_KEY")):
+            raise BadInputError("--judge needs an LLM: pass --base-url and --model (or set OPENAI_API_KEY)")
+        for s in self.strategies:  # bad assistant names or params fail now, before any directory exists
+            load_plugin("assistant", cfg.assistant, self._assistant_params(s.name), Context(self.base))
+
+    @property
+    def run_dir(self) -> Path:
+        return self.cfg.out / self.run_id
+
+    @property
+    def total_turns(self) -> int:
+        return sum(s.turns for s in self.strategies)
+
+    def _assistant_params(self, strategy: str) -> dict[str, Any]:
+        return {**self.cfg.assistant_params, self.cfg.memory_param: strategy}
+
+    def _run_config(self, strategy: str) -> RunConfig:
+        c = self.cfg
+        llm: dict[str, Any] = {"default": {k: v for k, v in (("base_url", c.base_url), ("model", c.model),
+                                                             ("rpm", c.rpm)) if v is not None}}
+        if c.cache is not None:
+            llm["cache"] = str(c.cache)
+        return load_config(None, {
+            "run_id": f"{self.run_id}-{strategy}", "out": str(self.run_dir), "seed": c.seed,
+            "scenarios": {"personas_dir": str(c.personas_dir), "persona_ids": c.persona_ids},
+            "simulator": {"name": SIMULATOR},
+            "assistant": {"name": c.assistant, "params": self._assistant_params(strategy)},
+            "concurrency": c.concurrency, "max_turns": c.max_turns, "dialogue_timeout_s": c.timeout_s,
+            "retrieval": {"index": str(c.index) if c.index else None}, "llm": llm, "progress": False,
+        })
+
+    def _llm_configured(self) -> bool:
+        """Is there an endpoint for the summary role?  Without one, offline stand-in."""
+        role = self.base.llm.resolve("assistant.summary")
+        return bool(role.base_url or os.environ.get("OPENAI_BASE_URL") or self.cfg.model)
+
+    def _manifest(self) -> RunManifest:
+        config = self.cfg.model_dump(mode="json")
+        digest = hashlib.sha256(json.dumps({k: v for k, v in config.items() if k not in ("out", "run_id")},
+                                           sort_keys=True).encode()).hexdigest()[:16]
+        # "llm" and "scenarios" as in a run's config, so `simloop eval --judge` finds the endpoint.
+        base = self.base.model_dump(mode="json")
+        return RunManifest(run_id=self.run_id, config={"memory": config, "llm": base["llm"],
+                                                       "scenarios": base["scenarios"]}, config_hash=digest,
+                           simulator=PluginRef(name=SIMULATOR),
+                           assistant=PluginRef(name=self.cfg.assistant, params=self.cfg.assistant_params),
+                           versions=versions(), counts={"scenarios": sum(len(s.plans) for s in self.strategies)})
+
+    async def run(self, on_event: MemoryEvent | None = None) -> dict[str, Any]:
+        """Every strategy's sub-run, then scoring; returns (and writes) memory.json."""
+        top = Recorder.create(self.cfg.out, self._manifest())
+        shared = Context(self.base, overrides=dict(self.overrides))
+        status = "failed"
+        try:
+            # One retriever and one embedder for all sub-runs: the index and MiniLM load once.
+            overrides = {**self.overrides, "retriever": await shared.retriever(), "embedder": await shared.embedder()}
+            if self.offline_summary and "chat:assistant.summary" not in overrides:
+                from ..memory.offline import OfflineSummariser
+
+                overrides["chat:assistant.summary"] = OfflineSummariser()
+            for s in self.strategies:
+                stats = await self._run_strategy(s, overrides, on_event)
+                for t in s.transcripts:
+                    await top.append(t)
+                if stats.interrupted:
+                    status = "interrupted"
+                    break
+            else:
+                status = "finished"
+            memory = await self._score(shared, status)
+            write_json(self.run_dir / MEMORY_FILE, memory)
+            return memory
+        finally:
+            await shared.aclose()
+            top.finish(status, {"scenarios": sum(len(s.plans) for s in self.strategies), "recorded": top.written})
+
+    async def _run_strategy(self, s: _Strategy, overrides: dict[str, Any], on_event: MemoryEvent | None):
+        prep = prepare_run(self._run_config(s.name), overrides=overrides)
+        fields = {k: getattr(prep, k) for k in PreparedRun.__dataclass_fields__}
+        run = _ScriptedRun(**{**fields, "total": len(s.plans)}, scripts=[sc for sc, _ in s.plans])
+        s.run_dir = run.run_dir
+
+        async def sink(t: Transcript) -> None:
+            await prep.recorder.append(t)
+            s.transcripts.append(t)
+
+        events = (lambda ev: on_event(s.name, ev)) if on_event else None
+        return await execute(run, events=events, sink=sink)
+
+    async def _score(self, shared: Context, status: str) -> dict[str, Any]:
+        judge = ProbeJudge(shared.chat("judge"), self.cfg.concurrency) if self.cfg.judge else None
+        out: dict[str, Any] = {"strategies": {}, "probes": []}
+        for s in (s for s in self.strategies if s.run_dir is not None):  # an interrupt skips the rest
+            by_id = {t.dialogue_id: t for t in s.transcripts}
+            rows = [score_probe(p, by_id.get(p.dialogue_id), s.name) for _, p in s.plans]
+            if judge is not None:
+                await judge_rows(judge, [p for _, p in s.plans], rows)
+            entry = summarise_probes(rows, s.transcripts, self.cfg.distances)
+            entry["run_dir"] = s.run_dir.name if s.run_dir else None
+            # Which model wrote the summaries (the offline stand-in or a real one), from the stages.
+            entry["memory_models"] = sorted({st.model for tr in s.transcripts for t in tr.turns for st in t.stages
+                                             if st.model and st.name.startswith(("summary", "memory."))})
+            out["strategies"][s.name] = entry
+            out["probes"] += rows
+        return {
+            "schema_version": "1.0", "run_id": self.run_id, "status": status, "distances": self.cfg.distances,
+            "reveal_turn": self.cfg.reveal_turn, "scorer": "judge" if judge else "rules",
+            "assistant": {"name": self.cfg.assistant, "params": self.cfg.assistant_params},
+            "personas": sorted({p.persona_id for s in self.strategies for _, p in s.plans}),
+            **out,
+        }

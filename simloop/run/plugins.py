@@ -1,0 +1,151 @@
+"""Plugin protocols (DESIGN §3), the registry, and the shared context plugins are built with.
+
+A plugin is a class constructed as ``Cls(ctx, **params)``.  Built-ins are registered
+under the entry-point groups ``simloop.assistants`` and ``simloop.simulators``; anything
+else is loaded as ``module:attr``.  One instance serves every dialogue of a run, so
+per-dialogue state lives in ``DialogueState.*_memory``, never on the instance.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
+
+from ..errors import BadInputError, PluginNotFoundError
+from ..schema import AssistantReply, DialogueState, Scenario, SimulatorTurn
+
+if TYPE_CHECKING:  # heavy modules, imported only when a plugin asks for them
+    from ..config import RunConfig
+
+__all__ = ["UserSimulator", "Assistant", "Context", "load_plugin", "available", "GROUPS"]
+
+GROUPS = {"assistant": "simloop.assistants", "simulator": "simloop.simulators"}
+
+
+@runtime_checkable
+class UserSimulator(Protocol):
+    async def open(self, scenario: Scenario) -> SimulatorTurn: ...
+
+    async def next(self, state: DialogueState) -> SimulatorTurn: ...
+
+
+@runtime_checkable
+class Assistant(Protocol):
+    async def respond(self, state: DialogueState) -> AssistantReply: ...
+
+
+@dataclass
+class Context:
+    """Shared, lazily created resources: one retriever, one embedder, one model per role.
+
+    Resources are created on first use (a run with the template simulator never boots
+    an LLM client; a run without retrieval never boots the JVM) and closed by the engine.
+    Tests pass fakes through ``overrides`` (seams, not mocks of internals).
+    """
+
+    config: "RunConfig"
+    overrides: dict[str, Any] = field(default_factory=dict)
+    _cache: dict[str, Any] = field(default_factory=dict)
+    _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
+
+    async def _get(self, key: str, make: Callable[[], Any]) -> Any:
+        if key in self.overrides:
+            return self.overrides[key]
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            if key not in self._cache:
+                value = make()
+                if inspect.isawaitable(value):
+                    value = await value
+                self._cache[key] = value
+            return self._cache[key]
+
+    async def retriever(self):
+        from ..search.bm25 import open_retriever
+
+        return await self._get("retriever", lambda: open_retriever(self.config.retrieval))
+
+    async def embedder(self):
+        from ..search.embeddings import get_embedder
+
+        return await self._get("embedder", get_embedder)
+
+    def chat(self, role: str):
+        """The ChatModel for ``role`` (``simulator``, ``assistant``, ``judge`` or an
+        assistant stage such as ``assistant.rewrite``, falling back to its base role).
+        All roles share one LLMPool, so throttles are per endpoint, not per role."""
+        key = f"chat:{role}"
+        if key in self.overrides:
+            return self.overrides[key]
+        if "llm_pool" in self.overrides:  # e.g. a Ray worker's pool with a cluster-wide permit
+            return self.overrides["llm_pool"].model(role)
+        if "llm_pool" not in self._cache:
+            from ..llm.client import LLMPool
+
+            self._cache["llm_pool"] = LLMPool(self.config.llm)
+        return self._cache["llm_pool"].model(role)
+
+    async def aclose(self) -> None:
+        for value in list(self._cache.values()):
+            close = getattr(value, "aclose", None) or getattr(value, "close", None)
+            if close is not None:
+                result = close()
+                if inspect.isawaitable(result):
+                    await result
+        self._cache.clear()
+
+
+def _registered(kind: str) -> dict[str, Any]:
+    return {ep.name: ep for ep in entry_points(group=GROUPS[kind])}
+
+
+def available(kind: str) -> list[str]:
+    """Registered plugin names of ``kind`` (``assistant`` or ``simulator``), sorted."""
+    return sorted(_registered(kind))
+
+
+# module:attr names that older run.json files record, and where those classes live now.
+_MOVED = {"simloop.memoryprobes:ProbeSimulator": "simloop.memorytest.probes:ProbeSimulator"}
+
+
+def resolve(kind: str, name: str) -> type:
+    """Find the class for ``name``: a registered name or ``module:attr``."""
+    name = _MOVED.get(name, name)
+    registered = _registered(kind)
+    if name in registered:
+        return registered[name].load()
+    if ":" not in name:
+        known = ", ".join(sorted(registered)) or "none"
+        raise PluginNotFoundError(f"unknown {kind} {name!r}; known: {known} (or module:attr)")
+    module_name, _, attr = name.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise PluginNotFoundError(f"cannot import {kind} module {module_name!r}: {exc}") from None
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise PluginNotFoundError(f"module {module_name!r} has no {kind} {attr!r}") from None
+
+
+def load_plugin(kind: str, name: str, params: dict[str, Any], ctx: Context) -> Any:
+    """Build a plugin instance; bad params become one clear BadInputError."""
+    cls = resolve(kind, name)
+    try:
+        instance = cls(ctx, **params)
+    except TypeError as exc:
+        raise BadInputError(f"bad params for {kind} {name!r}: {exc}") from None
+    except ValueError as exc:  # pydantic ValidationError is a ValueError
+        raise BadInputError(f"bad params for {kind} {name!r}: {_one_line(exc)}") from None
+    proto = Assistant if kind == "assistant" else UserSimulator
+    if not isinstance(instance, proto):
+        raise PluginNotFoundError(f"{name!r} does not implement the {kind} protocol")
+    return instance
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())[:300]

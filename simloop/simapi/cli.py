@@ -1,0 +1,132 @@
+"""`simloop serve`: an iKAT Sim.API-compatible rehearsal server (SIMULATION_API.md §1–§3).
+
+Teams point their client at it instead of the organisers' server and get the same
+endpoints, fields and status codes, with simloop simulators as the users and personas
+(or an iKAT topic file) as the topics.  State lives in ``<out>/serve-state.sqlite``, so
+runs survive a restart; each hosted run is a simloop run directory (server_runs.py).
+The app itself is in server_app.py, imported only when the command runs.
+
+Bearer tokens come from ``--token TEAM=TOKEN``, ``--tokens-file`` or the environment
+variable ``SIMLOOP_SERVE_TOKENS`` (``TEAM=TOKEN,...``).  They are never logged or written
+to disk, and no error message repeats one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any, Mapping
+
+from ..cli.args import parse_params
+from ..config import PluginSpec, RunConfig, load_config
+from ..errors import BadInputError
+
+__all__ = ["parse_tokens", "collect_tokens", "add_commands", "TOKENS_ENV"]
+
+TOKENS_ENV = "SIMLOOP_SERVE_TOKENS"
+
+
+# ----------------------------------------------------------------------------- tokens
+
+
+def parse_tokens(items: list[tuple[int, str]], where: str) -> dict[str, str]:
+    """``(position, "TEAM=TOKEN")`` items; errors name the place and position, never the text."""
+    out: dict[str, str] = {}
+    for n, item in items:
+        team, sep, token = item.strip().partition("=")
+        if not sep or not team.strip() or not token.strip():
+            raise BadInputError(f"{where} {n}: expected TEAM=TOKEN")
+        out[team.strip()] = token.strip()
+    return out
+
+
+def collect_tokens(flags: list[str] | None, file: Path | None, environ: Mapping[str, str]) -> dict[str, str]:
+    """Tokens from the environment, then the file, then flags (later ones win per team)."""
+    tokens: dict[str, str] = {}
+    if environ.get(TOKENS_ENV):
+        parts = [p for p in environ[TOKENS_ENV].split(",") if p.strip()]
+        tokens |= parse_tokens(list(enumerate(parts, start=1)), f"{TOKENS_ENV}, item")
+    if file is not None:
+        try:
+            lines = file.read_text(encoding="utf-8").splitlines()
+        except OSError as exc:
+            raise BadInputError(f"{file}: cannot read tokens file ({exc.strerror})") from None
+        items = [(n, ln) for n, ln in enumerate(lines, start=1) if ln.strip() and not ln.lstrip().startswith("#")]
+        tokens |= parse_tokens(items, f"{file}, line")
+    tokens |= parse_tokens(list(enumerate(flags or [], start=1)), "--token, item")
+    if len(set(tokens.values())) != len(tokens):
+        raise BadInputError("two teams have the same token")
+    return tokens
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def _serve_config(a: argparse.Namespace) -> RunConfig:
+    o: dict[str, Any] = {"out": a.out, "max_turns": a.max_turns, "seed": a.seed}
+    sim: dict[str, Any] = {"name": a.simulator} if a.simulator else {}
+    if a.simulator_param:
+        sim["params"] = parse_params(a.simulator_param, "--simulator-param")
+    sel = {"topics": a.topics, "personas_dir": a.personas, "limit": a.limit, "topic_ids": a.topic}
+    o["scenarios"] = {k: v for k, v in sel.items() if v is not None}
+    if sim:
+        o["simulator"] = sim
+    if a.base_url or a.model:
+        o["llm"] = {"default": {k: v for k, v in (("base_url", a.base_url), ("model", a.model)) if v}}
+    o = {k: v for k, v in o.items() if v is not None}
+    # The tokens variable is ours, not a run setting: keep it out of the SIMLOOP_* layer.
+    environ = {k: v for k, v in os.environ.items() if k != TOKENS_ENV}
+    return load_config(a.config, o, environ)
+
+
+def cmd_serve(a: argparse.Namespace) -> int:
+    import uvicorn
+
+    from .app import ServeOptions, create_app
+    from .runs import RunService, ServeLimits
+
+    cfg = _serve_config(a)
+    tokens = collect_tokens(a.token, a.tokens_file, os.environ)
+    limits = ServeLimits(max_response_tokens=a.max_response_tokens, max_response_chars=a.max_response_chars,
+                         run_budget=a.run_budget, debug_budget=a.debug_budget)
+    debug_sim = PluginSpec(name=a.debug_simulator) if a.debug_simulator else None
+    opts = ServeOptions(limits=limits, debug_simulator=debug_sim, state=a.state, prefix=a.prefix.rstrip("/"))
+    app = create_app(cfg, tokens, opts)
+    service: RunService = app.state.service
+    print(f"simloop serve: http://{a.host}:{a.port}{opts.prefix} | {len(service.queue)} user x topic pairs | "
+          f"simulator {cfg.simulator.name} | teams {', '.join(sorted(tokens))} | "
+          f"runs under {cfg.out}", file=sys.stderr, flush=True)
+    uvicorn.run(app, host=a.host, port=a.port, log_level="info", access_log=not a.no_access_log)
+    return 0
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="an iKAT Sim.API-compatible rehearsal server")
+    p.add_argument("config", nargs="?", type=Path, help="a run config TOML file (simulator, llm, scenarios)")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8088)
+    p.add_argument("--token", action="append", metavar="TEAM=TOKEN", help=f"a team's bearer token (repeatable; "
+                   f"prefer --tokens-file or {TOKENS_ENV}: flags show in the process list)")
+    p.add_argument("--tokens-file", type=Path, help="file with one TEAM=TOKEN per line (# comments)")
+    p.add_argument("--topics", type=Path, help="an iKAT topic file (2023/2024/2025) instead of personas/")
+    p.add_argument("--personas", type=Path, help="folder of persona TOML files (default personas/)")
+    p.add_argument("--topic", action="append", help="serve only this topic id (repeatable)")
+    p.add_argument("--limit", type=int, help="serve only the first N user x topic pairs")
+    p.add_argument("--simulator", help="simulator name or module:attr (default offline)")
+    p.add_argument("--simulator-param", action="append", metavar="KEY=VALUE")
+    p.add_argument("--debug-simulator", help="another simulator for /debug/* (as the organisers do)")
+    p.add_argument("--base-url", help="OpenAI-compatible base URL (LLM simulator)")
+    p.add_argument("--model", help="model name (LLM simulator)")
+    p.add_argument("--out", type=Path, help="folder for run directories and the state file (default transcripts/)")
+    p.add_argument("--state", type=Path, help="state file (default <out>/serve-state.sqlite)")
+    p.add_argument("--max-turns", type=int, help="safety cap on user turns per session (default 20)")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--max-response-tokens", type=int, default=250, help="response limit in tokens (default 250)")
+    p.add_argument("--max-response-chars", type=int, help="response limit in characters (default none)")
+    p.add_argument("--run-budget", type=int, default=100, help="runs per team (default 100)")
+    p.add_argument("--debug-budget", type=int, default=100, help="debug sessions per team (default 100)")
+    p.add_argument("--prefix", default="", help="serve under this path, e.g. /simulation")
+    p.add_argument("--no-access-log", action="store_true")
+    p.set_defaults(func=cmd_serve)

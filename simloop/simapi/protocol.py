@@ -1,0 +1,265 @@
+"""The iKAT Sim.API wire format (SIMULATION_API.md §1–§2), shared by `serve` and `rehearse`.
+
+Both the 2025 fields (top-level ``track_persona``, ``ptkb_provenance``) and the 2026
+variants (``extra``, ``meta``, ``user_meta``) are accepted; unknown fields are ignored, as
+pydantic dataclasses in the organisers' server do.  Nothing here imports FastAPI, so the
+client side stays light.
+
+simloop extension: a server built by simloop answers with the header ``X-Simloop-Server``;
+only then does ``rehearse`` add ``meta.simloop`` (full passages with ``used`` flags, PTKB
+indices, stages), which the server copies into the transcript.  The official server
+never sees the extension.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import pickle
+import re
+from datetime import datetime, timezone
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
+
+from ..errors import first_error
+from ..schema import AssistantReply, AssistantTurn, ContextInfo, Passage, PtkbUse, Stage
+
+__all__ = [
+    "SERVER_HEADER",
+    "RunMeta",
+    "AssistantResponse",
+    "UserUtterance",
+    "count_tokens",
+    "truncate_tokens",
+    "remote_assistant_turn",
+    "reply_payload",
+    "dump_record",
+    "pack_memory",
+    "unpack_memory",
+    "now_iso",
+]
+
+SERVER_HEADER = "X-Simloop-Server"
+
+# spaCy's blank English tokenizer (what the organisers count) keeps "U.S." or "don't" in
+# fewer pieces than this pattern, so this count is never below spaCy's: a response that
+# passes here passes there.
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+
+
+def count_tokens(text: str) -> int:
+    return len(_TOKEN.findall(text))
+
+
+def truncate_tokens(text: str, limit: int) -> str:
+    """``text`` cut after its ``limit``-th token (unchanged when short enough)."""
+    for i, m in enumerate(_TOKEN.finditer(text), start=1):
+        if i == limit:
+            return text[: m.end()]
+    return text
+
+
+def now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+# ----------------------------------------------------------------------------- requests
+
+
+class _Lenient(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class RunMeta(_Lenient):
+    """Body of ``/run/start``: 2025 ``track_persona`` or 2026 ``extra.track_persona``."""
+
+    run_id: StrictStr
+    description: StrictStr
+    track_persona: bool = False
+    extra: dict[str, Any] | None = None
+    team_id: StrictStr | None = None
+
+    def tracks_persona(self) -> bool:
+        return bool(self.track_persona or (self.extra or {}).get("track_persona"))
+
+
+class SimloopMeta(BaseModel):
+    """``meta.simloop``: provenance the official fields cannot carry."""
+
+    model_config = ConfigDict(extra="allow")
+
+    passages: list[Passage] | None = None
+    ptkb: list[PtkbUse] | None = None
+    rewritten_query: str | None = None
+    context: ContextInfo | None = None
+    stages: list[Stage] = Field(default_factory=list)
+
+
+class AssistantResponse(_Lenient):
+    """Body of ``/run/continue``.  ``response`` may be empty or null when it is ignored
+    (the call that opens the next topic)."""
+
+    run_id: StrictStr
+    response: StrictStr | None = None
+    citations: dict[StrictStr, float] | list[StrictStr] | None = None
+    ptkb_provenance: list[StrictStr] | None = None
+    relevant_ptkbs: list[StrictStr] | None = None  # the name the guidelines' example uses
+    meta: dict[str, Any] | None = None
+
+    @field_validator("meta")
+    @classmethod
+    def _meta_ptkb_is_strings(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        ptkb = (v or {}).get("ptkb_provenance")
+        if ptkb is not None and not (isinstance(ptkb, list) and all(isinstance(s, str) for s in ptkb)):
+            raise ValueError("meta.ptkb_provenance must be a list of strings")
+        return v
+
+    def citation_scores(self) -> dict[str, float]:
+        """Citations as ``{passage id: score}``; a plain list is ranked by position."""
+        if isinstance(self.citations, list):
+            n = len(self.citations)
+            return {pid: float(n - i) for i, pid in enumerate(dict.fromkeys(self.citations))}
+        return dict(self.citations or {})
+
+    def ptkb_statements(self) -> list[str]:
+        """Every PTKB statement named in any of the three places, first mention first."""
+        meta = (self.meta or {}).get("ptkb_provenance") or []
+        both = [*(self.ptkb_provenance or []), *(self.relevant_ptkbs or []), *meta]
+        return list(dict.fromkeys(s for s in both if s.strip()))
+
+    def simloop_meta(self) -> SimloopMeta | None:
+        raw = (self.meta or {}).get("simloop")
+        if raw is None:
+            return None
+        try:
+            return SimloopMeta.model_validate(raw)
+        except ValidationError as exc:
+            where, msg = first_error(exc)
+            raise ValueError(f"meta.simloop.{where}: {msg}") from None
+
+
+# ----------------------------------------------------------------------------- responses
+
+
+class UserUtterance(_Lenient):
+    timestamp: str
+    run_id: str
+    topic_id: str
+    user_id: str
+    utterance: str
+    history: list[dict[str, str]]
+    last_response_of_session: bool = False
+    last_response_of_run: bool = False
+    user_meta: dict[str, Any] | None = None
+
+    def ptkb(self) -> list[str]:
+        return [s for s in (self.user_meta or {}).get("ptkb") or [] if isinstance(s, str)]
+
+
+# ----------------------------------------------------------------------------- provenance
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def remote_assistant_turn(body: AssistantResponse, ptkb: list[str]) -> tuple[AssistantTurn, list[Stage]]:
+    """What a team sent, as the assistant side of a simloop turn (plus its stages).
+
+    Passages come from ``meta.simloop`` when present (they know which were used);
+    otherwise from ``citations``, ranked by score, ``used`` unknown (False).  PTKB
+    statements are matched to the persona's PTKB by text; a statement the system
+    extracted itself (not in the PTKB) gets index 0.
+    """
+    ext = body.simloop_meta()
+    if ext is not None and ext.passages is not None:
+        passages = ext.passages
+    else:
+        ranked = sorted(body.citation_scores().items(), key=lambda kv: -kv[1])
+        passages = [Passage(rank=i, docid=pid, score=score) for i, (pid, score) in enumerate(ranked, start=1)]
+    if ext is not None and ext.ptkb is not None:
+        uses = ext.ptkb
+    else:
+        where = {_norm(s): i for i, s in enumerate(ptkb, start=1)}
+        uses = [PtkbUse(index=where.get(_norm(s), 0), statement=s) for s in body.ptkb_statements()]
+    turn = AssistantTurn(
+        response=body.response or "",
+        rewritten_query=ext.rewritten_query if ext else None,
+        passages=passages,
+        ptkb_provenance=uses,
+        context=(ext.context if ext and ext.context else ContextInfo(strategy="remote")),
+    )
+    return turn, (ext.stages if ext else [])
+
+
+def reply_payload(run_id: str, reply: AssistantReply | None, *, extension: bool) -> dict[str, Any]:
+    """A ``/run/continue`` body for ``reply`` (None: the ignored reply to a farewell).
+
+    The PTKB statements go in both the 2025 field and ``meta`` (2026); servers ignore
+    the field they do not know.  Passage scores become the citation dict; a duplicate
+    passage id keeps its best score.
+    """
+    if reply is None:
+        return {"run_id": run_id, "response": "", "citations": {}, "ptkb_provenance": [], "meta": {"ptkb_provenance": []}}
+    citations: dict[str, float] = {}
+    for p in reply.passages:
+        citations[p.docid] = max(float(p.score), citations.get(p.docid, float("-inf")))
+    statements = list(dict.fromkeys(u.statement for u in reply.ptkb_provenance))
+    meta: dict[str, Any] = {"ptkb_provenance": statements}
+    if extension:
+        meta["simloop"] = {
+            "passages": [p.model_dump(mode="json", exclude={"text"}) for p in reply.passages],
+            "ptkb": [u.model_dump(mode="json") for u in reply.ptkb_provenance],
+            "rewritten_query": reply.rewritten_query,
+            "context": reply.context.model_dump(mode="json"),
+            "stages": [s.model_dump(mode="json", exclude_none=True) for s in reply.stages],
+        }
+    return {"run_id": run_id, "response": reply.response, "citations": citations,
+            "ptkb_provenance": statements, "meta": meta}
+
+
+def dump_record(run: dict[str, Any], topic_id: str, number: int, *, utterance: str, rubric: str | None,
+                score: float | None, text: str | None, citations: Any, ptkb: list[str]) -> dict[str, Any]:
+    """One line of ``/run/dump`` in the organisers' format (C25; topic ids numbered from 1)."""
+    refs = citations if citations is not None else {}
+    return {
+        "metadata": {**run, "type": "interactive", "topic_id": f"{topic_id}_{number}"},
+        "responses": [{
+            "rank": 1,
+            "user_utterance": utterance,
+            "user_rubrik": rubric,
+            "user_rubrik_score": score,
+            "text": text,
+            "citations": refs,
+            "ptkb_provenance": ptkb,
+        }],
+        "references": refs,
+    }
+
+
+# ----------------------------------------------------------------------------- plugin memory
+
+
+def pack_memory(memory: dict[str, Any]) -> dict[str, Any]:
+    """A plugin's per-dialogue memory in a JSON-safe envelope.
+
+    Plain JSON when the memory is JSON (the policy keeps it so); otherwise pickled, so a
+    plugin that keeps an RNG or an array still survives a restart of the process that
+    wrote it (the file is only read back by the same deployment).
+    """
+    try:
+        text = json.dumps(memory)
+        if json.loads(text) == memory:
+            return {"json": memory}
+    except (TypeError, ValueError):
+        pass
+    return {"pickle": base64.b64encode(pickle.dumps(memory)).decode()}
+
+
+def unpack_memory(packed: dict[str, Any] | None) -> dict[str, Any]:
+    if not packed:
+        return {}
+    if "json" in packed:
+        return dict(packed["json"])
+    return pickle.loads(base64.b64decode(packed["pickle"]))
