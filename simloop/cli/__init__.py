@@ -197,7 +197,7 @@ def _add_misc(sub: argparse._SubParsersAction) -> None:
 
 
 # ----------------------------------------------------------------------------- main
-_EXTRA_COMMANDS: list[str] = ["evaluate.cli", "simapi.cli", "simapi.rehearse", "memorytest.cli"]  # modules adding their own sub-commands via add_commands(sub)
+_EXTRA_COMMANDS: list[str] = ["evaluate.cli", "cli.serve", "cli.rehearse", "memorytest.cli"]  # modules adding their own sub-commands via add_commands(sub)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -189,7 +189,7 @@ class _Driver:
         return Transcript(run_id=self.spec.run_id, dialogue_id=dialogue_id, scenario=scenario.ref(),
                           simulator=self.spec.simulator, assistant=self.spec.assistant, started_at=now, ended_at=now,
                           stop=Stop(reason="error", by="engine", detail=f"{kind}: {message}"), turns=[],
-                          usage=Usage(), error=ErrorInfo(type=kind, message=message))
+                          usage=Usage(), error=ErrorInfo(type=kind, message=message, source="engine"))
 
     def counts(self) -> dict[str, int]:
         return {**self.stats.counts(), "scenarios": self.prep.total, "recorded": self.prep.recorder.written,
