@@ -135,6 +135,8 @@ def _dialogue(tr: Transcript) -> None:
             out.print("   [dim]passages: " + " | ".join(cited) + "[/]")
         stages = ", ".join(f"{st.name} {st.latency_ms:.0f}ms" for st in turn.stages)
         out.print(f"   [dim]{stages}; context {a.context.strategy} {a.context.tokens} tok[/]")
+    if tr.stop.utterance:  # the closing line: said, never answered
+        out.print(f"[bold cyan]user[/] {tr.stop.utterance}  [dim]closing line[/]")
     out.print(f"[bold]stop[/]: {tr.stop.reason} by {tr.stop.by}" + (f" — {tr.stop.detail}" if tr.stop.detail else ""))
 
 

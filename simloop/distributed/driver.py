@@ -38,6 +38,7 @@ from typing import Any
 from ..config import RunConfig
 from .worker import DialogueWorker, RateGate, worker_config
 from ..run.engine import RunStats, gather_until_cancelled
+from ..run.plugins import close_plugins
 from ..errors import ConfigError
 from ..schema import ErrorInfo, Stop, Transcript, Usage, utcnow
 
@@ -115,7 +116,10 @@ class _Driver:
             self.stats.interrupted = await gather_until_cancelled(slots)
         finally:
             self.stats.wall_s = time.perf_counter() - t0
-            await self.prep.ctx.aclose()
+            try:
+                await close_plugins(self.prep.simulator, self.prep.assistant)
+            finally:
+                await self.prep.ctx.aclose()
         return self.stats
 
     async def _run_shard(self, actor: Any, shard: list[str]) -> bool:

@@ -21,7 +21,7 @@ from ..schema import Scenario, Transcript
 from .plugins import Assistant, UserSimulator
 from .session import DialogueSession, DialogueSpec
 
-__all__ = ["Engine", "Event", "EventSink", "RunStats", "run_dialogue", "DialogueSpec", "gather_until_cancelled"]
+__all__ = ["Engine", "Event", "EventSink", "RunStats", "run_dialogue", "gather_until_cancelled"]
 
 
 @dataclass(frozen=True, slots=True)

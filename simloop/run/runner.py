@@ -20,9 +20,10 @@ from ..config import RunConfig, config_hash
 from ..errors import IndexMissingError
 from ..schema import PluginRef
 from ..search.corpus import is_lucene_index
-from .engine import DialogueSpec, Engine, EventSink, RunStats
+from .engine import Engine, EventSink, RunStats
 from .manifest import new_manifest
 from .plugins import Context, close_plugins, effective_params, load_plugin
+from .session import DialogueSpec
 from .recorder import ReadReport, Recorder, new_run_id, read_manifest
 from .scenarios import count_scenarios, iter_scenarios, load_sources
 
