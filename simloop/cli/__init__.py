@@ -90,7 +90,7 @@ def cmd_run(a: argparse.Namespace) -> int:
 
     cfg = _load_run_config(a)
     if cfg.backend == "ray":
-        from ..distributed.driver import run_ray
+        from .ray import run_ray
 
         return run_ray(cfg, resume=a.resume)
     return run_with_progress(cfg, resume=a.resume)

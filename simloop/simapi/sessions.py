@@ -24,6 +24,7 @@ from typing import Any, Coroutine
 
 from pydantic import BaseModel, ConfigDict
 
+from ..errors import SimloopError
 from ..run.session import DialogueSession, DialogueSpec
 from ..schema import DialogueState, PluginRef, Scenario, Turn
 from .protocol import AssistantResponse, remote_reply
@@ -117,6 +118,8 @@ class Session:
 
     @classmethod
     def load(cls, data: dict[str, Any], scenario: Scenario, simulator: Any, spec: DialogueSpec) -> "Session":
+        if "dialogue" not in data:  # saved by a simloop from before DialogueSession
+            raise SimloopError("its session was saved by an older simloop serve; start a new run")
         return cls(SessionInfo.model_validate(data), DialogueSession.load(data["dialogue"], scenario, simulator, spec))
 
 
