@@ -25,8 +25,8 @@ make the rest of the transcript meaningless.  With ``on_error = "reply"`` the tu
 recorded instead, with an empty passage list, the response ``REMOTE_ERROR_RESPONSE`` and
 a ``remote`` stage whose ``error`` says what failed, and the dialogue continues.
 
-One HTTP client per turn: plugins have no close hook, and a connection set-up is small
-next to the remote assistant's own latency.
+One HTTP client per run, made on the first turn: its connections are kept alive between
+turns and dialogues, and ``aclose()`` (called once when the run ends) closes it.
 """
 
 from __future__ import annotations
@@ -97,16 +97,26 @@ class RemoteHTTP:
         if timeout_s <= 0 or on_error not in ("raise", "reply"):
             raise ValueError("need timeout_s > 0 and on_error 'raise' or 'reply'")
         self.ctx, self.url, self.timeout_s, self.on_error, self.token_env = ctx, url, timeout_s, on_error, token_env
+        self._http: httpx.AsyncClient | None = None
 
     def _headers(self) -> dict[str, str]:
-        token = os.environ.get(self.token_env) if self.token_env else None
+        if not self.token_env:
+            return {}
+        secret = getattr(self.ctx, "secret", None)  # the run's context, else the environment
+        token = secret(self.token_env) if secret else os.environ.get(self.token_env)
         return {"Authorization": f"Bearer {token}"} if token else {}
 
     async def _call(self, body: dict[str, Any]) -> RemoteReply:
-        async with httpx.AsyncClient(timeout=self.timeout_s, headers=self._headers()) as client:
-            response = await client.post(self.url, json=body)
-            response.raise_for_status()
-            return RemoteReply.model_validate_json(response.content)
+        if self._http is None:
+            self._http = httpx.AsyncClient(timeout=self.timeout_s, headers=self._headers())
+        response = await self._http.post(self.url, json=body)
+        response.raise_for_status()
+        return RemoteReply.model_validate_json(response.content)
+
+    async def aclose(self) -> None:
+        if self._http is not None:
+            await self._http.aclose()
+            self._http = None
 
     async def respond(self, state: DialogueState) -> AssistantReply:
         t0 = time.perf_counter()

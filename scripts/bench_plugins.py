@@ -32,8 +32,8 @@ class CpuMeter:
 class OneCallSimulator:
     """Says ``turns`` utterances, each written by one ``simulator`` chat call; then ends.
 
-    ``open`` makes the first call; ``next`` makes one per further turn; the closing
-    ``next`` after the last answer makes none.  So a dialogue is ``turns`` turns with two
+    ``open`` makes the first call; ``next`` makes one per further turn; the ``next`` after
+    the last answer ends without a closing line and makes none.  So a dialogue is ``turns`` turns with two
     sequential LLM calls each (simulator, assistant).
     """
 
@@ -47,8 +47,8 @@ class OneCallSimulator:
         result = await self.ctx.chat("simulator").chat(messages, stage="voice", max_tokens=48)
         return SimulatorTurn.say(result.text, rubric_id=q.id, intent="ask", grade=grade, stages=[result.stage])
 
-    async def open(self, scenario: Any) -> SimulatorTurn:
-        return await self._say(scenario, 0, None)
+    async def open(self, state: Any) -> SimulatorTurn:
+        return await self._say(state.scenario, 0, None)
 
     async def next(self, state: Any) -> SimulatorTurn:
         if len(state.turns) >= self.turns:
@@ -67,8 +67,8 @@ class ScriptedUser:
         q = scenario.topic.rubric[index % len(scenario.topic.rubric)]
         return SimulatorTurn.say(q.question, rubric_id=q.id, intent="ask", grade=grade)
 
-    async def open(self, scenario: Any) -> SimulatorTurn:
-        return self._ask(scenario, 0, None)
+    async def open(self, state: Any) -> SimulatorTurn:
+        return self._ask(state.scenario, 0, None)
 
     async def next(self, state: Any) -> SimulatorTurn:
         if len(state.turns) >= self.turns:

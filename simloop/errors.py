@@ -23,7 +23,12 @@ __all__ = [
     "StructuredOutputError",
     "EmptyCompletionError",
     "DialogueError",
+    "ContractError",
+    "ApiError",
+    "SimApiError",
+    "SimApiAuthError",
     "first_error",
+    "error_source",
 ]
 
 
@@ -88,7 +93,53 @@ class EmptyCompletionError(LLMError):
 
 
 class DialogueError(SimloopError):
-    """A plugin broke the contract during a dialogue (recorded, the run goes on)."""
+    """A plugin could not go on with a dialogue (recorded, the run goes on)."""
+
+
+class ContractError(DialogueError):
+    """A plugin returned something the protocol does not allow (the engine's finding)."""
+
+
+class ApiError(SimloopError):
+    """An HTTP error the rehearsal server (`simloop serve`) answers with: status and detail."""
+
+    def __init__(self, status: int, detail: str, headers: dict[str, str] | None = None):
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.headers = headers
+
+
+class SimApiError(SimloopError):
+    """A Sim.API server answered a request with an HTTP error (the client side)."""
+
+    def __init__(self, status: int, detail: str, path: str):
+        super().__init__(f"{path}: HTTP {status}: {detail}")
+        self.status = status
+        self.detail = detail
+
+
+class SimApiAuthError(BadInputError):
+    """A Sim.API server rejected the token (a bad flag: exit 2)."""
+
+
+def error_source(exc: BaseException, side: str) -> str:
+    """Which part failed (``error.source``) when ``exc`` came out of the ``side`` plugin
+    (``simulator`` or ``assistant``): an LLM or retrieval failure anywhere in its cause
+    chain names the infrastructure, a timeout or a broken contract the engine; anything
+    else is the plugin's own failure."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, LLMError):
+            return "llm"
+        if isinstance(cause, RetrievalError):
+            return "retrieval"
+        cause = cause.__cause__
+    if isinstance(exc, (ContractError, TimeoutError)):
+        return "engine"
+    return side
 
 
 def first_error(exc) -> tuple[str, str]:

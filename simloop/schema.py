@@ -7,15 +7,19 @@ fields are allowed but never renamed.  Every record written to disk carries
 
 from __future__ import annotations
 
+import base64
+import json
+import pickle
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 
 SCHEMA_VERSION = "1.0"
 
 StopReason = Literal["user_satisfied", "user_gave_up", "max_turns", "timeout", "error"]
 StopBy = Literal["simulator", "engine"]
+ErrorSource = Literal["simulator", "assistant", "llm", "retrieval", "engine"]
 Reveal = Literal["never", "relevant", "eager"]
 
 
@@ -127,6 +131,17 @@ class Stop(_Open):
     reason: StopReason
     by: StopBy
     detail: str = ""
+    utterance: str | None = Field(
+        None, description="the user's closing line (thanks, farewell, giving up); the assistant is not called for it")
+
+    @model_serializer(mode="wrap")
+    def _utterance_always_present(self, handler: Any) -> dict[str, Any]:
+        # Transcripts are written without None fields; this one is fixed by DESIGN §4 as
+        # always present, so a reader can tell "no closing line" from "an old run".
+        data = handler(self)
+        if isinstance(data, dict):
+            data.setdefault("utterance", None)
+        return data
 
 
 class UserTurn(_Open):
@@ -208,6 +223,7 @@ class Usage(_Open):
 class ErrorInfo(_Open):
     type: str
     message: str
+    source: ErrorSource | None = Field(None, description="which side failed (None in runs made before it was recorded)")
 
 
 class Transcript(_Open):
@@ -245,10 +261,12 @@ class RunManifest(_Open):
 
 
 class SimulatorTurn(_Model):
-    """What a simulator says next: an utterance, or the end of the dialogue.
+    """What a simulator says next: an utterance, or the end of the dialogue (``end``, whose
+    optional ``utterance`` is the closing line the assistant is not called for).
 
-    ``grade`` is the simulator's grade of the assistant's *previous* answer; the engine
-    stores it on that turn's ``user.grade``.
+    ``grade`` and ``grade_stages`` judge the assistant's answer just given: the session
+    files both on that turn.  ``stages`` produced what the simulator says now (the next
+    turn's utterance, or the closing line, which is filed on the last turn).
     """
 
     utterance: str | None = None
@@ -256,6 +274,7 @@ class SimulatorTurn(_Model):
     rubric_id: str | None = None
     intent: str | None = None
     grade: float | None = None
+    grade_stages: list[Stage] = Field(default_factory=list)
     stages: list[Stage] = Field(default_factory=list)
     gold: GoldTurn | None = None
 
@@ -272,8 +291,10 @@ class SimulatorTurn(_Model):
         return cls(utterance=utterance, **kw)
 
     @classmethod
-    def stop(cls, reason: StopReason, detail: str = "", **kw: Any) -> "SimulatorTurn":
-        return cls(end=Stop(reason=reason, by="simulator", detail=detail), **kw)
+    def stop(cls, reason: StopReason, detail: str = "", utterance: str | None = None, **kw: Any) -> "SimulatorTurn":
+        """The end; ``utterance`` is the closing line (blank counts as none)."""
+        closing = utterance.strip() if utterance and utterance.strip() else None
+        return cls(end=Stop(reason=reason, by="simulator", detail=detail, utterance=closing), **kw)
 
 
 class AssistantReply(_Model):
@@ -319,3 +340,27 @@ class DialogueState(BaseModel):
     def history(self) -> list[tuple[str, str]]:
         """(user utterance, assistant response) pairs of finished turns."""
         return [(t.user.utterance, t.assistant.response) for t in self.turns]
+
+
+def pack_memory(memory: dict[str, Any]) -> dict[str, Any]:
+    """A plugin's per-dialogue memory in a JSON-safe envelope (sessions that outlive a process).
+
+    Plain JSON when the memory is JSON (the policy keeps it so); otherwise pickled, so a
+    plugin that keeps an RNG or an array still survives a restart of the process that
+    wrote it (the file is only read back by the same deployment).
+    """
+    try:
+        text = json.dumps(memory)
+        if json.loads(text) == memory:
+            return {"json": memory}
+    except (TypeError, ValueError):
+        pass
+    return {"pickle": base64.b64encode(pickle.dumps(memory)).decode()}
+
+
+def unpack_memory(packed: dict[str, Any] | None) -> dict[str, Any]:
+    if not packed:
+        return {}
+    if "json" in packed:
+        return dict(packed["json"])
+    return pickle.loads(base64.b64decode(packed["pickle"]))

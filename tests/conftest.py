@@ -9,11 +9,12 @@ import pytest
 
 from simloop.schema import (
     AssistantReply, Behaviour, Passage, Persona, PtkbUse, RubricQuestion, Scenario,
-    SimulatorTurn, Topic,
+    SimulatorTurn, Stage, Topic,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
+# ../shared next to the checkout; a git worktree one level deeper finds it further up.
+SHARED = next((p / "shared" for p in ROOT.parents if (p / "shared" / "data").is_dir()), ROOT.parent / "shared")
 IKAT = SHARED / "data" / "ikat"
 
 
@@ -37,14 +38,19 @@ def make_scenario(pid: str = "p1", dialogue_id: str = "d1", seed: int = 1) -> Sc
 
 
 class ScriptedSimulator:
-    """Asks the rubric questions in order, grades 4, then ends satisfied."""
+    """Asks the rubric questions in order, grades 4, then ends satisfied with a closing line.
 
-    def __init__(self, ctx=None, fail_on: str | None = None, delay: float = 0.0, grade: float = 4.0):
-        self.fail_on, self.delay, self.grade = fail_on, delay, grade
+    Every call reports stages as a model-backed simulator would: ``voice`` for what it
+    says, ``grade`` for judging the answer just given (so tests can see where each lands).
+    """
 
-    async def open(self, scenario):
-        q = scenario.topic.rubric[0]
-        return SimulatorTurn.say(q.question, rubric_id=q.id, intent="ask")
+    def __init__(self, ctx=None, fail_on: str | None = None, delay: float = 0.0, grade: float = 4.0,
+                 closing: str | None = "Thanks, that is all. Bye!"):
+        self.fail_on, self.delay, self.grade, self.closing = fail_on, delay, grade, closing
+
+    async def open(self, state):
+        q = state.scenario.topic.rubric[0]
+        return SimulatorTurn.say(q.question, rubric_id=q.id, intent="ask", stages=[_stage("voice", 1)])
 
     async def next(self, state):
         if self.delay:
@@ -53,10 +59,18 @@ class ScriptedSimulator:
             raise RuntimeError(f"simulator broke on {state.dialogue_id}")
         asked = len(state.turns)
         rubric = state.scenario.topic.rubric
+        graded = {"grade": self.grade, "grade_stages": [_stage("grade", asked)]}
         if asked >= len(rubric):
-            return SimulatorTurn.stop("user_satisfied", "all answered", grade=self.grade)
+            return SimulatorTurn.stop("user_satisfied", "all answered", utterance=self.closing,
+                                      stages=[_stage("voice", asked + 1)] if self.closing else [], **graded)
         q = rubric[asked]
-        return SimulatorTurn.say(q.question, rubric_id=q.id, intent="ask", grade=self.grade)
+        return SimulatorTurn.say(q.question, rubric_id=q.id, intent="ask", stages=[_stage("voice", asked + 1)],
+                                 **graded)
+
+
+def _stage(name: str, turn: int) -> Stage:
+    """A simulator stage that says which turn it belongs to (in its prompt token count)."""
+    return Stage(name=f"simulator.{name}", model="scripted", prompt_tokens=turn, completion_tokens=1)
 
 
 class EchoAssistant:

@@ -11,12 +11,13 @@ import httpx
 import pytest
 
 from simloop.config import PluginSpec, RunConfig, ScenarioSelection
-from simloop.run.engine import DialogueSpec, run_dialogue
+from simloop.run.engine import run_dialogue
+from simloop.run.session import DialogueSpec
 from simloop.llm.config import LLMConfig, LLMRole
 from simloop.fakes.mockllm import MockLLM
 from simloop.inputs.personas import load_personas
 from simloop.run.plugins import Context, load_plugin
-from simloop.run.recorder import read_transcripts
+from simloop.run.recorder import read_manifest, read_transcripts
 from simloop.run.runner import execute, prepare_run
 from simloop.schema import PluginRef, Scenario, Transcript
 from simloop.simulators.offline import OfflineSimulator
@@ -132,5 +133,9 @@ async def test_runner_with_params_from_config(mock_url, tmp_path):
     prep = prepare_run(cfg)
     stats = await execute(prep)
     [t] = list(read_transcripts(prep.run_dir))
-    assert stats.dialogues == 1 and t.error is None and t.assistant.params == {"memory": "summary"}
+    # The effective params, defaults included (DESIGN §3): a run can be rebuilt from its record.
+    effective = {"memory": "summary", "k": 20, "max_words": 220, "summary_words": 150}
+    assert stats.dialogues == 1 and t.error is None and t.assistant.params == effective
+    assert read_manifest(prep.run_dir).assistant.params == effective
+    assert read_manifest(prep.run_dir).config["assistant"]["params"] == {"memory": "summary"}  # as given
     assert [turn.assistant.context.strategy for turn in t.turns] == ["summary"] * len(t.turns)

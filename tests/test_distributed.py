@@ -155,8 +155,9 @@ def test_a_dialogue_that_keeps_killing_workers_is_recorded_as_an_error(tmp_path)
     lines = {t["dialogue_id"]: t for t in _lines(tmp_path / "poison")}
     assert sorted(lines) == sorted(_expected_ids(30)) and len(_lines(tmp_path / "poison")) == 30
     bad = lines.pop(poison)
-    assert bad["stop"] == {"reason": "error", "by": "engine", "detail": bad["stop"]["detail"]}
-    assert bad["error"]["type"] == "WorkerLost" and bad["scenario"]["persona_id"] == poison.split("--")[0]
+    assert bad["stop"] == {"reason": "error", "by": "engine", "detail": bad["stop"]["detail"], "utterance": None}
+    assert bad["error"]["type"] == "WorkerLost" and bad["error"]["source"] == "engine"
+    assert bad["scenario"]["persona_id"] == poison.split("--")[0]
     assert all("error" not in t for t in lines.values())
     # Three deaths with it alone at least; innocent neighbours are re-run alone, never blamed to the end.
     assert 3 <= _manifest(tmp_path / "poison")["counts"]["worker_failures"] <= 3 + 2 * 2

@@ -31,6 +31,9 @@ def test_demo_dialogues_validate(tmp_path):
     for t in ts:
         assert t.stop.by == "simulator" or t.stop.reason == "max_turns", t.stop
         assert t.error is None
+        # The closing line is the simulator's last word, never a turn the assistant answers.
+        assert t.stop.utterance or t.stop.by != "simulator"
+        assert not {turn.user.intent for turn in t.turns} & {"farewell", "give_up"}
         for turn in t.turns:
             a = turn.assistant
             assert a.passages and all(p.docid and p.rank >= 1 for p in a.passages)
@@ -43,6 +46,7 @@ def test_demo_dialogues_validate(tmp_path):
     show = simloop("show", str(run_dir), "--dialogue", ts[0].dialogue_id)
     sout, serr = show.communicate(timeout=120)
     assert show.returncode == 0 and ts[0].turns[0].user.utterance[:20] in sout
+    assert "closing line" in sout
 
 
 def test_sigkill_then_resume_records_each_dialogue_once(tmp_path):

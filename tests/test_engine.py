@@ -1,43 +1,22 @@
+"""The engine's worker pool (the dialogue itself is tests/test_session.py)."""
+
 import asyncio
 
+import pytest
+
 from conftest import EchoAssistant, ScriptedSimulator, make_scenario
-from simloop.run.engine import DialogueSpec, Engine, run_dialogue
+from simloop.run.engine import Engine, run_dialogue
+from simloop.run.session import DialogueSpec
 from simloop.schema import PluginRef
 
 SPEC = DialogueSpec(run_id="r", simulator=PluginRef(name="s"), assistant=PluginRef(name="a"), max_turns=10, timeout_s=5)
 
 
-async def test_dialogue_runs_to_simulator_end():
-    t = await run_dialogue(make_scenario(), ScriptedSimulator(), EchoAssistant(), SPEC)
-    assert t.stop.reason == "user_satisfied" and t.stop.by == "simulator"
-    assert [x.index for x in t.turns] == [1, 2, 3]
-    assert all(x.user.grade == 4.0 for x in t.turns)  # grade lands on the answered turn
-    assert t.turns[0].user.rubric_id == "q0" and t.turns[0].assistant.passages[0].docid == "doc-1"
-
-
-async def test_max_turns_is_an_engine_stop():
-    spec = DialogueSpec(**{**SPEC.__dict__, "max_turns": 2})
-    t = await run_dialogue(make_scenario(), ScriptedSimulator(), EchoAssistant(), spec)
-    assert (t.stop.reason, t.stop.by, len(t.turns)) == ("max_turns", "engine", 2)
-
-
-async def test_timeout_is_recorded():
-    spec = DialogueSpec(**{**SPEC.__dict__, "timeout_s": 0.05})
-    t = await run_dialogue(make_scenario(), ScriptedSimulator(delay=1.0), EchoAssistant(), spec)
-    assert t.stop.reason == "timeout" and t.stop.by == "engine" and len(t.turns) == 1
-
-
-async def test_plugin_exception_is_recorded_not_raised():
-    t = await run_dialogue(make_scenario(dialogue_id="bad-1"), ScriptedSimulator(), EchoAssistant(fail_on="bad"), SPEC)
-    assert t.stop.reason == "error" and t.error.type == "ValueError" and "exploded" in t.error.message
-
-
-async def test_wrong_return_type_is_a_dialogue_error():
-    class Broken(ScriptedSimulator):
-        async def open(self, scenario):
-            return "hello"
-    t = await run_dialogue(make_scenario(), Broken(), EchoAssistant(), SPEC)
-    assert t.error.type == "DialogueError" and "SimulatorTurn" in t.error.message
+async def test_run_dialogue_emits_started_turn_events():
+    events = []
+    t = await run_dialogue(make_scenario(), ScriptedSimulator(), EchoAssistant(), SPEC, events.append)
+    assert [(e.kind, e.turn) for e in events] == [("started", 0), ("turn", 1), ("turn", 2), ("turn", 3)]
+    assert t.stop.reason == "user_satisfied"
 
 
 async def test_pool_bounds_concurrency_and_survives_errors():
@@ -75,3 +54,36 @@ async def test_pool_pulls_scenarios_lazily():
     got = []
     await Engine(SPEC, ScriptedSimulator(), EchoAssistant(), got.append, concurrency=4).run(gen())
     assert len(got) == 30  # the generator was consumed one scenario at a time
+
+
+async def test_lanes_ask_for_the_next_scenario_only_after_the_last_was_recorded():
+    recorded: list[str] = []
+    asked: list[tuple[str, list[str]]] = []
+
+    async def lane(name: str):
+        for i in range(3):
+            asked.append((f"{name}{i}", list(recorded)))
+            yield make_scenario(dialogue_id=f"{name}{i}")
+
+    stats = await Engine(SPEC, ScriptedSimulator(), EchoAssistant(), lambda t: recorded.append(t.dialogue_id),
+                         concurrency=1).run_lanes([lane("a"), lane("b")])
+    assert stats.dialogues == 6 and sorted(recorded) == ["a0", "a1", "a2", "b0", "b1", "b2"]
+    for dialogue_id, before in asked:  # a lane's previous dialogue is on record when it is asked again
+        lane_name, i = dialogue_id[0], int(dialogue_id[1])
+        assert all(f"{lane_name}{j}" in before for j in range(i))
+
+
+async def test_a_failing_lane_stops_the_others_and_raises():
+    async def broken():
+        yield make_scenario(dialogue_id="x0")
+        raise ConnectionError("the server went away")
+
+    async def slow():
+        for i in range(1000):
+            await asyncio.sleep(0.01)
+            yield make_scenario(dialogue_id=f"s{i}")
+
+    engine = Engine(SPEC, ScriptedSimulator(), EchoAssistant(), lambda t: None, concurrency=1)
+    with pytest.raises(ConnectionError):
+        await asyncio.wait_for(engine.run_lanes([broken(), slow()]), timeout=10)
+    assert engine.stats.dialogues < 1000

@@ -13,7 +13,8 @@ from agents.bm25_extractive import BM25Extractive, memory_statements
 from conftest import EchoAssistant, make_persona
 from simloop.cli import main
 from simloop.config import RunConfig
-from simloop.run.engine import DialogueSpec, run_dialogue
+from simloop.run.engine import run_dialogue
+from simloop.run.session import DialogueSpec
 from simloop.errors import ConfigError
 from simloop.memory.strategies import SummaryMemory
 from simloop.memorytest.facts import FACTS, fact_by_id, find_terms, mentions, score_rules
@@ -239,7 +240,8 @@ async def test_summary_strategy_and_judge_against_the_mock_llm(tmp_path: Path):
         assert set(entry["recall_by_distance"]) == {"1", "3"} and entry["tokens_per_turn"] >= 0
     assert memory["strategies"]["summary"]["memory_models"] == ["mock-model"]
     summary = list(read_transcripts(run_dir / "m-summary"))
-    assert read_manifest(run_dir / "m-summary").assistant.params == {"memory": "summary"}
+    params = read_manifest(run_dir / "m-summary").assistant.params
+    assert params["memory"] == "summary" and params["k"] == 10  # effective: defaults included
     assert len(summary) == 2 and all(t.error is None for t in summary)
     for t in summary:
         for turn in t.turns:  # one summary call a turn from turn 2: turn 1 has nothing to summarise

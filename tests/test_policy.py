@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from simloop.run.engine import DialogueSpec, run_dialogue
+from simloop.run.engine import run_dialogue
+from simloop.run.session import DialogueSpec
 from simloop.run.plugins import Context
 from simloop.schema import (
     AssistantReply, AssistantTurn, Behaviour, DialogueState, Persona, PluginRef, RubricQuestion, Scenario, Topic,
@@ -38,7 +39,7 @@ def kinds(actions) -> list[str]:
 
 def test_all_answered_asks_in_order_then_farewell_and_satisfied():
     actions = run(policy(), [PASS, PASS, PASS, Observation(None)])
-    assert kinds(actions) == ["ask", "ask", "ask", "farewell", "end"]
+    assert kinds(actions) == ["ask", "ask", "ask", "farewell", "end"]  # a step after the closing line ends
     assert [a.rubric.id for a in actions[:3]] == ["q1", "q2", "q3"]
     assert [a.turn for a in actions[:4]] == [1, 2, 3, 4]
     assert actions[-1].end.reason == "user_satisfied"
@@ -172,36 +173,44 @@ def simulator(grades) -> OfflineSimulator:
 
 
 async def drive(sim, sc: Scenario, response: str = "an answer") -> tuple[DialogueState, object]:
+    """A bare-hands loop over the protocol (the real one is DialogueSession)."""
     state = DialogueState(dialogue_id=sc.dialogue_id, scenario=sc)
-    turn = await sim.open(sc)
+    turn = await sim.open(state)
     while turn.end is None:
         user = UserTurn(utterance=turn.utterance, rubric_id=turn.rubric_id, intent=turn.intent)
         state.turns.append(Turn(index=len(state.turns) + 1, user=user, assistant=AssistantTurn(response=response)))
         turn = await sim.next(state)
-        if turn.grade is not None:
-            state.turns[-1].user.grade = turn.grade
+        state.turns[-1].user.grade = turn.grade
     return state, turn
 
 
 async def test_simulator_records_rubric_intent_and_grade():
     state, end = await drive(simulator([1.0, 4.0, 5.0, 4.0]), scenario(patience=5))
-    assert [t.user.utterance for t in state.turns] == ["ask:q1", "reask:q1", "ask:q2", "ask:q3", "farewell:-"]
-    assert [t.user.rubric_id for t in state.turns] == ["q1", "q1", "q2", "q3", None]
-    assert [t.user.grade for t in state.turns] == [1.0, 4.0, 5.0, 4.0, None]
+    assert [t.user.utterance for t in state.turns] == ["ask:q1", "reask:q1", "ask:q2", "ask:q3"]
+    assert [t.user.rubric_id for t in state.turns] == ["q1", "q1", "q2", "q3"]
+    assert [t.user.grade for t in state.turns] == [1.0, 4.0, 5.0, 4.0]  # the last answer is graded too
     assert end.end.reason == "user_satisfied" and end.end.by == "simulator"
+    assert end.end.utterance == "farewell:-"  # the closing line ends the dialogue, it is not a turn
     assert state.simulator_memory["policy"]["grades"]["q1"] == [1.0, 4.0]
 
 
 async def test_simulator_gives_up_when_patience_runs_out():
     state, end = await drive(simulator([0.0, 0.0]), scenario(patience=1))
-    assert [t.user.intent for t in state.turns] == ["ask", "reask", "give_up"]
-    assert end.end.reason == "user_gave_up"
+    assert [t.user.intent for t in state.turns] == ["ask", "reask"]
+    assert end.end.reason == "user_gave_up" and end.end.utterance == "give_up:q1"
 
 
 async def test_simulator_answers_clarifying_questions_through_the_voice():
     state, _ = await drive(simulator([1.0, 4.0, 4.0, 4.0]), scenario(cooperativeness=1.0),
                            response="Could you tell me where you live?")
     assert state.turns[1].user.intent == "answer_clarification"
+
+
+async def test_a_step_after_the_closing_line_ends_again_without_a_line():
+    sim = simulator([4.0, 4.0, 4.0, 4.0])
+    state, end = await drive(sim, scenario())
+    again = await sim.next(state)
+    assert again.end.reason == end.end.reason and again.end.utterance is None
 
 
 async def test_topic_without_rubric_is_a_clear_error():
@@ -211,23 +220,31 @@ async def test_topic_without_rubric_is_a_clear_error():
     sc = scenario()
     sc = sc.model_copy(update={"topic": Topic(id="g", title="x", gold_turns=[GoldTurn(turn_id=1, utterance="hi")])})
     with pytest.raises(DialogueError, match="no rubric questions"):
-        await simulator([]).open(sc)
+        await simulator([]).open(DialogueState(dialogue_id="g", scenario=sc))
 
 
 async def test_offline_simulator_through_the_engine():
     class Assistant:
+        def __init__(self):
+            self.asked = []
+
         async def respond(self, state):
+            self.asked.append(state.user.utterance)
             return AssistantReply(response=f"Here is what I know: {state.user.utterance}")
 
     sim = OfflineSimulator(Context(config=None, overrides={"embedder": HashEmbedder()}))
     spec = DialogueSpec(run_id="r", simulator=PluginRef(name="offline"), assistant=PluginRef(name="echo"),
                         max_turns=30, timeout_s=30)
-    t = await run_dialogue(scenario(patience=20), sim, Assistant(), spec)
+    assistant = Assistant()
+    t = await run_dialogue(scenario(patience=20), sim, assistant, spec)
     assert t.error is None and t.stop.by == "simulator"
-    assert t.stop.reason in ("user_satisfied", "user_gave_up")
-    graded = [turn.user.grade for turn in t.turns[:-1]]
-    assert all(g is not None for g in graded) and t.turns[-1].user.grade is None
-    assert {turn.user.rubric_id for turn in t.turns[:-1]} <= {"q1", "q2", "q3"}
+    assert t.stop.reason in ("user_satisfied", "user_gave_up") and t.stop.utterance
+    assert assistant.asked == [turn.user.utterance for turn in t.turns]  # never the closing line
+    assert all(turn.user.grade is not None for turn in t.turns)
+    assert {turn.user.rubric_id for turn in t.turns} <= {"q1", "q2", "q3"}
+    # every turn carries the grading of its own answer, and only that one
+    assert all([s.name for s in turn.stages].count("simulator.grade") == 1 for turn in t.turns)
     # deterministic per seed
     again = await run_dialogue(scenario(patience=20), sim, Assistant(), spec)
     assert [x.user.utterance for x in again.turns] == [x.user.utterance for x in t.turns]
+    assert again.stop.utterance == t.stop.utterance

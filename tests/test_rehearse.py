@@ -1,9 +1,9 @@
-"""`simloop rehearse` against our own `simloop serve`.
+"""`simloop rehearse` (the engine with the ``simapi`` simulator) against our own `simloop serve`.
 
 The slow test uses the real stack on both sides (offline simulator with MiniLM in the
 server, bm25_extractive with pyserini and MiniLM in the client), in one process so the
-JVM and MiniLM boot once; it "crashes" the client mid-run and resumes.  The fast test
-runs the real CLI in a subprocess with scripted plugins.
+JVM and MiniLM boot once; it "crashes" the client mid-run and resumes.  The fast tests
+run the real CLI in a subprocess with scripted plugins, and lose a reply on the wire.
 """
 
 from __future__ import annotations
@@ -18,17 +18,23 @@ from pathlib import Path
 import httpx
 import pytest
 
-from conftest import EchoAssistant
 from simloop.config import RunConfig
-from simloop.run.plugins import Context, load_plugin
-from simloop.run.recorder import read_manifest, read_transcripts
-from simloop.simapi.rehearse import RehearseOptions, rehearse
-from simloop.simapi.client import SimApiClient
-from simloop.simapi.app import ServeOptions, create_app, running
 from simloop.fakes.seams import HashEmbedder
+from simloop.run.recorder import read_manifest, read_transcripts
+from simloop.run.runner import execute, prepare_run
+from simloop.simapi.app import ServeOptions, create_app, running
+from simloop.simapi.protocol import truncate_tokens
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "cmVoZWFyc2FsLXRva2VuLTQy"
+SECRETS = {"REHEARSE_TOKEN": TOKEN}
+
+
+def client_cfg(tmp: Path, url: str, run_id: str, assistant: str = "conftest:EchoAssistant") -> RunConfig:
+    return RunConfig.model_validate({
+        "out": str(tmp / "client"), "run_id": run_id, "max_turns": 1000,
+        "simulator": {"name": "simapi", "params": {"api": url, "run_id": run_id, "token_env": "REHEARSE_TOKEN"}},
+        "assistant": {"name": assistant}})
 
 
 async def _wait_for(predicate, timeout_s: float, what: str) -> None:
@@ -52,45 +58,48 @@ async def test_rehearse_end_to_end_with_client_crash(tmp_path):
     server_cfg = RunConfig.model_validate({
         "out": str(tmp_path / "out"), "scenarios": {"personas_dir": str(ROOT / "personas"), "limit": 3}})
     app = create_app(server_cfg, {"team-x": TOKEN})
-    ctx = Context(RunConfig())
-    assistant = load_plugin("assistant", "bm25_extractive", {}, ctx)
-    opts = RehearseOptions(run_id="e2e", state_dir=tmp_path / "state")
-    state_file = opts.state_dir / "e2e.json"
-    try:
-        async with running(app) as url:
-            client = SimApiClient(url, TOKEN)
-            crashed = asyncio.create_task(rehearse(client, assistant, opts))
-            await _wait_for(lambda: _answered(state_file) >= 2 or crashed.done(), 240, "two answered turns")
-            assert not crashed.done(), "the run ended before the crash"
-            crashed.cancel()  # the client dies mid-conversation
-            await asyncio.gather(crashed, return_exceptions=True)
-            await client.aclose()
+    state_file = tmp_path / "client" / ".rehearse" / "e2e.json"
+    async with running(app) as url:
+        cfg = client_cfg(tmp_path, url, "e2e", assistant="bm25_extractive")
+        prep = prepare_run(cfg, secrets=SECRETS)
+        crashed = asyncio.create_task(execute(prep))
+        await _wait_for(lambda: _answered(state_file) >= 2 or crashed.done(), 240, "two answered turns")
+        assert not crashed.done(), "the run ended before the crash"
+        crashed.cancel()  # the client dies mid-conversation
+        await asyncio.gather(crashed, return_exceptions=True)
+        assert read_manifest(prep.run_dir).status == "interrupted"
 
-            client = SimApiClient(url, TOKEN)
-            results = await asyncio.wait_for(rehearse(client, assistant, opts), timeout=240)
-            await client.aclose()
-    finally:
-        await ctx.aclose()
-    (result,) = results
-    assert result.status == "completed" and result.resumed == 1 and result.assistant_errors == 0
+        prep = prepare_run(cfg, resume=prep.run_dir, secrets=SECRETS)
+        await asyncio.wait_for(execute(prep), timeout=240)
+    (result,) = prep.simulator.results()
+    assert result.status == "completed" and result.resumed == 1 and result.abandoned == 0
     assert json.loads(state_file.read_text())["completed"] is True
 
-    run_dir = server_cfg.out / "serve-e2e"
-    transcripts = list(read_transcripts(run_dir))  # every line validates against the schema
-    assert len(transcripts) == 3 and len({t.dialogue_id for t in transcripts}) == 3
-    for t in transcripts:
+    served = list(read_transcripts(server_cfg.out / "serve-e2e"))  # every line validates against the schema
+    assert len(served) == 3 and len({t.dialogue_id for t in served}) == 3
+    for t in served:
         assert t.assistant.name == "remote:team-x" and t.error is None
         assert t.stop.by == "simulator" or t.stop.reason == "max_turns", t.stop
         ptkb_size = len(next(p for p in _personas() if p.id == t.scenario.persona_id).ptkb)
-        for turn in t.turns:
-            if turn.user.intent in ("farewell", "give_up"):
-                assert turn.assistant.response == ""  # the API ignores the reply to a farewell
-                continue
+        for turn in t.turns:  # every turn is answered (the closing line is not a turn)
             a = turn.assistant
             assert a.response and a.passages and any(p.used for p in a.passages)  # meta.simloop arrived
             assert all(1 <= u.index <= ptkb_size for u in a.ptkb_provenance)
-            assert [s.name for s in turn.stages][-4:] == ["ptkb", "rewrite", "retrieve", "generate"]
-    assert read_manifest(run_dir).status == "finished"
+            assert [s.name for s in turn.stages][-5:-1] == ["ptkb", "rewrite", "retrieve", "generate"]
+    assert read_manifest(server_cfg.out / "serve-e2e").status == "finished"
+
+    # The client's own run directory: the same three dialogues, the one cut by the crash whole.
+    mine = {(t.scenario.persona_id, t.scenario.topic_id): t for t in read_transcripts(prep.run_dir)}
+    assert read_manifest(prep.run_dir).status == "finished" and len(mine) == 3
+    for t in served:
+        local = mine[(t.scenario.persona_id, t.scenario.topic_id)]
+        assert [x.user.utterance for x in local.turns] == [x.user.utterance for x in t.turns]
+        for x, y in zip(local.turns, t.turns):  # the server got the response cut to its 250 tokens
+            cut = truncate_tokens(x.assistant.response, 250)
+            assert y.assistant.response == cut
+            assert (cut != x.assistant.response) == ("cut to 250 tokens" in str(x.stages[-1].model_dump()))
+        assert local.stop.utterance == t.stop.utterance
+        assert all(x.assistant.passages for x in local.turns)  # provenance kept across the crash
 
 
 def _personas():
@@ -99,40 +108,53 @@ def _personas():
     return load_personas(ROOT / "personas")
 
 
-async def test_rehearse_cli_with_scripted_plugins(tmp_path):
+def _write_personas(tmp_path: Path) -> Path:
     personas = tmp_path / "personas"
     personas.mkdir()
     (personas / "zoe.toml").write_text(
         'id = "zoe"\nptkb = ["I keep bees."]\n'
         '[[topics]]\nid = "bees"\ntitle = "Bees"\n[[topics.rubric]]\nid = "q1"\nquestion = "How do bees make honey?"\n'
         '[[topics]]\nid = "hives"\ntitle = "Hives"\n[[topics.rubric]]\nid = "q1"\nquestion = "What is a hive?"\n')
-    cfg = RunConfig.model_validate({"out": str(tmp_path / "out"), "scenarios": {"personas_dir": str(personas)},
+    return personas
+
+
+async def _cli(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "simloop", "rehearse", *args, cwd=ROOT, env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(proc.communicate(), timeout=120)
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_rehearse_cli_with_scripted_plugins(tmp_path):
+    cfg = RunConfig.model_validate({"out": str(tmp_path / "out"), "scenarios": {"personas_dir": str(_write_personas(tmp_path))},
                                     "simulator": {"name": "test_server_protocol:QuickSimulator"}})
     app = create_app(cfg, {"team-y": TOKEN}, ServeOptions(), overrides={"embedder": HashEmbedder()})
-    token_file = tmp_path / "token"
-    token_file.write_text(TOKEN + "\n")
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests")}
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests"), "TEAM_TOKEN": TOKEN}
+    common = ["--assistant", "conftest:EchoAssistant", "--out", str(tmp_path / "client")]
     async with running(app) as url:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "simloop", "rehearse", "--api", url, "--token-file", str(token_file),
-            "--assistant", "conftest:EchoAssistant", "--run-id", "cli", "--state-dir", str(tmp_path / "state"),
-            cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        out, err = await asyncio.wait_for(proc.communicate(), timeout=120)
-        assert proc.returncode == 0, err.decode()
-        assert out.decode().strip().splitlines()[-1] == "cli"
-        assert "cli: completed, 2 sessions, 2 turns" in err.decode()
+        code, out, err = await _cli("--api", url, "--token-env", "TEAM_TOKEN", "--run-id", "cli", *common, env=env)
+        assert code == 0, err
+        assert out.strip().splitlines()[-1] == str(tmp_path / "client" / "cli")  # the run directory, last
+        assert "cli: completed, 2 sessions, 2 turns" in err
 
-        bad = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "simloop", "rehearse", "--api", url, "--token", "wrong",
-            "--assistant", "conftest:EchoAssistant", "--state-dir", str(tmp_path / "state"),
-            cwd=ROOT, env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        _, err = await asyncio.wait_for(bad.communicate(), timeout=120)
-        assert bad.returncode == 2 and err.decode().count("\n") == 1 and "rejected the token" in err.decode()
+        code, _, err = await _cli("--api", url, "--token", "wrong", "--run-id", "bad", *common, env=env)
+        assert code == 2 and err.count("\n") == 1 and "rejected the token" in err
+        assert not (tmp_path / "client" / "bad").exists()  # bad input: nothing written
+
+        code, _, err = await _cli("--api", url, "--token-env", "NOT_SET_ANYWHERE", *common, env=env)
+        assert code == 2 and "NOT_SET_ANYWHERE" in err and err.count("\n") == 1
     ts = list(read_transcripts(tmp_path / "out" / "serve-cli"))
     assert [t.scenario.topic_id for t in ts] == ["bees", "hives"]
-    assert TOKEN not in (tmp_path / "state" / "cli.json").read_text()  # resume state has no token
     assert ts[0].turns[0].assistant.passages[0].used is True  # EchoAssistant's passage, via meta.simloop
     assert ts[0].turns[0].assistant.ptkb_provenance[0].index == 1
+    mine = list(read_transcripts(tmp_path / "client" / "cli"))
+    assert [(t.scenario.topic_id, len(t.turns), t.stop.utterance) for t in mine] == [
+        ("bees", 1, "Thanks, that is all. Bye!"), ("hives", 1, "Thanks, that is all. Bye!")]
+    assert read_manifest(tmp_path / "client" / "cli").simulator.params["token_env"] == "TEAM_TOKEN"
+    for path in [*(tmp_path / "client").rglob("*"), *(tmp_path / "out").rglob("*")]:
+        if path.is_file():  # the token is in no run directory and no state file
+            assert TOKEN.encode() not in path.read_bytes(), path
 
 
 class DropOneReply(httpx.AsyncHTTPTransport):
@@ -153,20 +175,23 @@ class DropOneReply(httpx.AsyncHTTPTransport):
         return response
 
 
-async def test_lost_reply_is_recovered_through_session(tmp_path):
+@pytest.mark.parametrize("nth", [3, 4])  # inside a session; the call that opens the next topic
+async def test_lost_reply_is_recovered_through_session(tmp_path, nth):
     cfg = RunConfig.model_validate({"out": str(tmp_path / "out"),
                                     "scenarios": {"personas_dir": str(ROOT / "personas"), "limit": 2},
                                     "simulator": {"name": "test_server_protocol:QuickSimulator"}})
     app = create_app(cfg, {"team-z": TOKEN})
-    opts = RehearseOptions(run_id="lossy", state_dir=tmp_path / "state")
     async with running(app) as url:
-        client = SimApiClient(url, TOKEN, transport=DropOneReply(nth=3))
-        (result,) = await asyncio.wait_for(rehearse(client, EchoAssistant(), opts), timeout=60)
-        await client.aclose()
+        prep = prepare_run(client_cfg(tmp_path, url, "lossy"), secrets=SECRETS,
+                           overrides={"simapi.transport": DropOneReply(nth=nth)})
+        await asyncio.wait_for(execute(prep), timeout=60)
+    (result,) = prep.simulator.results()
     assert result.status == "completed" and result.resumed == 1
     ts = list(read_transcripts(tmp_path / "out" / "serve-lossy"))
     assert len(ts) == 2
     for t in ts:  # every question answered exactly once, in order
-        asked = [turn.user.utterance for turn in t.turns if turn.user.intent == "ask"]
+        asked = [turn.user.utterance for turn in t.turns]
         assert len(asked) == len(set(asked))
-    assert result.turns == sum(1 for t in ts for turn in t.turns if turn.user.intent == "ask")
+    assert result.turns == sum(len(t.turns) for t in ts)
+    mine = list(read_transcripts(prep.run_dir))
+    assert [len(t.turns) for t in mine] == [len(t.turns) for t in ts] and all(t.error is None for t in mine)

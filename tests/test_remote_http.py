@@ -10,7 +10,8 @@ import pytest
 from agents.remote_http import REMOTE_ERROR_RESPONSE, RemoteHTTP
 from conftest import ScriptedSimulator, make_scenario
 from simloop.config import RunConfig
-from simloop.run.engine import DialogueSpec, run_dialogue
+from simloop.run.engine import run_dialogue
+from simloop.run.session import DialogueSpec
 from simloop.errors import BadInputError, DialogueError
 from simloop.run.plugins import Context, load_plugin
 from simloop.schema import DialogueState, PluginRef, Turn, UserTurn
@@ -26,6 +27,7 @@ class TinyServer:
 
     def __init__(self) -> None:
         self.mode = "ok"
+        self.connections = 0
         self.requests: list[dict] = []
         self.headers: list[dict[str, str]] = []
         self.url = ""
@@ -41,17 +43,19 @@ class TinyServer:
         await self._server.wait_closed()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
         try:
-            head = (await reader.readuntil(b"\r\n\r\n")).decode()
-            lines = head.split("\r\n")
-            headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)}
-            body = await reader.readexactly(int(headers.get("content-length", 0)))
-            self.requests.append(json.loads(body))
-            self.headers.append(headers)
-            status, payload = await self._reply()
-            writer.write(f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {len(payload)}\r\n"
-                         f"Connection: close\r\n\r\n".encode() + payload)
-            await writer.drain()
+            while True:  # keep-alive: one connection may carry many requests
+                head = (await reader.readuntil(b"\r\n\r\n")).decode()
+                lines = head.split("\r\n")
+                headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:] if line)}
+                body = await reader.readexactly(int(headers.get("content-length", 0)))
+                self.requests.append(json.loads(body))
+                self.headers.append(headers)
+                status, payload = await self._reply()
+                writer.write(f"HTTP/1.1 {status}\r\nContent-Type: application/json\r\n"
+                             f"Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
+                await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
         finally:
@@ -126,20 +130,30 @@ async def test_on_error_reply_records_the_turn(server, mode, cause):
 async def test_engine_records_remote_failures(server):
     spec = DialogueSpec(run_id="r", simulator=PluginRef(name="s"), assistant=PluginRef(name="remote_http"),
                         max_turns=5, timeout_s=30)
-    ok = await run_dialogue(make_scenario(), ScriptedSimulator(), RemoteHTTP(None, url=server.url), spec)
-    assert ok.error is None and ok.stop.reason == "user_satisfied" and len(ok.turns) == 3
-    assert all(t.stages[-1].name == "remote" and t.assistant.passages[0].docid == "Porto" for t in ok.turns)
-    assert [r["turn"] for r in server.requests] == [1, 2, 3] and len(server.requests[2]["history"]) == 2
+    agent = RemoteHTTP(None, url=server.url)
+    ok = await run_dialogue(make_scenario(), ScriptedSimulator(), agent, spec)
+    again = await run_dialogue(make_scenario(dialogue_id="d2"), ScriptedSimulator(), agent, spec)
+    await agent.aclose()
+    assert server.connections == 1  # one client for the run: every turn of both dialogues on one connection
+    assert ok.error is None and again.error is None and ok.stop.reason == "user_satisfied" and len(ok.turns) == 3
+    assert all(remote(t).name == "remote" and t.assistant.passages[0].docid == "Porto" for t in ok.turns)
+    assert [r["turn"] for r in server.requests] == [1, 2, 3] * 2 and len(server.requests[2]["history"]) == 2
 
     server.mode = "500"
     failed = await run_dialogue(make_scenario(), ScriptedSimulator(), RemoteHTTP(None, url=server.url), spec)
     assert failed.stop.reason == "error" and failed.turns == []
     assert failed.error.type == "DialogueError" and "HTTP 500" in failed.error.message
+    assert failed.error.source == "assistant"
 
     lenient = await run_dialogue(make_scenario(), ScriptedSimulator(),
                                  RemoteHTTP(None, url=server.url, on_error="reply"), spec)
     assert lenient.error is None and len(lenient.turns) == 3
-    assert all("HTTP 500" in t.stages[-1].error for t in lenient.turns)
+    assert all("HTTP 500" in remote(t).error for t in lenient.turns)
+
+
+def remote(turn):
+    [stage] = [s for s in turn.stages if s.name == "remote"]
+    return stage
 
 
 def test_registered_and_params_checked():

@@ -22,7 +22,7 @@ def scenarios() -> list[Scenario]:
 
 async def replay(sim: ReplaySimulator, scenario: Scenario) -> tuple[DialogueState, object]:
     state = DialogueState(dialogue_id=scenario.dialogue_id, scenario=scenario, max_turns=100)
-    turn = await sim.open(scenario)
+    turn = await sim.open(state)
     while turn.end is None:
         assert turn.intent == "replay" and turn.gold is not None
         user = UserTurn(utterance=turn.utterance, intent=turn.intent)
@@ -51,4 +51,5 @@ async def test_replay_of_2023_train_ends_with_the_files_last_turn():
 
 async def test_replay_without_gold_turns_is_a_clear_error():
     with pytest.raises(DialogueError, match="no gold turns"):
-        await ReplaySimulator(None).open(make_scenario())
+        sc = make_scenario()
+        await ReplaySimulator(None).open(DialogueState(dialogue_id=sc.dialogue_id, scenario=sc))

@@ -53,24 +53,22 @@ question = "What do runners eat before a race?"
 
 
 class QuickSimulator:
-    """Asks each rubric question once (grade 4), says goodbye, then ends: the policy's
-    two-step ending without any model.  ``sleep`` blocks on purpose (event-loop test)."""
+    """Asks each rubric question once (grade 4), then ends with a goodbye: the policy's
+    shape without any model.  ``sleep`` blocks on purpose (event-loop test)."""
 
     def __init__(self, ctx, sleep: float = 0.0):
         self.sleep = sleep
 
-    async def open(self, scenario):
-        q = scenario.topic.rubric[0]
+    async def open(self, state):
+        q = state.scenario.topic.rubric[0]
         return SimulatorTurn.say(q.question, rubric_id=q.id, intent="ask")
 
     async def next(self, state):
         if self.sleep:
             time.sleep(self.sleep)
-        if state.turns[-1].user.intent == "farewell":
-            return SimulatorTurn.stop("user_satisfied", "all answered")
         rubric = state.scenario.topic.rubric
         if len(state.turns) >= len(rubric):
-            return SimulatorTurn.say("Thanks, that is all. Bye!", intent="farewell", grade=4.0)
+            return SimulatorTurn.stop("user_satisfied", "all answered", utterance="Thanks, that is all. Bye!", grade=4.0)
         q = rubric[len(state.turns)]
         return SimulatorTurn.say(q.question, rubric_id=q.id, intent="ask", grade=4.0)
 
@@ -191,7 +189,7 @@ async def test_whole_run_with_client_crash_and_resume(tmp_path):
         assert int(number) == len(by_topic[topic])  # numbered from 1 per topic
     assert list(by_topic) == ["ana-run", "ben-food", "ben-city"]
     for recs in by_topic.values():
-        assert recs[-1]["responses"][0]["text"] is None  # the farewell
+        assert recs[-1]["responses"][0]["text"] is None  # the closing line: no answer
         answered = recs[0]["responses"][0]
         assert recs[0]["references"] == answered["citations"] == {
             "clueweb22-en0000-01-00001:3": 14.5, "clueweb22-en0000-02-00002:0": 9.25}
@@ -204,7 +202,10 @@ async def test_whole_run_with_client_crash_and_resume(tmp_path):
     assert [t.dialogue_id.split("--")[1] for t in transcripts] == ["ana-run", "ben-food", "ben-city"]
     for t in transcripts:
         assert t.assistant.name == "remote:team-a" and t.simulator.name == "offline"
-        assert t.stop.by == "simulator" and t.turns[-1].user.intent in ("farewell", "give_up")
+        assert t.stop.by == "simulator" and t.stop.utterance  # the closing line ends it, it is not a turn
+        assert t.stop.utterance == by_topic[t.scenario.topic_id][-1]["responses"][0]["user_utterance"]
+        assert all(x.assistant.response for x in t.turns) and all(x.user.grade is not None for x in t.turns)
+        assert len(t.turns) == len(by_topic[t.scenario.topic_id]) - 1
         turn = t.turns[0]
         assert [p.docid for p in turn.assistant.passages] == ["clueweb22-en0000-01-00001:3", "clueweb22-en0000-02-00002:0"]
         assert [(u.index, u.statement) for u in turn.assistant.ptkb_provenance] == [(1, "I live in Lisbon.")]

@@ -90,7 +90,7 @@ def cmd_run(a: argparse.Namespace) -> int:
 
     cfg = _load_run_config(a)
     if cfg.backend == "ray":
-        from ..distributed.driver import run_ray
+        from .ray import run_ray
 
         return run_ray(cfg, resume=a.resume)
     return run_with_progress(cfg, resume=a.resume)
@@ -197,7 +197,7 @@ def _add_misc(sub: argparse._SubParsersAction) -> None:
 
 
 # ----------------------------------------------------------------------------- main
-_EXTRA_COMMANDS: list[str] = ["evaluate.cli", "simapi.cli", "simapi.rehearse", "memorytest.cli"]  # modules adding their own sub-commands via add_commands(sub)
+_EXTRA_COMMANDS: list[str] = ["evaluate.cli", "cli.serve", "cli.rehearse", "memorytest.cli"]  # modules adding their own sub-commands via add_commands(sub)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -20,7 +20,7 @@ from ..run.engine import Event, RunStats
 from ..run.recorder import ReadReport, read_manifest, read_transcripts
 from ..schema import Transcript
 
-__all__ = ["run_with_progress", "print_list", "show_run", "summary_table"]
+__all__ = ["run_with_progress", "progress_bar", "print_list", "show_run", "summary_table"]
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False)
@@ -38,6 +38,15 @@ def summary_table(stats: RunStats, run_dir: Path) -> Table:
     return t
 
 
+def progress_bar(enabled: bool) -> Progress:
+    """The dialogues bar of a run (local or Ray), on stderr."""
+    return Progress(
+        TextColumn("[bold]dialogues"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("turns {task.fields[turns]}  errors {task.fields[errors]}"), TimeElapsedColumn(),
+        console=err, disable=not enabled, transient=False,
+    )
+
+
 def run_with_progress(cfg: RunConfig, resume: Path | None = None) -> int:
     from ..run.runner import execute, prepare_run
 
@@ -47,11 +56,7 @@ def run_with_progress(cfg: RunConfig, resume: Path | None = None) -> int:
     todo = prep.total - len(prep.done)
     if resume is not None:
         err.print(f"resuming {prep.run_dir}: {len(prep.done)} recorded, {todo} to go")
-    progress = Progress(
-        TextColumn("[bold]dialogues"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("turns {task.fields[turns]}  errors {task.fields[errors]}"), TimeElapsedColumn(),
-        console=err, disable=not cfg.progress, transient=False,
-    )
+    progress = progress_bar(cfg.progress)
     task = progress.add_task("run", total=todo, turns=0, errors=0)
     counters = {"turns": 0, "errors": 0}
 
@@ -135,6 +140,8 @@ def _dialogue(tr: Transcript) -> None:
             out.print("   [dim]passages: " + " | ".join(cited) + "[/]")
         stages = ", ".join(f"{st.name} {st.latency_ms:.0f}ms" for st in turn.stages)
         out.print(f"   [dim]{stages}; context {a.context.strategy} {a.context.tokens} tok[/]")
+    if tr.stop.utterance:  # the closing line: said, never answered
+        out.print(f"[bold cyan]user[/] {tr.stop.utterance}  [dim]closing line[/]")
     out.print(f"[bold]stop[/]: {tr.stop.reason} by {tr.stop.by}" + (f" — {tr.stop.detail}" if tr.stop.detail else ""))
 
 

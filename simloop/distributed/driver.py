@@ -32,19 +32,22 @@ import re
 import socket
 import time
 from collections import Counter, deque
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..config import RunConfig
 from .worker import DialogueWorker, RateGate, worker_config
 from ..run.engine import RunStats, gather_until_cancelled
+from ..run.plugins import close_plugins
 from ..errors import ConfigError
 from ..schema import ErrorInfo, Stop, Transcript, Usage, utcnow
 
-__all__ = ["run_ray", "plan_shards", "MAX_ATTEMPTS", "LOCAL_WORKERS"]
+__all__ = ["run_ray", "RayRun", "plan_shards", "MAX_ATTEMPTS", "LOCAL_WORKERS"]
 
 log = logging.getLogger(__name__)
 
+Notice = Callable[[str], None]
 LOCAL_WORKERS = 2  # worker actors (= CPUs) of the local cluster started when no address is given
 MAX_ATTEMPTS = 3  # dead workers a dialogue may be running in before it is recorded as an error
 
@@ -71,9 +74,11 @@ def plan_shards(ids: list[str], workers: int, per_worker: int) -> list[list[str]
 class _Driver:
     """Hands shards to worker slots, records what comes back, replaces workers that die."""
 
-    def __init__(self, prep: Any, ids: list[str], workers: int, per_worker: int, gate: Any | None, progress: Any):
+    def __init__(self, prep: Any, ids: list[str], workers: int, per_worker: int, gate: Any | None, progress: Any,
+                 notice: Notice):
         self.prep, self.ids, self.workers, self.per_worker, self.gate = prep, ids, workers, per_worker, gate
         self.progress, self.bar = progress, progress.add_task("run", total=len(ids), turns=0, errors=0)
+        self.notice = notice
         self.spec = prep.spec()
         self.cfg_json = worker_config(prep.cfg, workers).model_dump_json()
         self.queue: deque[list[str]] = deque()
@@ -115,7 +120,10 @@ class _Driver:
             self.stats.interrupted = await gather_until_cancelled(slots)
         finally:
             self.stats.wall_s = time.perf_counter() - t0
-            await self.prep.ctx.aclose()
+            try:
+                await close_plugins(self.prep.simulator, self.prep.assistant)
+            finally:
+                await self.prep.ctx.aclose()
         return self.stats
 
     async def _run_shard(self, actor: Any, shard: list[str]) -> bool:
@@ -156,8 +164,6 @@ class _Driver:
         self.progress.update(self.bar, advance=1, errors=self.stats.errors)
 
     async def _worker_failed(self, exc: BaseException, shard: list[str], left: set[str], running: set[str]) -> None:
-        from ..cli.console import err
-
         self.failures += 1
         init_failed = bool(getattr(exc, "actor_init_failed", False))  # it never ran a dialogue
         unfinished = [i for i in shard if i in left]
@@ -172,7 +178,7 @@ class _Driver:
         give_up = self.failures > self.max_failures or (init_failed and not self.ran and self.failures >= self.workers)
         then = "giving up" if give_up else f"{len(retry)} unfinished dialogues go to another worker"
         lost_note = f"; {len(lost)} recorded as errors" if lost else ""
-        err.print(f"[yellow]ray:[/] a worker failed ({why}); {then}{lost_note}")
+        self.notice(f"ray: a worker failed ({why}); {then}{lost_note}")
         if give_up:
             self.gave_up = f"{self.failures} worker failures (last: {why})"
             return
@@ -189,7 +195,7 @@ class _Driver:
         return Transcript(run_id=self.spec.run_id, dialogue_id=dialogue_id, scenario=scenario.ref(),
                           simulator=self.spec.simulator, assistant=self.spec.assistant, started_at=now, ended_at=now,
                           stop=Stop(reason="error", by="engine", detail=f"{kind}: {message}"), turns=[],
-                          usage=Usage(), error=ErrorInfo(type=kind, message=message))
+                          usage=Usage(), error=ErrorInfo(type=kind, message=message, source="engine"))
 
     def counts(self) -> dict[str, int]:
         return {**self.stats.counts(), "scenarios": self.prep.total, "recorded": self.prep.recorder.written,
@@ -245,41 +251,60 @@ def _reachable(address: str, timeout_s: float = 10.0) -> None:
         raise ConfigError(f"cannot reach a Ray cluster at {address}: {exc.strerror or exc}") from None
 
 
-def _progress(cfg: RunConfig) -> Any:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+class _NoProgress:
+    """Stands in for a progress bar when the caller shows none."""
 
-    from ..cli.console import err
+    def add_task(self, *args: Any, **kw: Any) -> int:
+        return 0
 
-    return Progress(TextColumn("[bold]dialogues"), BarColumn(), MofNCompleteColumn(),
-                    TextColumn("turns {task.fields[turns]}  errors {task.fields[errors]}"), TimeElapsedColumn(),
-                    console=err, disable=not cfg.progress, transient=False)
+    def update(self, *args: Any, **kw: Any) -> None:
+        pass
+
+    def __enter__(self) -> "_NoProgress":
+        return self
+
+    def __exit__(self, *exc: Any) -> bool:
+        return False
 
 
-def run_ray(cfg: RunConfig, resume: Path | None = None, workers: int | None = None) -> int:
-    """``simloop run --backend ray``: what ``run_with_progress`` does, over Ray workers.
+@dataclass
+class RayRun:
+    """What a Ray run did, for the caller to report."""
+
+    status: str  # finished | interrupted | failed
+    run_dir: Path
+    recorded: int
+    stats: RunStats | None
+    gave_up: str | None = None
+
+
+def run_ray(cfg: RunConfig, resume: Path | None = None, workers: int | None = None, progress: Any = None,
+            notice: Notice = log.warning) -> RayRun:
+    """``simloop run --backend ray``: a prepared run over Ray workers (the CLI reports it).
 
     ``workers``: worker actors (default: 2 on a local cluster, one per CPU on a given one).
     ``cfg.concurrency`` stays the number of dialogues at once, split between the workers.
-    Prints the summary and, on the last line, the run directory; returns the exit code.
+    ``progress`` is a rich-like bar (``add_task``/``update``, a context manager); ``notice``
+    gets one-line messages (a torn line repaired, a worker lost).
     """
     if importlib.util.find_spec("ray") is None:  # checked before the run directory exists
         raise ConfigError("--backend ray needs Ray: pip install 'simloop[ray]'")
-    from ..cli.console import err, out, summary_table
     from ..run.runner import prepare_run
 
     prep = prepare_run(cfg, resume=resume)
     ids = [s.dialogue_id for s in prep.pending()]
     if prep.repaired and prep.repaired.torn_tail:
-        err.print(f"[yellow]note:[/] {prep.run_dir}/dialogues.jsonl ended with a torn line (a crash mid-write); "
-                  "it was cut and that dialogue will re-run")
+        notice(f"note: {prep.run_dir}/dialogues.jsonl ended with a torn line (a crash mid-write); "
+               "it was cut and that dialogue will re-run")
     if resume is not None:
-        err.print(f"resuming {prep.run_dir}: {len(prep.done)} recorded, {len(ids)} to go")
+        notice(f"resuming {prep.run_dir}: {len(prep.done)} recorded, {len(ids)} to go")
     status, driver, started = "failed", None, False
     try:
         n, started = _connect(prep.cfg, workers) if ids else (workers or 1, False)
         # num_cpus=0: the gate is tiny and must not take a worker's CPU.
         gate = __import__("ray").remote(num_cpus=0)(RateGate).remote() if ids else None
-        driver = _Driver(prep, ids, n, max(1, math.ceil(prep.cfg.concurrency / n)), gate, _progress(prep.cfg))
+        driver = _Driver(prep, ids, n, max(1, math.ceil(prep.cfg.concurrency / n)), gate,
+                         progress or _NoProgress(), notice)
         with driver.progress:
             stats = asyncio.run(driver.drive())
         status = "failed" if driver.gave_up else "interrupted" if stats.interrupted else "finished"
@@ -288,14 +313,8 @@ def run_ray(cfg: RunConfig, resume: Path | None = None, workers: int | None = No
     finally:
         prep.recorder.finish(status, driver.counts() if driver else {"scenarios": prep.total})
         _disconnect(driver, started)
-    if driver is not None:
-        out.print(summary_table(driver.stats, prep.run_dir))
-    if status != "finished":
-        why = f"gave up after {driver.gave_up}" if driver and driver.gave_up else "interrupted"
-        err.print(f"[yellow]{why}[/]: {prep.recorder.written} dialogues recorded; "
-                  f"resume with: simloop run --resume {prep.run_dir}")
-    print(prep.run_dir)
-    return {"finished": 0, "interrupted": 130}.get(status, 1)
+    return RayRun(status, prep.run_dir, prep.recorder.written, driver.stats if driver else None,
+                  driver.gave_up if driver else None)
 
 
 def _disconnect(driver: _Driver | None, started: bool) -> None:

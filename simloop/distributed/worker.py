@@ -12,7 +12,8 @@ import time
 from typing import Any, AsyncIterator, Iterator
 
 from ..config import RunConfig
-from ..run.engine import DialogueSpec, Engine, Event
+from ..run.engine import Engine, Event
+from ..run.session import DialogueSpec
 from ..llm.limits import Permit
 from ..schema import Scenario, Transcript
 
@@ -141,5 +142,10 @@ class DialogueWorker:
         yield {**outbox.take(), "missing": sorted(wanted)}
 
     async def aclose(self) -> None:
-        await self.ctx.aclose()
-        await self.pool.aclose()
+        from ..run.plugins import close_plugins
+
+        try:
+            await close_plugins(self.simulator, self.assistant)
+        finally:
+            await self.ctx.aclose()
+            await self.pool.aclose()

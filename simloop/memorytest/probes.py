@@ -202,8 +202,8 @@ class ProbeSimulator:
         intent = entry.id if entry.id in (REVEAL, PROBE) else _FILLER
         return SimulatorTurn.say(entry.question, rubric_id=entry.id, intent=intent)
 
-    async def open(self, scenario: Scenario) -> SimulatorTurn:
-        return self._turn(scenario, 1)
+    async def open(self, state: DialogueState) -> SimulatorTurn:
+        return self._turn(state.scenario, 1)
 
     async def next(self, state: DialogueState) -> SimulatorTurn:
         return self._turn(state.scenario, len(state.turns) + 1)

@@ -42,8 +42,9 @@ from ..memory.strategies import available_strategies
 from .facts import FACTS, fact_by_id
 from .probes import ProbeJudge, ProbePlan, build_probes
 from .score import judge_rows, score_probe, summarise_probes, write_json
-from ..run.plugins import Context, load_plugin
-from ..run.recorder import Recorder, new_run_id, versions
+from ..run.plugins import Context, effective_params, load_plugin
+from ..run.manifest import new_manifest
+from ..run.recorder import Recorder, new_run_id
 from ..run.runner import PreparedRun, execute, prepare_run
 from ..run.scenarios import load_sources
 from ..schema import PluginRef, RunManifest, Scenario, Transcript
@@ -176,7 +177,10 @@ class MemoryTest:
         if cfg.judge and not (self._llm_configured() or os.environ.get("OPENAI_API_KEY")):
             raise BadInputError("--judge needs an LLM: pass --base-url and --model (or set OPENAI_API_KEY)")
         for s in self.strategies:  # bad assistant names or params fail now, before any directory exists
-            load_plugin("assistant", cfg.assistant, self._assistant_params(s.name), Context(self.base))
+            given = self._assistant_params(s.name)
+            plugin = load_plugin("assistant", cfg.assistant, given, Context(self.base))
+        # What run.json records: the effective params, less the one set per strategy.
+        self.assistant_params = {k: v for k, v in effective_params(plugin, given).items() if k != cfg.memory_param}
 
     @property
     def run_dir(self) -> Path:
@@ -215,11 +219,10 @@ class MemoryTest:
                                            sort_keys=True).encode()).hexdigest()[:16]
         # "llm" and "scenarios" as in a run's config, so `simloop eval --judge` finds the endpoint.
         base = self.base.model_dump(mode="json")
-        return RunManifest(run_id=self.run_id, config={"memory": config, "llm": base["llm"],
-                                                       "scenarios": base["scenarios"]}, config_hash=digest,
-                           simulator=PluginRef(name=SIMULATOR),
-                           assistant=PluginRef(name=self.cfg.assistant, params=self.cfg.assistant_params),
-                           versions=versions(), counts={"scenarios": sum(len(s.plans) for s in self.strategies)})
+        return new_manifest(self.run_id, {"memory": config, "llm": base["llm"], "scenarios": base["scenarios"]},
+                            simulator=PluginRef(name=SIMULATOR),
+                            assistant=PluginRef(name=self.cfg.assistant, params=self.assistant_params),
+                            scenarios=sum(len(s.plans) for s in self.strategies), digest=digest)
 
     async def run(self, on_event: MemoryEvent | None = None) -> dict[str, Any]:
         """Every strategy's sub-run, then scoring; returns (and writes) memory.json."""

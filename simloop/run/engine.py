@@ -1,9 +1,12 @@
-"""The engine: the one turn loop, and a bounded worker pool over scenarios (DESIGN §2).
+"""The engine: a bounded worker pool over scenarios (DESIGN §2).
 
-Plugins answer one turn at a time; only this module loops.  ``concurrency`` workers pull
-scenarios from a lazy iterator, so memory follows the number of *active* dialogues, not
-the number of scenarios.  Every dialogue ends in a transcript — completed, capped,
-timed out or failed — which the recorder appends as soon as it ends.
+Each dialogue is one ``DialogueSession`` (session.py), the one place that runs turns.
+``concurrency`` workers pull scenarios from a lazy iterator, so memory follows the number
+of *active* dialogues, not the number of scenarios.  A simulator whose user lives
+elsewhere (``simapi``: a remote Sim.API server) chooses the scenarios itself: it hands
+the engine one sequential source per conversation lane (``run_lanes``).  Every dialogue
+ends in a transcript (completed, capped, timed out or failed), which the sink appends as
+soon as it ends.
 """
 
 from __future__ import annotations
@@ -12,31 +15,13 @@ import asyncio
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, AsyncIterator, Callable, Iterable, Iterator
 
-from ..errors import DialogueError
+from ..schema import Scenario, Transcript
 from .plugins import Assistant, UserSimulator
-from ..schema import (
-    AssistantReply,
-    AssistantTurn,
-    DialogueState,
-    ErrorInfo,
-    PluginRef,
-    Scenario,
-    SimulatorTurn,
-    Stage,
-    Stop,
-    Transcript,
-    Turn,
-    Usage,
-    GoldTurn,
-    UserTurn,
-    utcnow,
-)
-from datetime import datetime
+from .session import DialogueSession, DialogueSpec
 
-__all__ = ["Engine", "Event", "RunStats", "run_dialogue", "build_turn", "finish_transcript", "DialogueSpec",
-           "gather_until_cancelled"]
+__all__ = ["Engine", "Event", "EventSink", "RunStats", "run_dialogue", "gather_until_cancelled"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,68 +57,6 @@ class RunStats:
                 **{f"stop.{k}": v for k, v in sorted(self.reasons.items())}}
 
 
-@dataclass
-class DialogueSpec:
-    """What a transcript says about who took part."""
-
-    run_id: str
-    simulator: PluginRef
-    assistant: PluginRef
-    max_turns: int
-    timeout_s: float
-
-
-def build_turn(state: DialogueState, user: UserTurn, assistant: AssistantTurn, stages: list[Stage],
-               latency_ms: float, gold: GoldTurn | None) -> Turn:
-    """The next Turn of ``state`` (shared with the Sim.API server, which runs turns by request)."""
-    return Turn(index=len(state.turns) + 1, user=user, assistant=assistant, stages=stages,
-                latency_ms=round(latency_ms, 3), gold=gold)
-
-
-def finish_transcript(run_id: str, state: DialogueState, started: datetime, stop: Stop,
-                      simulator: PluginRef, assistant: PluginRef, error: ErrorInfo | None = None) -> Transcript:
-    """The transcript of a finished dialogue, with usage summed over every stage."""
-    stages = [s for t in state.turns for s in t.stages]
-    return Transcript(
-        run_id=run_id, dialogue_id=state.dialogue_id, scenario=state.scenario.ref(),
-        simulator=simulator, assistant=assistant, started_at=started, ended_at=utcnow(),
-        stop=stop, turns=state.turns, usage=Usage.from_stages(stages), error=error,
-    )
-
-
-async def _turn_loop(
-    sim: UserSimulator, assistant: Assistant, state: DialogueState, emit: EventSink | None
-) -> Stop:
-    pending = _check_sim(await sim.open(state.scenario))
-    while True:
-        if pending.end is not None:
-            return pending.end
-        if len(state.turns) >= state.max_turns:
-            return Stop(reason="max_turns", by="engine", detail=f"reached max_turns={state.max_turns}")
-        state.user = UserTurn(utterance=pending.utterance or "", rubric_id=pending.rubric_id, intent=pending.intent)
-        t0 = time.perf_counter()
-        reply = await assistant.respond(state)
-        if not isinstance(reply, AssistantReply):
-            raise DialogueError(f"assistant returned {type(reply).__name__}, not AssistantReply")
-        turn = build_turn(state, state.user, reply.to_turn(), [*pending.stages, *reply.stages],
-                          (time.perf_counter() - t0) * 1000, pending.gold)
-        state.turns.append(turn)
-        state.user = None
-        if emit:
-            emit(Event("turn", state.dialogue_id, turn=turn.index))
-        pending = _check_sim(await sim.next(state))
-        if pending.grade is not None:
-            turn.user.grade = pending.grade
-        if pending.end is not None and pending.stages:
-            turn.stages.extend(pending.stages)  # the grading call that ended the dialogue
-
-
-def _check_sim(value: Any) -> SimulatorTurn:
-    if not isinstance(value, SimulatorTurn):
-        raise DialogueError(f"simulator returned {type(value).__name__}, not SimulatorTurn")
-    return value
-
-
 async def run_dialogue(
     scenario: Scenario,
     sim: UserSimulator,
@@ -142,21 +65,11 @@ async def run_dialogue(
     emit: EventSink | None = None,
 ) -> Transcript:
     """Run one dialogue to its end; never raises except on cancellation."""
-    started = utcnow()
-    state = DialogueState(dialogue_id=scenario.dialogue_id, scenario=scenario, max_turns=spec.max_turns)
-    error: ErrorInfo | None = None
+    on_turn = None
     if emit:
         emit(Event("started", scenario.dialogue_id))
-    try:
-        async with asyncio.timeout(spec.timeout_s):
-            stop = await _turn_loop(sim, assistant, state, emit)
-    except TimeoutError:
-        stop = Stop(reason="timeout", by="engine", detail=f"dialogue exceeded {spec.timeout_s:g}s")
-    except Exception as exc:  # a plugin's failure is recorded, the run goes on
-        message = " ".join(str(exc).split())[:500] or type(exc).__name__
-        error = ErrorInfo(type=type(exc).__name__, message=message)
-        stop = Stop(reason="error", by="engine", detail=f"{type(exc).__name__}: {message}")
-    return finish_transcript(spec.run_id, state, started, stop, spec.simulator, spec.assistant, error)
+        on_turn = lambda turn: emit(Event("turn", scenario.dialogue_id, turn=turn.index))  # noqa: E731
+    return await DialogueSession(scenario, sim, spec, on_turn).run(assistant)
 
 
 async def gather_until_cancelled(tasks: list[asyncio.Task]) -> bool:
@@ -164,15 +77,24 @@ async def gather_until_cancelled(tasks: list[asyncio.Task]) -> bool:
 
     Dialogues in flight are dropped: they have no line yet, so resume re-runs them, and
     everything that ended is already on disk.
+    A task that fails (a sink that cannot write, a lane whose server is gone) stops the
+    others too, and its exception is raised once they are down.
     """
     try:
         await asyncio.gather(*tasks)
         return False
     except asyncio.CancelledError:
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await _cancel(tasks)
         return True
+    except Exception:
+        await _cancel(tasks)
+        raise
+
+
+async def _cancel(tasks: list[asyncio.Task]) -> None:
+    for t in tasks:
+        t.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 class Engine:
@@ -195,23 +117,38 @@ class Engine:
         self.events = events
         self.stats = RunStats()
 
+    async def _dialogue(self, scenario: Scenario) -> None:
+        transcript = await run_dialogue(scenario, self.simulator, self.assistant, self.spec, self.events)
+        result = self.sink(transcript)
+        if asyncio.iscoroutine(result):
+            await result
+        self.stats.add(transcript)
+        if self.events:
+            self.events(Event("ended", transcript.dialogue_id, transcript=transcript))
+
     async def _worker(self, source: Iterator[Scenario]) -> None:
         # Workers share one iterator: the event loop is single-threaded, so next() is safe.
         for scenario in source:
-            transcript = await run_dialogue(scenario, self.simulator, self.assistant, self.spec, self.events)
-            result = self.sink(transcript)
-            if asyncio.iscoroutine(result):
-                await result
-            self.stats.add(transcript)
-            if self.events:
-                self.events(Event("ended", transcript.dialogue_id, transcript=transcript))
+            await self._dialogue(scenario)
+
+    async def _lane(self, lane: AsyncIterator[Scenario]) -> None:
+        # A lane asks for its next scenario only after its previous dialogue was recorded.
+        async for scenario in lane:
+            await self._dialogue(scenario)
 
     async def run(self, scenarios: Iterable[Scenario]) -> RunStats:
         source = iter(scenarios)
+        return await self._pool([self._worker(source) for _ in range(self.concurrency)])
+
+    async def run_lanes(self, lanes: list[AsyncIterator[Scenario]]) -> RunStats:
+        """One worker per lane: each lane yields its scenarios one dialogue at a time."""
+        return await self._pool([self._lane(lane) for lane in lanes])
+
+    async def _pool(self, workers: list[Any]) -> RunStats:
         t0 = time.perf_counter()
-        workers = [asyncio.create_task(self._worker(source)) for _ in range(self.concurrency)]
+        tasks = [asyncio.create_task(w) for w in workers]
         try:
-            self.stats.interrupted = await gather_until_cancelled(workers)
+            self.stats.interrupted = await gather_until_cancelled(tasks)
         finally:
             self.stats.wall_s = time.perf_counter() - t0
         return self.stats

@@ -3,7 +3,11 @@
 A plugin is a class constructed as ``Cls(ctx, **params)``.  Built-ins are registered
 under the entry-point groups ``simloop.assistants`` and ``simloop.simulators``; anything
 else is loaded as ``module:attr``.  One instance serves every dialogue of a run, so
-per-dialogue state lives in ``DialogueState.*_memory``, never on the instance.
+per-dialogue state lives in ``DialogueState.*_memory``, never on the instance.  A plugin
+may have ``async def aclose()``: it is called once, when the run ends (``close_plugins``).
+
+What a run records about a plugin are its *effective* parameters (``effective_params``):
+the given ones with every default filled in, so a run can be rebuilt from its record.
 """
 
 from __future__ import annotations
@@ -11,24 +15,28 @@ from __future__ import annotations
 import asyncio
 import importlib
 import inspect
+import os
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 
+from pydantic_core import to_jsonable_python
+
 from ..errors import BadInputError, PluginNotFoundError
-from ..schema import AssistantReply, DialogueState, Scenario, SimulatorTurn
+from ..schema import AssistantReply, DialogueState, SimulatorTurn
 
 if TYPE_CHECKING:  # heavy modules, imported only when a plugin asks for them
     from ..config import RunConfig
 
-__all__ = ["UserSimulator", "Assistant", "Context", "load_plugin", "available", "GROUPS"]
+__all__ = ["UserSimulator", "Assistant", "Context", "load_plugin", "effective_params", "close_plugins",
+           "available", "GROUPS"]
 
 GROUPS = {"assistant": "simloop.assistants", "simulator": "simloop.simulators"}
 
 
 @runtime_checkable
 class UserSimulator(Protocol):
-    async def open(self, scenario: Scenario) -> SimulatorTurn: ...
+    async def open(self, state: DialogueState) -> SimulatorTurn: ...
 
     async def next(self, state: DialogueState) -> SimulatorTurn: ...
 
@@ -44,11 +52,14 @@ class Context:
 
     Resources are created on first use (a run with the template simulator never boots
     an LLM client; a run without retrieval never boots the JVM) and closed by the engine.
-    Tests pass fakes through ``overrides`` (seams, not mocks of internals).
+    Tests pass fakes through ``overrides`` (seams, not mocks of internals).  ``secrets``
+    are values of environment variables given in-process (``rehearse --token``): a
+    plugin asks ``secret(NAME)`` and records only the name.
     """
 
     config: "RunConfig"
     overrides: dict[str, Any] = field(default_factory=dict)
+    secrets: dict[str, str] = field(default_factory=dict, repr=False)
     _cache: dict[str, Any] = field(default_factory=dict)
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
 
@@ -88,6 +99,10 @@ class Context:
 
             self._cache["llm_pool"] = LLMPool(self.config.llm)
         return self._cache["llm_pool"].model(role)
+
+    def secret(self, name: str) -> str | None:
+        """The value of the variable ``name``: given in-process, else from the environment."""
+        return self.secrets.get(name) or os.environ.get(name) or None
 
     async def aclose(self) -> None:
         for value in list(self._cache.values()):
@@ -130,6 +145,54 @@ def resolve(kind: str, name: str) -> type:
         return getattr(module, attr)
     except AttributeError:
         raise PluginNotFoundError(f"module {module_name!r} has no {kind} {attr!r}") from None
+
+
+def effective_params(plugin: Any, given: dict[str, Any]) -> dict[str, Any]:
+    """The parameters ``plugin`` runs with, defaults included, as JSON values.
+
+    A plugin that validates or derives its parameters may say so itself with a ``params``
+    dict; otherwise they are read off its constructor: ``given`` bound to the signature,
+    defaults applied (``ctx`` and ``**kwargs`` left out).
+    """
+    own = getattr(plugin, "params", None)
+    if isinstance(own, dict):
+        return to_jsonable_python(own, fallback=str)
+    try:
+        sig = inspect.signature(type(plugin))
+        bound = sig.bind_partial(None, **given)
+    except (TypeError, ValueError):  # no introspectable signature: what was given is all we know
+        return to_jsonable_python(given, fallback=str)
+    bound.apply_defaults()
+    names = list(sig.parameters)
+    out = {}
+    for name, value in bound.arguments.items():
+        kind = sig.parameters[name].kind
+        if name == names[0] or kind is inspect.Parameter.VAR_POSITIONAL:
+            continue
+        if kind is inspect.Parameter.VAR_KEYWORD:
+            out.update(value)
+        else:
+            out[name] = value
+    return to_jsonable_python(out, fallback=str)
+
+
+async def close_plugins(*plugins: Any) -> None:
+    """Call each plugin's optional ``aclose()`` once (the run has ended); one that fails
+    does not keep the others open."""
+    errors, seen = [], set()
+    for plugin in plugins:
+        close = getattr(plugin, "aclose", None)
+        if close is None or id(plugin) in seen:  # the same instance twice is closed once
+            continue
+        seen.add(id(plugin))
+        try:
+            result = close()
+            if inspect.isawaitable(result):
+                await result
+        except Exception as exc:  # report the first once the rest are closed
+            errors.append(exc)
+    if errors:
+        raise errors[0]
 
 
 def load_plugin(kind: str, name: str, params: dict[str, Any], ctx: Context) -> Any:

@@ -3,24 +3,36 @@
 Everything that can be wrong with the user's input (personas, topics, plugin names and
 params, the index) is checked *before* the run directory exists, so a bad input leaves
 nothing half-written behind.
+
+Scenarios come from the personas (or an iKAT topic file), persona x topic x repeat;
+a simulator whose user lives elsewhere (it has ``lanes(done)``, like ``simapi``) chooses
+them itself, one sequential lane per remote conversation, and the count is not known
+ahead.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from ..config import RunConfig, config_hash
-from .engine import DialogueSpec, Engine, EventSink, RunStats
-from ..search.corpus import is_lucene_index
 from ..errors import IndexMissingError
-from .plugins import Context, load_plugin
-from .recorder import Recorder, ReadReport, new_run_id, read_manifest, versions
+from ..schema import PluginRef
+from ..search.corpus import is_lucene_index
+from .engine import Engine, EventSink, RunStats
+from .manifest import new_manifest
+from .plugins import Context, close_plugins, effective_params, load_plugin
+from .session import DialogueSpec
+from .recorder import ReadReport, Recorder, new_run_id, read_manifest
 from .scenarios import count_scenarios, iter_scenarios, load_sources
-from ..schema import PluginRef, RunManifest
 
-__all__ = ["PreparedRun", "prepare_run", "execute", "resume_config"]
+__all__ = ["PreparedRun", "prepare_run", "execute", "resume_config", "chooses_scenarios"]
+
+
+def chooses_scenarios(simulator: Any) -> bool:
+    """Does ``simulator`` bring its own scenarios (a remote user), as ``lanes(done)``?"""
+    return callable(getattr(simulator, "lanes", None))
 
 
 @dataclass
@@ -31,7 +43,7 @@ class PreparedRun:
     assistant: Any
     recorder: Recorder
     done: set[str]
-    total: int
+    total: int | None  # None: the simulator chooses the scenarios
     personas: list
     repaired: ReadReport | None = None
 
@@ -58,31 +70,30 @@ def resume_config(run_dir: Path) -> RunConfig:
     return RunConfig.model_validate(read_manifest(run_dir).config)
 
 
-def prepare_run(cfg: RunConfig, resume: Path | None = None, overrides: dict[str, Any] | None = None) -> PreparedRun:
-    personas = load_sources(cfg)
-    total = count_scenarios(cfg, personas)
+def prepare_run(cfg: RunConfig, resume: Path | None = None, overrides: dict[str, Any] | None = None,
+                secrets: Mapping[str, str] | None = None) -> PreparedRun:
+    ctx = Context(cfg, overrides=overrides or {}, secrets=dict(secrets or {}))
+    simulator = load_plugin("simulator", cfg.simulator.name, cfg.simulator.params, ctx)
+    assistant = load_plugin("assistant", cfg.assistant.name, cfg.assistant.params, ctx)
+    remote = chooses_scenarios(simulator)
+    personas = [] if remote else load_sources(cfg)
+    total = None if remote else count_scenarios(cfg, personas)
     if cfg.retrieval.index is not None and not is_lucene_index(cfg.retrieval.index):
         raise IndexMissingError(
             f"{cfg.retrieval.index}: not a Lucene index; build one with "
             "`simloop index build --corpus FILE.jsonl --out DIR`, or leave retrieval.index unset for the demo index"
         )
-    ctx = Context(cfg, overrides=overrides or {})
-    simulator = load_plugin("simulator", cfg.simulator.name, cfg.simulator.params, ctx)
-    assistant = load_plugin("assistant", cfg.assistant.name, cfg.assistant.params, ctx)
     chash = config_hash(cfg)
     if resume is not None:
         recorder, done, report = Recorder.resume(resume, chash)
         return PreparedRun(cfg, ctx, simulator, assistant, recorder, done, total, personas, report)
     run_id = cfg.run_id or new_run_id()
     cfg = cfg.model_copy(update={"run_id": run_id})
-    manifest = RunManifest(
-        run_id=run_id,
-        config=cfg.model_dump(mode="json"),
-        config_hash=chash,
-        simulator=PluginRef(name=cfg.simulator.name, params=cfg.simulator.params),
-        assistant=PluginRef(name=cfg.assistant.name, params=cfg.assistant.params),
-        versions=versions(),
-        counts={"scenarios": total},
+    manifest = new_manifest(
+        run_id, cfg,
+        simulator=PluginRef(name=cfg.simulator.name, params=effective_params(simulator, cfg.simulator.params)),
+        assistant=PluginRef(name=cfg.assistant.name, params=effective_params(assistant, cfg.assistant.params)),
+        scenarios=total, digest=chash,
     )
     recorder = Recorder.create(cfg.out, manifest)
     return PreparedRun(cfg, ctx, simulator, assistant, recorder, set(), total, personas)
@@ -95,12 +106,18 @@ async def execute(prep: PreparedRun, events: EventSink | None = None,
                     prep.cfg.concurrency, events)
     status = "failed"
     try:
-        stats = await engine.run(prep.pending())
+        if chooses_scenarios(prep.simulator):
+            stats = await engine.run_lanes(prep.simulator.lanes(set(prep.done)))
+        else:
+            stats = await engine.run(prep.pending())
         status = "interrupted" if stats.interrupted else "finished"
         return stats
     finally:
-        await prep.ctx.aclose()
-        counts = engine.stats.counts()
-        counts["scenarios"] = prep.total
-        counts["recorded"] = prep.recorder.written
-        prep.recorder.finish(status, counts)
+        try:
+            await close_plugins(prep.simulator, prep.assistant)
+        finally:
+            await prep.ctx.aclose()
+            counts = engine.stats.counts()
+            counts["recorded"] = prep.recorder.written
+            counts["scenarios"] = prep.total if prep.total is not None else prep.recorder.written
+            prep.recorder.finish(status, counts)

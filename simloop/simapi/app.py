@@ -23,11 +23,12 @@ from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from ..config import PluginSpec, RunConfig
-from ..errors import BadInputError
-from ..run.plugins import Context, load_plugin
+from ..errors import ApiError, BadInputError
+from ..run.plugins import Context, close_plugins, effective_params, load_plugin
 from ..run.scenarios import iter_scenarios, load_sources
+from ..schema import PluginRef
 from .protocol import SERVER_HEADER, AssistantResponse, RunMeta, UserUtterance
-from .runs import ApiError, Mode, RunService, ServeLimits
+from .runs import Mode, RunService, ServeLimits
 from .sessions import Dialogues, SimRunner
 from .store import Store
 
@@ -86,7 +87,8 @@ def build_service(cfg: RunConfig, opts: ServeOptions, overrides: dict[str, Any] 
         key = repr((spec.name, sorted(spec.params.items())))
         if key not in built:
             built[key] = load_plugin("simulator", spec.name, spec.params, ctx)
-        sims[mode] = (spec, Dialogues(built[key], runner, cfg.max_turns))
+        ref = PluginRef(name=spec.name, params=effective_params(built[key], spec.params))
+        sims[mode] = (spec, Dialogues(built[key], runner, ref))
     store = Store(opts.state or cfg.out / STATE_FILE)
     service = RunService(cfg, sims, catalog, store, opts.limits)
     service.load()
@@ -108,6 +110,8 @@ def create_app(cfg: RunConfig, tokens: Mapping[str, str], opts: ServeOptions | N
             yield
         finally:
             await service.close()
+            with contextlib.suppress(Exception):
+                await runner.run(close_plugins(*(d.simulator for _, d in service.sims.values())))
             with contextlib.suppress(Exception):
                 await runner.run(ctx.aclose())
             runner.stop()

@@ -16,21 +16,10 @@ from typing import Any
 
 import httpx
 
-from ..errors import BadInputError, SimloopError
+from ..errors import BadInputError, SimApiAuthError, SimApiError
 from .protocol import SERVER_HEADER, UserUtterance
 
-__all__ = ["SimApiError", "SimApiAuthError", "SimApiClient", "StateFile"]
-
-
-class SimApiError(SimloopError):
-    def __init__(self, status: int, detail: str, path: str):
-        super().__init__(f"{path}: HTTP {status}: {detail}")
-        self.status = status
-        self.detail = detail
-
-
-class SimApiAuthError(BadInputError):
-    """The server rejected the token (a bad flag: exit 2)."""
+__all__ = ["SimApiClient", "StateFile"]
 
 
 def _detail(response: httpx.Response) -> str:

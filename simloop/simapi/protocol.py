@@ -13,17 +13,13 @@ never sees the extension.
 
 from __future__ import annotations
 
-import base64
-import json
-import pickle
 import re
-from datetime import datetime, timezone
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
 
 from ..errors import first_error
-from ..schema import AssistantReply, AssistantTurn, ContextInfo, Passage, PtkbUse, Stage
+from ..schema import AssistantReply, ContextInfo, Passage, PtkbUse, Stage
 
 __all__ = [
     "SERVER_HEADER",
@@ -32,12 +28,9 @@ __all__ = [
     "UserUtterance",
     "count_tokens",
     "truncate_tokens",
-    "remote_assistant_turn",
+    "remote_reply",
     "reply_payload",
     "dump_record",
-    "pack_memory",
-    "unpack_memory",
-    "now_iso",
 ]
 
 SERVER_HEADER = "X-Simloop-Server"
@@ -58,10 +51,6 @@ def truncate_tokens(text: str, limit: int) -> str:
         if i == limit:
             return text[: m.end()]
     return text
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat()
 
 
 # ----------------------------------------------------------------------------- requests
@@ -164,8 +153,8 @@ def _norm(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-def remote_assistant_turn(body: AssistantResponse, ptkb: list[str]) -> tuple[AssistantTurn, list[Stage]]:
-    """What a team sent, as the assistant side of a simloop turn (plus its stages).
+def remote_reply(body: AssistantResponse, ptkb: list[str]) -> AssistantReply:
+    """What a team sent, as the reply that answers the session's open turn.
 
     Passages come from ``meta.simloop`` when present (they know which were used);
     otherwise from ``citations``, ranked by score, ``used`` unknown (False).  PTKB
@@ -183,14 +172,14 @@ def remote_assistant_turn(body: AssistantResponse, ptkb: list[str]) -> tuple[Ass
     else:
         where = {_norm(s): i for i, s in enumerate(ptkb, start=1)}
         uses = [PtkbUse(index=where.get(_norm(s), 0), statement=s) for s in body.ptkb_statements()]
-    turn = AssistantTurn(
+    return AssistantReply(
         response=body.response or "",
         rewritten_query=ext.rewritten_query if ext else None,
         passages=passages,
         ptkb_provenance=uses,
         context=(ext.context if ext and ext.context else ContextInfo(strategy="remote")),
+        stages=ext.stages if ext else [],
     )
-    return turn, (ext.stages if ext else [])
 
 
 def reply_payload(run_id: str, reply: AssistantReply | None, *, extension: bool) -> dict[str, Any]:
@@ -236,30 +225,3 @@ def dump_record(run: dict[str, Any], topic_id: str, number: int, *, utterance: s
         }],
         "references": refs,
     }
-
-
-# ----------------------------------------------------------------------------- plugin memory
-
-
-def pack_memory(memory: dict[str, Any]) -> dict[str, Any]:
-    """A plugin's per-dialogue memory in a JSON-safe envelope.
-
-    Plain JSON when the memory is JSON (the policy keeps it so); otherwise pickled, so a
-    plugin that keeps an RNG or an array still survives a restart of the process that
-    wrote it (the file is only read back by the same deployment).
-    """
-    try:
-        text = json.dumps(memory)
-        if json.loads(text) == memory:
-            return {"json": memory}
-    except (TypeError, ValueError):
-        pass
-    return {"pickle": base64.b64encode(pickle.dumps(memory)).decode()}
-
-
-def unpack_memory(packed: dict[str, Any] | None) -> dict[str, Any]:
-    if not packed:
-        return {}
-    if "json" in packed:
-        return dict(packed["json"])
-    return pickle.loads(base64.b64decode(packed["pickle"]))

@@ -26,25 +26,19 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from ..config import PluginSpec, RunConfig, config_hash
-from ..errors import SimloopError
-from ..run.recorder import Recorder, read_manifest, versions
+from ..config import PluginSpec, RunConfig
+from ..errors import ApiError, SimloopError
+from ..run.manifest import new_manifest
+from ..run.recorder import Recorder, read_manifest
+from ..run.session import DialogueSpec
 from ..schema import PluginRef, RunManifest, Scenario, utcnow
 from .protocol import AssistantResponse, RunMeta, UserUtterance, count_tokens, dump_record
 from .sessions import Dialogues, Session
 from .store import Store
 
-__all__ = ["ApiError", "ServeLimits", "RunService", "Mode"]
+__all__ = ["ServeLimits", "RunService", "Mode"]
 
 Mode = Literal["run", "debug"]
-
-
-class ApiError(Exception):
-    def __init__(self, status: int, detail: str, headers: dict[str, str] | None = None):
-        super().__init__(detail)
-        self.status = status
-        self.detail = detail
-        self.headers = headers
 
 
 @dataclass(frozen=True)
@@ -167,7 +161,7 @@ class RunService:
                 if live.finished_here:
                     raise ApiError(400, f'No more open topics for run "{body.run_id}". Run was finished!')
                 raise ApiError(428, f'Run with the name "{body.run_id}" does not exist or was completed.')
-            if live.session is not None and live.session.info.ended:  # the reply is ignored
+            if live.session is not None and live.session.ended:  # the reply is ignored
                 if mode == "debug":  # a session in progress may finish; a new one needs budget
                     await self._check_debug_budget(team)
                 return await self._shielded(self._open_next(live, first=False))
@@ -234,7 +228,7 @@ class RunService:
 
     def _session_ended(self, live: Live) -> bool:
         if live.session is not None:
-            return live.session.info.ended
+            return live.session.ended
         return bool(live.run.session and live.run.session.get("ended"))
 
     # ------------------------------------------------------------------ steps
@@ -251,7 +245,7 @@ class RunService:
         if not first:
             run.position += 1
         scenario = self._scenario(run, run.position)
-        session, rows = await self.sims[run.mode][1].open(scenario)
+        session, rows = await self.sims[run.mode][1].open(scenario, self._spec(run))
         live.session = session
         return await self._commit(live, rows, opened=1, replace=replace)
 
@@ -265,7 +259,7 @@ class RunService:
         transcript if the session ended: a crash in between is repaired on revival."""
         run, session = live.run, live.session
         assert session is not None
-        ended = session.info.ended
+        ended = session.ended
         if ended and run.position >= len(run.queue) - 1:
             run.completed = live.finished_here = True
         records = self._records(run, session, rows)
@@ -295,10 +289,10 @@ class RunService:
     def _count(self, run: HostedRun, session: Session) -> None:
         c = Counter(run.counts)
         c["dialogues"] += 1
-        c["turns"] += len(session.state.turns)
-        c["errors"] += session.info.error is not None
-        if session.info.stop is not None:
-            c[f"stop.{session.info.stop.reason}"] += 1
+        c["turns"] += len(session.dialogue.state.turns)
+        c["errors"] += session.dialogue.error is not None
+        if session.dialogue.stop is not None:
+            c[f"stop.{session.dialogue.stop.reason}"] += 1
         run.counts = dict(c)
 
     def _counts(self, run: HostedRun) -> dict[str, int]:
@@ -307,10 +301,7 @@ class RunService:
     async def _write_transcript(self, live: Live) -> None:
         run, session, rec = live.run, live.session, live.recorder
         assert session is not None and rec is not None
-        spec = self.sims[run.mode][0]
-        t = self.sims[run.mode][1].transcript(session, run.run_dir, PluginRef(name=spec.name, params=spec.params),
-                                               self._assistant_ref(run))
-        await rec.append(t)
+        await rec.append(session.dialogue.transcript())
         rec.manifest.counts = self._counts(run)
         if run.completed:
             await asyncio.to_thread(rec.finish, "finished", self._counts(run))
@@ -322,12 +313,12 @@ class RunService:
         session = live.session
         assert session is not None
         info = session.info
-        last_session = final and info.ended
+        last_session = final and session.ended
         return UserUtterance(
-            timestamp=info.asked_at.isoformat(), run_id=live.run.run_id, topic_id=info.topic_id,
-            user_id=info.persona_id, utterance=session.utterance, history=list(info.history),
+            timestamp=session.asked_at.isoformat(), run_id=live.run.run_id, topic_id=info.topic_id,
+            user_id=info.persona_id, utterance=session.utterance, history=session.history(),
             last_response_of_session=last_session, last_response_of_run=last_session and live.run.completed,
-            user_meta={"ptkb": list(session.state.scenario.persona.ptkb)},
+            user_meta={"ptkb": list(session.dialogue.state.ptkb)},
         )
 
     # ------------------------------------------------------------------ revival
@@ -343,6 +334,8 @@ class RunService:
             if not live.active and not live.run.completed:
                 try:
                     await self._restore(live)
+                except ApiError:
+                    raise
                 except SimloopError as exc:  # e.g. its run directory was removed
                     raise ApiError(500, f'cannot restore run "{run_id}": {exc}') from None
                 live.active = True
@@ -353,11 +346,11 @@ class RunService:
         transcript of a session that ended just before the process died."""
         run = live.run
         if run.session is not None:
-            live.session = Session.load(run.session, self._scenario(run, run.position), self.cfg.max_turns)
+            live.session = self.sims[run.mode][1].load(run.session, self._scenario(run, run.position), self._spec(run))
         run_dir = self.cfg.out / run.run_dir
         expected = (await asyncio.to_thread(read_manifest, run_dir)).config_hash
         live.recorder, done, _ = await asyncio.to_thread(Recorder.resume, run_dir, expected)
-        if live.session is not None and live.session.info.ended and live.session.state.dialogue_id not in done:
+        if live.session is not None and live.session.ended and live.session.dialogue.state.dialogue_id not in done:
             await self._write_transcript(live)
 
     def _scenario(self, run: HostedRun, position: int) -> Scenario:
@@ -383,15 +376,19 @@ class RunService:
             "api": run.mode, "run_id": run.run_id, "description": run.description,
             "track_persona": run.track_persona, **({"extra": run.extra} if run.extra else {})})
 
+    def _spec(self, run: HostedRun) -> DialogueSpec:
+        """Who takes part in the run's dialogues, as its transcripts name them."""
+        return DialogueSpec(run_id=run.run_dir, simulator=self.sims[run.mode][1].ref,
+                            assistant=self._assistant_ref(run), max_turns=self.cfg.max_turns,
+                            timeout_s=self.cfg.dialogue_timeout_s)
+
     def _manifest(self, run: HostedRun) -> RunManifest:
         spec = self.sims[run.mode][0]
         ref = self._assistant_ref(run)
         cfg = self.cfg.model_copy(update={"run_id": run.run_dir, "simulator": spec,
                                           "assistant": PluginSpec(name=ref.name, params=ref.params)})
-        return RunManifest(
-            run_id=run.run_dir, config=cfg.model_dump(mode="json"), config_hash=config_hash(cfg),
-            simulator=PluginRef(name=spec.name, params=spec.params), assistant=ref, versions=versions(),
-            counts={"scenarios": len(run.queue)},
+        return new_manifest(
+            run.run_dir, cfg, simulator=self.sims[run.mode][1].ref, assistant=ref, scenarios=len(run.queue),
             simapi={"api": run.mode, "run_id": run.run_id, "team_id": run.team_id, "description": run.description,
                     "track_persona": run.track_persona, "extra": run.extra,
                     "queue": [{"user_id": u, "topic_id": t} for u, t in run.queue]},

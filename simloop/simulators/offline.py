@@ -1,12 +1,13 @@
 """The offline user simulator (the default): rubric policy + template voice + embedding grader.
 
 ``RubricSimulator`` composes the three parts and is shared with the LLM simulator, which
-only swaps the defaults for voice and grader.  Each part can be chosen by name, so that
-e.g. an LLM voice can be paired with the offline grader.
+only swaps the defaults for voice and grader.  Each part is chosen by name (registry.py),
+so that e.g. an LLM voice can be paired with the offline grader.
 
 One instance serves every dialogue: all per-dialogue state is in
-``state.simulator_memory``.  ``open()`` sees no state, so the first ``next()`` replays the
-policy's (pure, deterministic) start into memory before grading.
+``state.simulator_memory``.  When the policy closes the dialogue (``farewell`` or
+``give_up``) the voice writes the closing line and the simulator ends with it
+(``stop.utterance``); the assistant is not called for it.
 """
 
 from __future__ import annotations
@@ -14,38 +15,12 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import BadInputError, DialogueError
-from ..schema import DialogueState, Scenario, SimulatorTurn
-from .graders import EmbeddingGrader, Grader
+from ..schema import DialogueState, Scenario, Stage, SimulatorTurn
 from .policy import Action, Observation, RubricPolicy, SimContext
+from .registry import make_grader, make_voice
 from .text import assistant_question
-from .voices import TemplateVoice, Voice
 
-__all__ = ["RubricSimulator", "OfflineSimulator", "make_voice", "make_grader"]
-
-VOICES = ("template", "llm")
-GRADERS = ("embedding", "llm")
-
-
-def make_voice(name: str, ctx: Any, *, reveal_threshold: float = 0.35, candidates: int = 1) -> Voice:
-    """A voice by name; the LLM one is imported only when asked for."""
-    if name == "template":
-        return TemplateVoice(ctx, reveal_threshold=reveal_threshold)
-    if name == "llm":
-        from .llm import LLMVoice
-
-        return LLMVoice(ctx, candidates=candidates)
-    raise BadInputError(f"unknown voice {name!r}; choose one of {', '.join(VOICES)}")
-
-
-def make_grader(name: str, ctx: Any) -> Grader:
-    """A grader by name; the LLM one is imported only when asked for."""
-    if name == "embedding":
-        return EmbeddingGrader(ctx)
-    if name == "llm":
-        from .llm import LLMGrader
-
-        return LLMGrader(ctx)
-    raise BadInputError(f"unknown grader {name!r}; choose one of {', '.join(GRADERS)}")
+__all__ = ["RubricSimulator", "OfflineSimulator"]
 
 
 class RubricSimulator:
@@ -79,37 +54,35 @@ class RubricSimulator:
             scenario.topic.rubric, scenario.behaviour, scenario.seed, threshold=self.threshold, retries=self.retries
         )
 
-    async def open(self, scenario: Scenario) -> SimulatorTurn:
-        policy = self._policy(scenario)
-        memory: dict[str, Any] = {}
-        action = policy.start(memory)
-        utterance, stages = await self.voice.speak(action, SimContext(scenario=scenario, memory=memory))
-        return _say(action, utterance, stages, grade=None)
+    async def open(self, state: DialogueState) -> SimulatorTurn:
+        policy = self._policy(state.scenario)
+        action = policy.start(state.simulator_memory)
+        context = SimContext(scenario=state.scenario, memory=state.simulator_memory)
+        utterance, stages = await self.voice.speak(action, context)
+        return _say(action, utterance, stages)
 
     async def next(self, state: DialogueState) -> SimulatorTurn:
-        policy = self._policy(state.scenario)
-        memory = state.simulator_memory
-        if not policy.started(memory):
-            policy.start(memory)  # open() had no memory to write to; start() is pure
-        ending = policy.pending_end(memory)
-        if ending is not None:  # the closing line was answered: leave without grading
-            return SimulatorTurn.stop(ending.reason, ending.detail)
         if not state.turns:
             raise DialogueError("simulator.next() called before any assistant reply")
+        policy = self._policy(state.scenario)
         response = state.turns[-1].assistant.response
         asked = assistant_question(response)
         context = SimContext(
-            scenario=state.scenario, history=state.history(), memory=memory, assistant_question=asked
+            scenario=state.scenario, history=state.history(), memory=state.simulator_memory, assistant_question=asked
         )
-        grade, grade_stages = await self.grader.grade(policy.current(memory), response, context)
-        action = policy.step(memory, Observation(grade=grade, assistant_asked=asked is not None))
-        if action.kind == "end" and action.end is not None:  # not reached: ending is checked above
-            return SimulatorTurn.stop(action.end.reason, action.end.detail, grade=grade, stages=grade_stages)
-        utterance, voice_stages = await self.voice.speak(action, context)
-        return _say(action, utterance, [*grade_stages, *voice_stages], grade=grade)
+        grade, grade_stages = await self.grader.grade(policy.current(state.simulator_memory), response, context)
+        action = policy.step(state.simulator_memory, Observation(grade=grade, assistant_asked=asked is not None))
+        if action.end is None:
+            utterance, stages = await self.voice.speak(action, context)
+            return _say(action, utterance, stages, grade=grade, grade_stages=grade_stages)
+        # farewell / give_up: the closing line ends the dialogue; "end" (a step after it) says nothing.
+        utterance, stages = ("", []) if action.kind == "end" else await self.voice.speak(action, context)
+        return SimulatorTurn.stop(action.end.reason, action.end.detail, utterance=utterance,
+                                  grade=grade, grade_stages=grade_stages, stages=stages)
 
 
-def _say(action: Action, utterance: str, stages: list, grade: float | None) -> SimulatorTurn:
+def _say(action: Action, utterance: str, stages: list[Stage], grade: float | None = None,
+         grade_stages: list[Stage] | None = None) -> SimulatorTurn:
     if not utterance.strip():
         raise DialogueError(f"the voice produced an empty utterance for action {action.kind!r}")
     return SimulatorTurn.say(
@@ -117,6 +90,7 @@ def _say(action: Action, utterance: str, stages: list, grade: float | None) -> S
         rubric_id=action.rubric.id if action.rubric else None,
         intent=action.intent,
         grade=grade,
+        grade_stages=grade_stages or [],
         stages=stages,
     )
 

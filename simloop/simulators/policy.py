@@ -26,8 +26,10 @@ Decisions this module makes (documented because evaluation depends on them):
   rubric questions were answered (grade > threshold); otherwise ``user_gave_up`` — a user who
   had to move past most of their questions did not get what they came for.  The counts go
   into ``detail`` either way.
-* Ending takes two steps, as in iKAT: the closing line (``farewell`` or ``give_up``) is a user
-  turn the assistant still answers; the next step returns ``end`` and the simulator stops.
+* Ending takes one step: the closing action (``farewell`` or ``give_up``) carries ``end``,
+  the simulator says its closing line and stops, and the assistant is not called for it
+  (Sim.API ignores the system's reply to a farewell too).  A step after that returns
+  ``end`` again.
 
 Everything mutable lives in the per-dialogue ``memory`` dict (JSON-friendly), so one
 simulator instance can drive many dialogues; the policy object itself is immutable and cheap.
@@ -101,10 +103,6 @@ class SimContext:
     assistant_question: str | None = None  # the clarifying question of the last reply, if any
 
     @property
-    def last_response(self) -> str | None:
-        return self.history[-1][1] if self.history else None
-
-    @property
     def user_utterances(self) -> list[str]:
         return [u for u, _ in self.history]
 
@@ -128,10 +126,6 @@ class Action:
     def intent(self) -> str:
         """The label recorded on the user turn."""
         return "ignore_clarification" if self.ignored_question else self.kind
-
-    @property
-    def utters(self) -> bool:
-        return self.kind != "end"
 
 
 class RubricPolicy:
@@ -173,22 +167,14 @@ class RubricPolicy:
         }
         return Action("ask", rubric=first, turn=1)
 
-    def started(self, memory: MutableMapping[str, Any]) -> bool:
-        return _KEY in memory
-
     def current(self, memory: MutableMapping[str, Any]) -> RubricQuestion:
         """The question the last user turn was about (the one to grade the reply against)."""
         return self.rubric[memory[_KEY]["current"]]
 
-    def pending_end(self, memory: MutableMapping[str, Any]) -> Ending | None:
-        """Set once the closing line was said: the next step ends the dialogue, ungraded."""
-        ending = memory[_KEY]["ending"]
-        return Ending(**ending) if ending else None
-
     def step(self, memory: MutableMapping[str, Any], obs: Observation) -> Action:
         """The action after the assistant's reply described by ``obs``."""
         m = memory[_KEY]
-        if m["ending"] is not None:  # the closing line was said and answered: stop now
+        if m["ending"] is not None:  # the closing line was said: the dialogue is over
             end = Ending(**m["ending"])
             return Action("end", turn=m["turns"], end=end, mood=self._mood(m), counts=self.counts(memory))
         q = self.rubric[m["current"]]

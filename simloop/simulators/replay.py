@@ -21,8 +21,8 @@ class ReplaySimulator:
     def __init__(self, ctx: Any = None):
         self.ctx = ctx  # unused: replay needs no model, but plugins are built as Cls(ctx)
 
-    async def open(self, scenario: Scenario) -> SimulatorTurn:
-        return _say(_gold_turns(scenario)[0])
+    async def open(self, state: DialogueState) -> SimulatorTurn:
+        return _say(_gold_turns(state.scenario)[0])
 
     async def next(self, state: DialogueState) -> SimulatorTurn:
         gold = _gold_turns(state.scenario)

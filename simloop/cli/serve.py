@@ -3,8 +3,8 @@
 Teams point their client at it instead of the organisers' server and get the same
 endpoints, fields and status codes, with simloop simulators as the users and personas
 (or an iKAT topic file) as the topics.  State lives in ``<out>/serve-state.sqlite``, so
-runs survive a restart; each hosted run is a simloop run directory (server_runs.py).
-The app itself is in server_app.py, imported only when the command runs.
+runs survive a restart; each hosted run is a simloop run directory (simapi/runs.py).
+The app itself is in simapi/app.py, imported only when the command runs.
 
 Bearer tokens come from ``--token TEAM=TOKEN``, ``--tokens-file`` or the environment
 variable ``SIMLOOP_SERVE_TOKENS`` (``TEAM=TOKEN,...``).  They are never logged or written
@@ -19,9 +19,9 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping
 
-from ..cli.args import parse_params
 from ..config import PluginSpec, RunConfig, load_config
 from ..errors import BadInputError
+from .args import parse_params
 
 __all__ = ["parse_tokens", "collect_tokens", "add_commands", "TOKENS_ENV"]
 
@@ -84,8 +84,8 @@ def _serve_config(a: argparse.Namespace) -> RunConfig:
 def cmd_serve(a: argparse.Namespace) -> int:
     import uvicorn
 
-    from .app import ServeOptions, create_app
-    from .runs import RunService, ServeLimits
+    from ..simapi.app import ServeOptions, create_app
+    from ..simapi.runs import RunService, ServeLimits
 
     cfg = _serve_config(a)
     tokens = collect_tokens(a.token, a.tokens_file, os.environ)

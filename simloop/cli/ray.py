@@ -1,0 +1,30 @@
+"""`simloop run --backend ray`: the Ray backend (distributed/) with the CLI's bar and summary.
+
+The driver runs and records; this prints what a local run prints: progress on stderr,
+the summary table, and the run directory on the last line of stdout.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..config import RunConfig
+from .console import err, out, progress_bar, summary_table
+
+__all__ = ["run_ray"]
+
+
+def run_ray(cfg: RunConfig, resume: Path | None = None) -> int:
+    """Run over Ray; returns the exit code (0 finished, 130 interrupted, 1 failed)."""
+    from ..distributed.driver import run_ray as drive
+
+    done = drive(cfg, resume=resume, progress=progress_bar(cfg.progress),
+                 notice=lambda line: err.print(line, style="yellow", markup=False))
+    if done.stats is not None:
+        out.print(summary_table(done.stats, done.run_dir))
+    if done.status != "finished":
+        why = f"gave up after {done.gave_up}" if done.gave_up else "interrupted"
+        err.print(f"[yellow]{why}[/]: {done.recorded} dialogues recorded; "
+                  f"resume with: simloop run --resume {done.run_dir}")
+    print(done.run_dir)
+    return {"finished": 0, "interrupted": 130}.get(done.status, 1)

@@ -1,0 +1,162 @@
+"""`simloop rehearse`: the engine with the ``simapi`` simulator (simulators/simapi.py).
+
+A simloop assistant answers a Sim.API server, the organisers' or `simloop serve`; every
+server session is one recorded dialogue of the run directory ``<out>/<run-id>``.  Run
+the same command again (same ``--run-id`` and flags) to resume after a crash: the run
+directory goes on where it stopped and each Sim.API run where the server says it is.
+
+The token: ``--token-env VAR`` names the environment variable that holds it (nothing in
+the process list); ``--token`` and ``--token-file`` hand it to the run in-process.  It is
+never written to the run directory, the state files or a log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..errors import BadInputError
+from .args import parse_params
+
+__all__ = ["add_commands", "cmd_rehearse"]
+
+
+def _token(a: argparse.Namespace) -> tuple[str, str]:
+    """(variable name, token): the run reads the token as that variable."""
+    from ..simulators.simapi import DEFAULT_TOKEN_ENV
+
+    if a.token_env is not None:
+        token = os.environ.get(a.token_env, "").strip()
+        if not token:
+            raise BadInputError(f"--token-env {a.token_env}: the variable is not set")
+        return a.token_env, token
+    if a.token_file is not None:
+        try:
+            token = a.token_file.read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise BadInputError(f"{a.token_file}: cannot read token file ({exc.strerror})") from None
+    else:
+        token = (a.token or "").strip()
+    if not token:
+        raise BadInputError("give the team token with --token-env VAR, --token TOKEN or --token-file FILE")
+    return DEFAULT_TOKEN_ENV, token
+
+
+def _config(a: argparse.Namespace, token_env: str):
+    from ..config import load_config
+
+    sim: dict[str, Any] = {"api": a.api, "run_id": a.run_id, "token_env": token_env, "debug": a.debug,
+                           "track_persona": a.track_persona, "runs": a.concurrency, "limit": a.limit,
+                           "max_response_tokens": a.max_response_tokens, "timeout_s": a.timeout}
+    if a.description:
+        sim["description"] = a.description
+    if a.state_dir is not None:
+        sim["state_dir"] = str(a.state_dir)
+    o: dict[str, Any] = {"simulator": {"name": "simapi", "params": sim}, "assistant": {"name": a.assistant},
+                         "run_id": a.run_id, "max_turns": 1000, "dialogue_timeout_s": a.dialogue_timeout}
+    if a.assistant_param:
+        o["assistant"]["params"] = parse_params(a.assistant_param, "--assistant-param")
+    sel = {k: v for k, v in (("topics", a.topics), ("personas_dir", a.personas)) if v is not None}
+    if sel:
+        o["scenarios"] = sel
+    retrieval = {k: v for k, v in (("index", a.index), ("k", a.k)) if v is not None}
+    if retrieval:
+        o["retrieval"] = retrieval
+    if a.base_url or a.model:
+        o["llm"] = {"default": {k: v for k, v in (("base_url", a.base_url), ("model", a.model)) if v}}
+    if a.out is not None:
+        o["out"] = a.out
+    # The token variable is ours, not a run setting: keep it out of the SIMLOOP_* layer.
+    environ = {k: v for k, v in os.environ.items() if k != token_env}
+    return load_config(a.config, o, environ)
+
+
+async def _verify(api: str, token: str, debug: bool, timeout_s: float) -> None:
+    """A rejected token is bad input: found before anything is written."""
+    import httpx
+
+    from ..errors import SimloopError
+    from ..simapi.client import SimApiClient
+
+    client = SimApiClient(api, token, debug=debug, timeout_s=timeout_s)
+    try:
+        await client.verify()
+    except httpx.TransportError as exc:
+        raise SimloopError(f"cannot reach {api}: {exc}") from None
+    finally:
+        await client.aclose()
+
+
+def _print_lanes(results: list[Any]) -> None:
+    for r in results:
+        print(f"{r.run_id}: {r.status}, {r.sessions} sessions, {r.turns} turns"
+              + (f", {r.truncated} responses truncated" if r.truncated else "")
+              + (f", {r.abandoned} sessions abandoned" if r.abandoned else "")
+              + (f", resumed {r.resumed}x" if r.resumed else ""), file=sys.stderr)
+    turns = sum(r.turns for r in results)
+    if turns:
+        print(f"per turn: server {1000 * sum(r.server_s for r in results) / turns:.0f} ms", file=sys.stderr)
+
+
+def cmd_rehearse(a: argparse.Namespace) -> int:
+    from datetime import datetime, timezone
+
+    from ..run.runner import execute, prepare_run
+    from .console import out, summary_table
+
+    if a.concurrency < 1 or (a.limit is not None and a.limit < 1):
+        raise BadInputError("--concurrency and --limit must be at least 1")
+    a.run_id = a.run_id or "rehearse-" + datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    token_env, token = _token(a)
+    cfg = _config(a, token_env)
+    asyncio.run(_verify(a.api, token, a.debug, a.timeout))
+    run_dir = cfg.out / a.run_id
+    resume = run_dir if (run_dir / "run.json").exists() else None
+    prep = prepare_run(cfg, resume=resume, secrets={token_env: token})
+    if resume is not None:
+        print(f"resuming {run_dir}: {len(prep.done)} dialogues recorded", file=sys.stderr)
+    if a.concurrency > 1:
+        print(f"simloop rehearse: {a.concurrency} parallel runs; each counts against the run budget",
+              file=sys.stderr)
+    stats = asyncio.run(execute(prep))
+    _print_lanes(prep.simulator.results())
+    out.print(summary_table(stats, prep.run_dir))
+    if stats.interrupted:
+        print(f"interrupted: run the same command again to resume {prep.run_dir}", file=sys.stderr)
+    print(prep.run_dir)
+    return 130 if stats.interrupted else 0
+
+
+def add_commands(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("rehearse", help="drive an assistant against a Sim.API server (ours or the official one)")
+    p.add_argument("config", nargs="?", type=Path, help="a run config TOML file (assistant, llm, retrieval)")
+    p.add_argument("--api", required=True, help="base URL, e.g. http://127.0.0.1:8088 or https://.../simulation/")
+    tok = p.add_mutually_exclusive_group(required=True)
+    tok.add_argument("--token-env", metavar="VAR", help="the environment variable holding the team's bearer token")
+    tok.add_argument("--token", help="the team's bearer token (shows in the process list: prefer --token-env)")
+    tok.add_argument("--token-file", type=Path, help="a file holding the token")
+    p.add_argument("--assistant", required=True, help="assistant name or module:attr")
+    p.add_argument("--assistant-param", action="append", metavar="KEY=VALUE")
+    p.add_argument("--run-id", help="Sim.API run id and run directory name; an existing one is resumed "
+                                    "(default rehearse-<time>)")
+    p.add_argument("--description", help="run description sent to the server")
+    p.add_argument("--track-persona", action="store_true", help="declare that the system tracks persona statements")
+    p.add_argument("--debug", action="store_true", help="use the /debug endpoints (nothing is evaluated)")
+    p.add_argument("--concurrency", type=int, default=1, help="independent Sim.API runs at once (default 1)")
+    p.add_argument("--limit", type=int, help="stop each run after N sessions (the run stays incomplete)")
+    p.add_argument("--topics", type=Path, help="iKAT topic file: PTKB for servers that do not send user_meta")
+    p.add_argument("--personas", type=Path, help="persona folder: PTKB for servers that do not send user_meta")
+    p.add_argument("--index", type=Path, help="Lucene index dir (default: the demo Wikipedia index)")
+    p.add_argument("--k", type=int, help="passages retrieved per turn")
+    p.add_argument("--base-url", help="OpenAI-compatible base URL for the assistant's LLM roles")
+    p.add_argument("--model", help="model name for the assistant's LLM roles")
+    p.add_argument("--max-response-tokens", type=int, default=250, help="truncate longer responses (default 250)")
+    p.add_argument("--out", type=Path, help="output folder (default transcripts/)")
+    p.add_argument("--state-dir", type=Path, help="where resume state is kept (default <out>/.rehearse)")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds per HTTP request (default 600)")
+    p.add_argument("--dialogue-timeout", type=float, default=3600.0, help="seconds per session (default 3600)")
+    p.set_defaults(func=cmd_rehearse)

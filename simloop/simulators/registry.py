@@ -1,0 +1,37 @@
+"""Voices and graders by name: the parts a rubric simulator is composed of (DESIGN §5).
+
+Names map to ``module:attr`` and are imported on first use, as plugins are: an offline
+run never imports the LLM parts, and ``llm.py`` (whose simulator builds on the offline
+one) is never imported back by ``offline.py``, so the two modules form no cycle.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from ..errors import BadInputError
+
+__all__ = ["VOICES", "GRADERS", "make_voice", "make_grader"]
+
+VOICES = {"template": "simloop.simulators.voices:TemplateVoice", "llm": "simloop.simulators.llm:LLMVoice"}
+GRADERS = {"embedding": "simloop.simulators.graders:EmbeddingGrader", "llm": "simloop.simulators.llm:LLMGrader"}
+
+
+def _load(kind: str, table: dict[str, str], name: str) -> Any:
+    if name not in table:
+        raise BadInputError(f"unknown {kind} {name!r}; choose one of {', '.join(table)}")
+    module, _, attr = table[name].partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def make_voice(name: str, ctx: Any, *, reveal_threshold: float = 0.35, candidates: int = 1) -> Any:
+    """A voice by name; each takes the options that apply to it."""
+    cls = _load("voice", VOICES, name)
+    options = {"reveal_threshold": reveal_threshold} if name == "template" else {"candidates": candidates}
+    return cls(ctx, **options)
+
+
+def make_grader(name: str, ctx: Any) -> Any:
+    """A grader by name."""
+    return _load("grader", GRADERS, name)(ctx)
