@@ -1,0 +1,115 @@
+"""The no-LLM PTKB ranker (simloop.parts.ptkb_rank) with the real MiniLM, and its bench's skip."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from simloop.parts.ptkb_rank import DEFAULT_PARAMS, RankParams, rank_ptkb, score_statements, select_used
+from simloop.search.embeddings import get_embedder
+
+PTKB = [
+    "I have two cats at home.",
+    "I am allergic to peanuts.",
+    "I play the cello in an amateur orchestra.",
+    "I live in Porto.",
+    "I work as a nurse on night shifts.",
+]
+EARLIER = ["I want to find a good cello teacher for advanced lessons."]
+VAGUE = "How much do they usually charge per hour?"
+
+
+async def test_ranking_covers_every_statement_best_first_and_is_deterministic():
+    embedder = await get_embedder()
+    ranking = await rank_ptkb(embedder, "Which snacks are safe for me on a long flight?", [], PTKB)
+    assert sorted(i for i, _ in ranking) == [1, 2, 3, 4, 5]
+    scores = [s for _, s in ranking]
+    assert scores == sorted(scores, reverse=True)
+    assert ranking[0][0] == 2  # the peanut allergy decides what snacks are safe
+    assert await rank_ptkb(embedder, "Which snacks are safe for me on a long flight?", [], PTKB) == ranking
+
+
+async def test_a_statement_matching_an_earlier_utterance_stays_ranked():
+    embedder = await get_embedder()
+    alone = await rank_ptkb(embedder, VAGUE, [], PTKB)
+    with_history = await rank_ptkb(embedder, VAGUE, EARLIER, PTKB)
+    assert alone[0][0] != 3  # the follow-up on its own says nothing about the cello
+    assert with_history[0][0] == 3
+    assert 3 in select_used(with_history)
+    # Without the history weight the earlier turn is ignored.
+    assert await rank_ptkb(embedder, VAGUE, EARLIER, PTKB, RankParams(history_weight=0.0)) == alone
+
+
+async def test_history_older_than_max_history_is_not_read():
+    embedder = await get_embedder()
+    filler = ["What time is it in Tokyo?", "Is it going to rain tomorrow?"]
+    params = RankParams(max_history=2)
+    assert await rank_ptkb(embedder, VAGUE, [*EARLIER, *filler], PTKB, params) == \
+        await rank_ptkb(embedder, VAGUE, filler, PTKB, params)
+
+
+async def test_one_turn_encodes_only_the_new_utterance_once_statements_are_cached():
+    embedder = await get_embedder()
+    await rank_ptkb(embedder, VAGUE, EARLIER, PTKB)
+    before = dict(embedder.stats)
+    await rank_ptkb(embedder, "And on weekends, are the rates different?", [*EARLIER, VAGUE], PTKB)
+    assert embedder.stats["batches"] - before["batches"] == 1
+    assert embedder.stats["texts"] - before["texts"] == 1
+
+
+async def test_lexical_weight_pulls_up_statements_sharing_words():
+    embedder = await get_embedder()
+    utterance = "Are there orchestra concerts this week?"
+    plain = dict(await rank_ptkb(embedder, utterance, [], PTKB))
+    lexical = dict(await rank_ptkb(embedder, utterance, [], PTKB, RankParams(lexical_weight=0.5)))
+    assert lexical[3] > plain[3]  # shares "orchestra"
+    assert lexical[1] == plain[1]  # shares nothing
+
+
+async def test_empty_ptkb_gives_an_empty_ranking():
+    assert await rank_ptkb(await get_embedder(), VAGUE, EARLIER, []) == []
+
+
+def test_score_is_the_current_similarity_or_the_discounted_best_earlier_one():
+    sims = np.array([[0.2, 0.1, 0.0],    # now
+                     [0.1, 0.6, 0.0],    # one turn back
+                     [0.0, 0.0, 0.9]])   # two turns back
+    params = RankParams(history_weight=0.5, decay=0.5)
+    np.testing.assert_allclose(score_statements(sims, params), [0.2, 0.3, 0.225])
+    np.testing.assert_allclose(score_statements(sims[:1], params), [0.2, 0.1, 0.0])
+
+
+def test_used_keeps_the_top_k_above_the_threshold_and_at_least_used_min():
+    ranking = [(4, 0.5), (2, 0.3), (1, 0.2), (3, 0.05)]
+    assert select_used(ranking, RankParams(used_threshold=0.1, used_top_k=3, used_min=1)) == [4, 2, 1]
+    assert select_used(ranking, RankParams(used_threshold=0.25, used_top_k=3, used_min=1)) == [4, 2]
+    assert select_used(ranking, RankParams(used_threshold=0.9, used_top_k=3, used_min=1)) == [4]
+    assert select_used(ranking, RankParams(used_threshold=0.9, used_top_k=3, used_min=0)) == []
+    assert select_used([], DEFAULT_PARAMS) == []
+
+
+@pytest.mark.parametrize("values, message", [
+    ({"decay": 1.5}, "decay must be between 0 and 1"),
+    ({"used_min": 4, "used_top_k": 3}, "used_min <= used_top_k"),
+    ({"windo": 2}, "unknown PTKB ranker parameter 'windo'"),
+])
+def test_bad_parameters_are_rejected_by_name(values, message):
+    with pytest.raises(ValueError, match=message):
+        RankParams.from_mapping(values)
+
+
+async def test_bench_skips_with_a_reason_when_the_data_is_absent(tmp_path, monkeypatch):
+    monkeypatch.setenv("SIMLOOP_IKAT_DATA", str(tmp_path / "nowhere"))
+    saved = list(sys.path)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    try:
+        figures, details = await importlib.import_module("bench_ptkb").run(True, tmp_path)
+    finally:
+        sys.path[:] = saved  # the bench module puts the checkout and scripts/ first on import
+        sys.modules.pop("bench_ptkb", None)
+    assert figures == {}
+    assert "iKAT data not found" in details["skipped"] and "SIMLOOP_IKAT_DATA" in details["skipped"]
