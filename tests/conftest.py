@@ -13,7 +13,8 @@ from simloop.schema import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
+# /work/main/../shared, or /work/wt/<tree>/../../shared in a git worktree.
+SHARED = next((p / "shared" for p in ROOT.parents if (p / "shared" / "data").is_dir()), ROOT.parent / "shared")
 IKAT = SHARED / "data" / "ikat"
 
 

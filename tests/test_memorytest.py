@@ -15,7 +15,7 @@ from simloop.cli import main
 from simloop.config import RunConfig
 from simloop.run.engine import DialogueSpec, run_dialogue
 from simloop.errors import ConfigError
-from simloop.memory.strategies import SummaryMemory
+from simloop.memory import ContextPart, SummaryMemory, make_memory
 from simloop.memorytest.facts import FACTS, fact_by_id, find_terms, mentions, score_rules
 from simloop.memory.offline import MODEL_NAME, OfflineSummariser
 from simloop.memorytest.probes import PROBE, REVEAL, ProbeSimulator, build_probes, deal_facts, query_kept
@@ -165,7 +165,7 @@ async def test_offline_summariser_keeps_what_the_user_said_and_nothing_else():
     for i, utterance in enumerate(history[1:], 1):
         state.turns.append(Turn(index=i, user=state.user, assistant={"response": "An answer."}))
         state.user = UserTurn(utterance=utterance)
-        text, info, stages = await memory.build(state, ctx)
+        text, info, stages, _ = await memory.build(state, ctx)
         assert info.strategy == "summary" and stages and stages[0].model == MODEL_NAME and stages[0].prompt_tokens > 0
         if i >= 2:
             assert "I have a severe peanut allergy." in text  # kept however far back
@@ -174,7 +174,7 @@ async def test_offline_summariser_keeps_what_the_user_said_and_nothing_else():
     state.user = UserTurn(utterance="I also own a lazy cat named Pixel and I live in a big flat by the sea. Why?")
     state.turns.append(Turn(index=len(history) + 1, user=state.user, assistant={"response": "x"}))
     state.user = UserTurn(utterance="next")
-    text, _, _ = await memory.build(state, ctx)
+    text, _, _, _ = await memory.build(state, ctx)
     assert text == "I also own a lazy cat named Pixel and I live in a big flat by the sea."  # oldest out first
 
 
@@ -182,16 +182,30 @@ async def test_offline_summariser_keeps_what_the_user_said_and_nothing_else():
 
 
 def test_memory_statements_from_each_kind_of_context():
-    full = ("User (turn 1): Hi. I have a peanut allergy. What is a snack?\nAssistant (turn 1): I think snacks are "
-            "small meals.\nUser (turn 2): Thanks.")
+    full = [ContextPart("user", "Hi. I have a peanut allergy. What is a snack?"),
+            ContextPart("assistant", "I think snacks are small meals."), ContextPart("user", "Thanks.")]
     users, statements = memory_statements(full)
     assert users == ["Hi. I have a peanut allergy. What is a snack?", "Thanks."]
     assert statements == ["I have a peanut allergy."]  # not the question, not the assistant's "I think"
-    adaptive = ("Earlier in the conversation (condensed):\n- turns 1-3: User: My budget is 600 euros. "
-                "Assistant: Laptops vary.\n\nMost recent messages:\nUser (turn 4): What is RAM?")
+    adaptive = [ContextPart("user", "My budget is 600 euros."), ContextPart("assistant", "Laptops vary."),
+                ContextPart("user", "What is RAM?")]
     assert memory_statements(adaptive) == (["My budget is 600 euros.", "What is RAM?"], ["My budget is 600 euros."])
-    summary = "The user is allergic to peanuts. The user last asked about glycogen."
+    summary = [ContextPart(None, "The user is allergic to peanuts. The user last asked about glycogen.")]
     assert memory_statements(summary)[1] == ["The user is allergic to peanuts.", "The user last asked about glycogen."]
+
+
+async def test_adaptive_parts_say_who_said_what():
+    """The adaptive context's parts carry the condensed blocks and the window by speaker,
+    so bm25_extractive never parses the prompt text."""
+    history = [f"I have a peanut allergy and topic{i} matters to me." for i in range(12)]
+    state = _state(history, "Which snacks should I pack?")
+    memory = make_memory("adaptive", token_budget=400, system_tokens=50, k_max=4)
+    ctx = Context(RunConfig(), overrides={"embedder": HashEmbedder()})
+    text, _, _, parts = await memory.build(state, ctx)
+    assert parts and {p.role for p in parts} <= {"user", "assistant", None}
+    assert all(p.text in text for p in parts if p.role == "assistant")
+    assert parts[-1] == ContextPart("assistant", "Answer 12.")  # the window ends with the last reply
+    assert "I have a peanut allergy and topic0 matters to me." in [p.text for p in parts if p.role == "user"]
 
 
 @pytest.mark.parametrize("memory, params, kept", [("full", {}, True), ("window", {"turns": 2}, False)])

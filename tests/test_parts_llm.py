@@ -12,7 +12,7 @@ import pytest
 from scripted_chat import ScriptedChat
 from simloop.config import RunConfig
 from simloop.llm.config import LLMConfig, LLMRole
-from simloop.memory.strategies import count_tokens
+from simloop.text import count_tokens
 from simloop.fakes.mockllm import MockLLM
 from simloop.parts.generate_llm import check_references, draft_answer, grounded_answer, suggest_elements
 from simloop.parts.ptkb_llm import (

@@ -38,7 +38,7 @@ from ..config import RunConfig, describe_validation_error, load_config
 from ..run.engine import Event
 from ..search.corpus import is_lucene_index
 from ..errors import BadInputError, ConfigError, IndexMissingError
-from ..memory.strategies import available_strategies
+from ..memory import available_strategies
 from .facts import FACTS, fact_by_id
 from .probes import ProbeJudge, ProbePlan, build_probes
 from .score import judge_rows, score_probe, summarise_probes, write_json

@@ -17,7 +17,7 @@ from ..errors import BadInputError, DialogueError
 from ..schema import DialogueState, Scenario, SimulatorTurn
 from .graders import EmbeddingGrader, Grader
 from .policy import Action, Observation, RubricPolicy, SimContext
-from .text import assistant_question
+from .cues import assistant_question
 from .voices import TemplateVoice, Voice
 
 __all__ = ["RubricSimulator", "OfflineSimulator", "make_voice", "make_grader"]
