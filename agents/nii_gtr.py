@@ -23,7 +23,7 @@ from simloop.parts.reply import current_utterance, grounded_reply
 from simloop.parts.retrieve import embedding_rerank, multi_query, rrf_fuse
 from simloop.parts.rewrite_llm import queries_from_answer
 from simloop.parts.stages import timed_stage
-from simloop.search.bm25 import Hit
+from simloop.search import Hit
 from simloop.schema import AssistantReply, DialogueState, PtkbUse, Stage
 
 __all__ = ["NiiGtR"]

@@ -18,9 +18,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import ConfigError, first_error
 from .llm.config import LLMConfig
-from .search.bm25 import RetrievalConfig
+from .search.config import RetrievalConfig
 
-__all__ = ["PluginSpec", "ScenarioSelection", "RunConfig", "load_config", "config_hash"]
+__all__ = ["PluginSpec", "ScenarioSelection", "RunConfig", "load_config", "validate_config", "apply_overrides",
+           "config_hash", "describe_validation_error"]
 
 ENV_PREFIX = "SIMLOOP_"
 # Fields that change how fast or where a run goes, not what it produces: excluded from the
@@ -124,10 +125,21 @@ def load_config(
     source = str(path) if path else "config"
     if env and not path:
         source = "SIMLOOP_* environment / flags"
+    return validate_config(data, source)
+
+
+def validate_config(data: Mapping[str, Any], source: str = "config") -> RunConfig:
+    """A RunConfig, or one ConfigError line naming ``source`` and the first bad field."""
     try:
         return RunConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(describe_validation_error(source, exc)) from None
+
+
+def apply_overrides(cfg: RunConfig, overrides: Mapping[str, Any], source: str = "flags") -> RunConfig:
+    """A new config: ``cfg`` with nested ``overrides`` on top, validated again (what was
+    left at its default stays so: ``model_fields_set`` keeps meaning "given")."""
+    return validate_config(_deep_merge(cfg.model_dump(exclude_unset=True), overrides), source)
 
 
 def config_hash(cfg: RunConfig) -> str:

@@ -11,6 +11,10 @@ from simloop.schema import (
     AssistantReply, Behaviour, Passage, Persona, PtkbUse, RubricQuestion, Scenario,
     SimulatorTurn, Topic,
 )
+from simloop.search import prepare_environment
+
+# What `simloop` and the public API do at process start, before any thread exists.
+prepare_environment()
 
 ROOT = Path(__file__).resolve().parents[1]
 # /work/main/../shared, or /work/wt/<tree>/../../shared in a git worktree.

@@ -12,7 +12,7 @@ import pytest
 from agents.bm25_extractive import BM25Extractive, memory_statements
 from conftest import EchoAssistant, make_persona
 from simloop.cli import main
-from simloop.config import RunConfig
+from simloop.config import RunConfig, load_config
 from simloop.run.engine import DialogueSpec, run_dialogue
 from simloop.errors import ConfigError
 from simloop.memory import ContextPart, SummaryMemory, make_memory
@@ -232,17 +232,21 @@ def test_bm25_memory_params_are_validated():
 # ----------------------------------------------------------------------------- runs, config, CLI
 
 
-def _config(tmp_path: Path, **kw) -> dict:
-    return {"personas_dir": ROOT / "personas", "persona_ids": ["maya"], "facts": ["allergy-peanut"],
-            "distances": [1, 3], "out": tmp_path, "run_id": "m", "concurrency": 2, **kw}
+def _config(**kw) -> dict:
+    return {"facts": ["allergy-peanut"], "distances": [1, 3], **kw}
+
+
+def _base(tmp_path: Path, **llm) -> RunConfig:
+    """The run config every strategy starts from (what `simloop memory` builds from its flags)."""
+    return load_config(None, {"scenarios": {"personas_dir": ROOT / "personas", "persona_ids": ["maya"]},
+                              "out": tmp_path, "run_id": "m", "concurrency": 2, "llm": {"default": llm}}, environ={})
 
 
 async def test_summary_strategy_and_judge_against_the_mock_llm(tmp_path: Path):
     fakes = {"retriever": MemoryRetriever(DOCS), "embedder": HashEmbedder()}
     async with MockLLM(seed=2) as mock:
-        cfg = parse_config(_config(tmp_path, strategies=["summary", "window"], base_url=mock.url,
-                                   model="mock-model", judge=True))
-        test = MemoryTest(cfg, overrides=fakes)
+        cfg = parse_config(_config(strategies=["summary", "window"], judge=True))
+        test = MemoryTest(cfg, _base(tmp_path, base_url=mock.url, model="mock-model"), overrides=fakes)
         assert not test.offline_summary
         memory = await test.run()
         calls = mock.stats()["requests"]
@@ -270,7 +274,7 @@ async def test_summary_strategy_and_judge_against_the_mock_llm(tmp_path: Path):
 async def test_offline_summary_stand_in_without_an_llm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     fakes = {"retriever": MemoryRetriever(DOCS), "embedder": HashEmbedder()}
-    test = MemoryTest(parse_config(_config(tmp_path, strategies=["summary"], distances=[2])), overrides=fakes)
+    test = MemoryTest(parse_config(_config(strategies=["summary"], distances=[2])), _base(tmp_path), overrides=fakes)
     assert test.offline_summary
     memory = await test.run()
     assert memory["strategies"]["summary"]["memory_models"] == [MODEL_NAME] and memory["scorer"] == "rules"
@@ -280,8 +284,8 @@ def test_config_errors(tmp_path: Path):
     for bad in ({"distances": [0, 5]}, {"strategies": ["full", "nope"]}, {"facts": ["nope"]},
                 {"distances": [999], "reveal_turn": 2}, {"assistant_params": {"memory": "full"}}):
         with pytest.raises(ConfigError):
-            parse_config(_config(tmp_path, **bad))
-    assert parse_config(_config(tmp_path, distances=[10, 5, 5])).distances == [5, 10]
+            parse_config(_config(**bad))
+    assert parse_config(_config(distances=[10, 5, 5])).distances == [5, 10]
 
 
 @pytest.mark.parametrize("argv, message", [

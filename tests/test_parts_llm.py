@@ -23,7 +23,7 @@ from simloop.parts.retrieve import (
 )
 from simloop.parts.rewrite_llm import clean_query, iterative_rewrite, llm_rewrite, queries_from_answer, queries_per_ptkb
 from simloop.run.plugins import Context
-from simloop.search.bm25 import Hit
+from simloop.search import Hit
 from simloop.schema import PtkbUse
 from simloop.fakes.seams import HashEmbedder, MemoryRetriever
 

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from .args import parse_params
 from ..errors import BadInputError, SimloopError
+from .flags import CLEAR, RUN_FLAGS, config_from_flags
 
 __all__ = ["main", "build_parser"]
 
@@ -21,68 +21,14 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 # ----------------------------------------------------------------------------- run
-def _run_overrides(a: argparse.Namespace) -> dict[str, Any]:
-    """CLI flags as a nested dict on top of file and environment."""
-    o: dict[str, Any] = {}
-
-    def put(path: str, value: Any) -> None:
-        if value is None:
-            return
-        node = o
-        *parents, leaf = path.split(".")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
-
-    put("simulator.name", a.simulator)
-    put("assistant.name", a.assistant)
-    put("scenarios.topics", a.topics)
-    put("scenarios.personas_dir", a.personas)
-    put("scenarios.limit", a.limit)
-    put("scenarios.repeat", a.repeat)
-    put("scenarios.persona_ids", a.persona or None)
-    put("scenarios.topic_ids", a.topic or None)
-    put("concurrency", a.concurrency)
-    put("max_turns", a.max_turns)
-    put("dialogue_timeout_s", a.timeout)
-    put("seed", a.seed)
-    put("out", a.out)
-    put("run_id", a.run_id)
-    put("backend", a.backend)
-    put("ray_address", a.address)
-    put("retrieval.index", a.index)
-    put("retrieval.k", a.k)
-    put("llm.default.base_url", a.base_url)
-    put("llm.default.model", a.model)
-    put("llm.default.rpm", a.rpm)
-    put("llm.cache", a.cache)
-    for flag, section in ((a.assistant_param, "assistant"), (a.simulator_param, "simulator")):
-        if flag:
-            put(f"{section}.params", parse_params(flag, f"--{section}-param"))
-    if a.no_progress:
-        put("progress", False)
-    return o
-
-
 def _load_run_config(a: argparse.Namespace):
-    from ..config import load_config
+    if a.resume is None:
+        return config_from_flags(a, RUN_FLAGS, config=a.config)
     from ..run.runner import resume_config
 
-    if a.resume is not None:
-        base = resume_config(a.resume)
-        # A resumed run keeps its config; only speed/progress flags may change.
-        speed = {k: v for k, v in _run_overrides(a).items() if k in {"concurrency", "progress"}}
-        return base.model_copy(update=speed)
-    cfg = load_config(a.config, _run_overrides(a))
-    if a.base_url or a.model:  # "--base-url/--model set every LLM role at once"
-        for role in cfg.llm.roles.values():
-            if a.base_url:
-                role["base_url"] = a.base_url
-            if a.model:
-                role["model"] = a.model
-    if a.no_cache:
-        cfg.llm.cache = None
-    return cfg
+    # A resumed run keeps its config; only speed/progress flags may change.
+    speed = {dest: RUN_FLAGS[dest] for dest in ("concurrency", "progress")}
+    return config_from_flags(a, speed, base=resume_config(a.resume))
 
 
 def cmd_run(a: argparse.Namespace) -> int:
@@ -122,11 +68,12 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run-id")
     cache = p.add_mutually_exclusive_group()
     cache.add_argument("--cache", type=Path, help="sqlite file caching LLM calls")
-    cache.add_argument("--no-cache", action="store_true")
+    cache.add_argument("--no-cache", dest="cache", action="store_const", const=CLEAR,
+                       help="no LLM cache, whatever the config file says")
     p.add_argument("--backend", choices=["local", "ray"])
     p.add_argument("--address", help="Ray cluster address (with --backend ray)")
     p.add_argument("--resume", type=Path, metavar="RUN_DIR", help="finish an interrupted run")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-progress", dest="progress", action="store_false", default=None, help="no progress bar")
     p.set_defaults(func=cmd_run)
 
 
@@ -145,7 +92,7 @@ def cmd_show(a: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------------- index/corpus
 def cmd_index_build(a: argparse.Namespace) -> int:
-    from ..search.bm25 import build_index
+    from ..search import build_index
 
     n = build_index(a.corpus, a.out, threads=a.threads)
     print(f"indexed {n} documents into {a.out}")
@@ -153,7 +100,7 @@ def cmd_index_build(a: argparse.Namespace) -> int:
 
 
 def cmd_corpus_wiki(a: argparse.Namespace) -> int:
-    from ..search.bm25 import write_wiki_corpus
+    from ..search import write_wiki_corpus
 
     n = write_wiki_corpus(a.out)
     print(f"wrote {n} documents to {a.out}")
@@ -197,7 +144,13 @@ def _add_misc(sub: argparse._SubParsersAction) -> None:
 
 
 # ----------------------------------------------------------------------------- main
-_EXTRA_COMMANDS: list[str] = ["evaluate.cli", "simapi.cli", "simapi.rehearse", "memorytest.cli"]  # modules adding their own sub-commands via add_commands(sub)
+# Modules adding their own sub-commands via add_commands(sub).
+_EXTRA_COMMANDS: list[str] = [
+    "cli.evaluate",
+    "simapi.cli",
+    "simapi.rehearse",
+    "cli.memory",
+]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -216,6 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from ..search.jvm import prepare_environment
+
+    prepare_environment()  # at process start, before any thread or LLM client (see search/jvm.py)
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,

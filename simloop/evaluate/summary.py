@@ -143,12 +143,11 @@ def _judge_chat(manifest: RunManifest, opts: EvalOptions):
         cfg = LLMConfig.model_validate(manifest.config.get("llm") or {})
     except ValueError as exc:
         raise ConfigError(f"run.json config.llm: {exc}") from None
-    over = dict(cfg.roles.get("judge") or {})
-    if opts.judge_base_url:
-        over["base_url"] = opts.judge_base_url
-    if opts.judge_model:
-        over["model"] = opts.judge_model
-    cfg.roles["judge"] = over
+    over = {k: v for k, v in (("base_url", opts.judge_base_url), ("model", opts.judge_model)) if v}
+    if over:
+        judge = cfg.roles.get("judge")
+        cfg = LLMConfig.model_validate({**cfg.model_dump(exclude_unset=True),
+                                        "roles": {**cfg.roles, "judge": {**(judge.settings() if judge else {}), **over}}})
     role = cfg.resolve("judge")
 
     from ..llm.client import LLMPool

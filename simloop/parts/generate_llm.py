@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 from pydantic import BaseModel, Field
 
-from ..search.bm25 import Hit
+from ..search import Hit
 from ..schema import Stage
 from ..text import clip_words
 from .prompts import prompt_sections

@@ -18,8 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..search.embeddings import cosine
-from ..search.bm25 import Hit
+from ..search import Hit, cosine
 from ..schema import Passage
 from ..text import count_tokens
 

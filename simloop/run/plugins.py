@@ -70,9 +70,11 @@ class Context:
         return await self._get("retriever", lambda: open_retriever(self.config.retrieval))
 
     async def embedder(self):
-        from ..search.embeddings import get_embedder
+        """The run's embedder: made on first use, shared by every dialogue, closed (its
+        worker thread stopped) by ``aclose``."""
+        from ..search.embeddings import open_embedder
 
-        return await self._get("embedder", get_embedder)
+        return await self._get("embedder", open_embedder)
 
     def chat(self, role: str):
         """The ChatModel for ``role`` (``simulator``, ``assistant``, ``judge`` or an

@@ -3,8 +3,7 @@ corpus, the cached demo index.
 
 A JsonCollection corpus is JSONL, one object per line with a string ``id`` and a string
 ``contents`` (``title`` and other fields are kept in the stored raw JSON).  Java is only
-started by ``build_index`` (through ``simloop.search.bm25.boot_jvm``), never at import.
-``simloop.search.bm25`` re-exports the public functions.
+started by ``build_index`` (through ``jvm.boot_jvm``), never at import.
 """
 
 from __future__ import annotations
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..errors import BadInputError, DataFileError, RetrievalError, SimloopError
+from .jvm import boot_jvm
 
 __all__ = [
     "corpus_files",
@@ -232,8 +232,6 @@ def build_index(corpus: Path, out: Path, threads: int = 2) -> int:
     files, lines = validate_corpus(Path(corpus))
     out = Path(out).expanduser()
     _check_target(out)
-    from .bm25 import boot_jvm  # not at import: retrieval imports this module
-
     boot_jvm()
     out.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f".{out.name}.build-", dir=out.parent))

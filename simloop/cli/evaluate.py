@@ -28,8 +28,8 @@ def _positive(name: str, value: int | float | None) -> None:
 
 # ----------------------------------------------------------------------------- eval
 def cmd_eval(a: argparse.Namespace) -> int:
-    from .summary import EvalOptions, evaluate_run, write_evaluation
-    from .tables import rich_summary
+    from ..evaluate.summary import EvalOptions, evaluate_run, write_evaluation
+    from ..evaluate.tables import rich_summary
 
     if a.judge_concurrency < 1:
         raise BadInputError("--judge-concurrency must be at least 1")
@@ -65,8 +65,8 @@ def _first_judge_error(scores: list[dict]) -> str:
 
 # ----------------------------------------------------------------------------- report
 def cmd_report(a: argparse.Namespace) -> int:
-    from .report import load_views, write_report
-    from .tables import rich_compare, rich_memory, rich_reference
+    from ..evaluate.report import load_views, write_report
+    from ..evaluate.tables import rich_compare, rich_memory, rich_reference
 
     for d in a.run_dirs:
         if not Path(d).is_dir():
@@ -93,7 +93,7 @@ def cmd_report(a: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------------- export
 def cmd_export(a: argparse.Namespace) -> int:
-    from .export import FORMATS, ExportFilter, export_run
+    from ..evaluate.export import FORMATS, ExportFilter, export_run
 
     if a.format not in FORMATS:
         raise BadInputError(f"unknown export format {a.format!r} (choose from {', '.join(FORMATS)})")

@@ -1,8 +1,8 @@
 """`simloop memory` (DESIGN §11): flags, progress bar, the result table, the run directory.
 
-The work is in ``memoryrun`` (the runs), ``memoryprobes`` (scripts, the scripted user,
-the LLM probe judge), ``memoryfacts`` (the fact catalogue and rules) and ``memoryscore``.
-Imports are deferred to the handler so that building the CLI parser stays cheap.
+The work is in ``simloop.memorytest``: ``run`` (the runs), ``probes`` (scripts, the
+scripted user, the LLM probe judge), ``facts`` (the fact catalogue and rules) and
+``score``.  Imports are deferred to the handler so that building the CLI parser stays cheap.
 """
 
 from __future__ import annotations
@@ -12,16 +12,21 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..cli.args import parse_params
 from ..errors import BadInputError
+from .args import parse_params
+from .flags import RUN_FLAGS, config_from_flags
 
 if TYPE_CHECKING:
+    from ..memorytest.run import MemoryTest
     from ..run.engine import Event
-    from .run import MemoryTest
 
 __all__ = ["add_commands", "cmd_memory"]
 
 _DEFAULT_STRATEGIES = "full,summary,window,adaptive"
+# The run-config flags `simloop memory` offers; the rest of its flags configure the test.
+MEMORY_FLAGS = {dest: RUN_FLAGS[dest] for dest in (
+    "personas", "persona", "base_url", "model", "rpm", "cache", "index", "concurrency", "timeout", "seed", "out",
+    "run_id")}
 
 
 def _csv(text: str | None, flag: str, kind: type = str) -> list | None:
@@ -43,7 +48,7 @@ def _progress(test: "MemoryTest", enabled: bool):
     """A turn-level bar over every strategy (dialogues are long; a dialogue bar would stall)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ..cli.console import err
+    from .console import err
 
     progress = Progress(TextColumn("[bold]{task.fields[strategy]}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("turns"), TimeElapsedColumn(), console=err, disable=not enabled)
@@ -77,21 +82,17 @@ def _query_table(memory: dict[str, Any]):
 
 
 def cmd_memory(a: argparse.Namespace) -> int:
-    from ..cli.console import err, out
     from ..evaluate.tables import rich_memory
-    from .run import MemoryTest, parse_config
+    from ..memorytest.run import MemoryTest, parse_config
+    from .console import err, out
 
     cfg = parse_config({
         "strategies": _csv(a.strategies, "--strategies"), "distances": _csv(a.distances, "--distances", int),
-        "reveal_turn": a.reveal_turn,
-        "personas_dir": a.personas, "persona_ids": a.persona, "facts": _csv(a.facts, "--facts"),
+        "reveal_turn": a.reveal_turn, "facts": _csv(a.facts, "--facts"),
         "facts_per_persona": a.facts_per_persona, "assistant": a.assistant,
         "assistant_params": _params(a.assistant_param), "memory_param": a.memory_param, "judge": a.judge,
-        "base_url": a.base_url, "model": a.model,
-        "rpm": a.rpm, "cache": a.cache, "index": a.index, "concurrency": a.concurrency, "timeout_s": a.timeout,
-        "seed": a.seed, "out": a.out, "run_id": a.run_id,
     })
-    test = MemoryTest(cfg)
+    test = MemoryTest(cfg, config_from_flags(a, MEMORY_FLAGS))
     if test.offline_summary:
         err.print("[yellow]note:[/] no LLM configured (--base-url/--model): the summary strategy uses the "
                   "offline extractive summariser")
