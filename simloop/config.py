@@ -37,6 +37,8 @@ class _Section(BaseModel):
 
 
 class PluginSpec(_Section):
+    """``[simulator]`` / ``[assistant]``: a plugin name and the parameters it is built with."""
+
     name: str
     params: dict[str, Any] = Field(default_factory=dict)
 
@@ -53,6 +55,8 @@ class ScenarioSelection(_Section):
 
 
 class RunConfig(_Section):
+    """Everything a run needs (DESIGN §11): TOML file < ``SIMLOOP_*`` environment < flags."""
+
     run_id: str | None = None
     out: Path = Path("transcripts")
     seed: int = 0

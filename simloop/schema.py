@@ -47,6 +47,8 @@ class Behaviour(_Model):
 
 
 class RubricQuestion(_Model):
+    """One question of a topic's rubric: what the simulated user wants to find out."""
+
     id: str
     question: str
     keywords: list[str] = Field(default_factory=list, description="terms an answer should mention")
@@ -64,6 +66,8 @@ class GoldTurn(_Model):
 
 
 class Topic(_Model):
+    """An information need: a title and the ordered rubric questions the user pursues."""
+
     id: str
     title: str
     need: str = Field("", description="the information need in one or two sentences")
@@ -78,6 +82,8 @@ class Topic(_Model):
 
 
 class Persona(_Model):
+    """A simulated user: PTKB statements, behaviour traits and the topics they bring."""
+
     id: str
     name: str = ""
     ptkb: list[str] = Field(min_length=1, description="personal text knowledge base, first person")
@@ -112,6 +118,8 @@ class Scenario(_Model):
 
 
 class ScenarioRef(_Open):
+    """Which persona, topic and behaviour a transcript's dialogue ran with."""
+
     persona_id: str
     topic_id: str
     behaviour: Behaviour
@@ -119,17 +127,23 @@ class ScenarioRef(_Open):
 
 
 class PluginRef(_Open):
+    """A plugin by name with the parameters it ran with."""
+
     name: str
     params: dict[str, Any] = Field(default_factory=dict)
 
 
 class Stop(_Open):
+    """Why and by whom a dialogue ended."""
+
     reason: StopReason
     by: StopBy
     detail: str = ""
 
 
 class UserTurn(_Open):
+    """The user's side of a turn: the utterance and the simulator's grade of the answer."""
+
     utterance: str
     rubric_id: str | None = None
     grade: float | None = Field(None, description="the simulator's 0-5 grade of the assistant's answer to this turn")
@@ -137,6 +151,8 @@ class UserTurn(_Open):
 
 
 class Passage(_Open):
+    """A retrieved passage: its rank, docid and score, and whether the answer cited it."""
+
     rank: int
     docid: str
     score: float
@@ -145,17 +161,23 @@ class Passage(_Open):
 
 
 class PtkbUse(_Open):
+    """A PTKB statement as the assistant ranked it; ``used`` = relied on in the answer."""
+
     index: int = Field(description="1-based position in the persona's PTKB")
     statement: str
     score: float | None = None
 
 
 class ContextInfo(_Open):
+    """What the memory strategy put in the assistant's prompt (strategy, tokens, details)."""
+
     strategy: str = "none"
     tokens: int = 0
 
 
 class Stage(_Open):
+    """One pipeline step of a turn: its model, tokens, latency, retries, cost and error."""
+
     name: str
     model: str | None = None
     prompt_tokens: int = 0
@@ -169,6 +191,8 @@ class Stage(_Open):
 
 
 class AssistantTurn(_Open):
+    """The assistant's side of a turn: response, rewritten query, passages, PTKB provenance."""
+
     response: str
     rewritten_query: str | None = None
     passages: list[Passage] = Field(default_factory=list)
@@ -177,6 +201,8 @@ class AssistantTurn(_Open):
 
 
 class Turn(_Open):
+    """One answered user turn, with its stages and latency."""
+
     index: int = Field(ge=1)
     user: UserTurn
     assistant: AssistantTurn
@@ -186,6 +212,8 @@ class Turn(_Open):
 
 
 class Usage(_Open):
+    """LLM calls, tokens, retries and cost summed over a dialogue's stages."""
+
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -206,11 +234,15 @@ class Usage(_Open):
 
 
 class ErrorInfo(_Open):
+    """The error that ended a dialogue and where it came from."""
+
     type: str
     message: str
 
 
 class Transcript(_Open):
+    """One dialogue as recorded: a line of ``dialogues.jsonl`` (DESIGN §4)."""
+
     schema_version: str = SCHEMA_VERSION
     run_id: str
     dialogue_id: str
@@ -277,6 +309,8 @@ class SimulatorTurn(_Model):
 
 
 class AssistantReply(_Model):
+    """What an assistant plugin returns for one turn (it becomes the turn's ``assistant``)."""
+
     response: str
     rewritten_query: str | None = None
     passages: list[Passage] = Field(default_factory=list)

@@ -20,6 +20,7 @@ from simloop.memorytest.facts import FACTS, fact_by_id, find_terms, mentions, sc
 from simloop.memory.offline import MODEL_NAME, OfflineSummariser
 from simloop.memorytest.probes import PROBE, REVEAL, ProbeSimulator, build_probes, deal_facts, query_kept
 from simloop.memorytest.run import MEMORY_FILE, SIMULATOR, MemoryTest, parse_config
+from simloop.memorytest.formats import MemoryResults
 from simloop.memorytest.score import score_probe, summarise_probes
 from simloop.fakes.mockllm import MockLLM
 from simloop.run.plugins import Context
@@ -134,13 +135,13 @@ def test_probe_scoring_and_the_strategy_summary():
     good = _transcript(plans[0], plans[0].probe_turn, "With your allergy, pack fruit.")
     cut = _transcript(plans[1], plans[1].probe_turn - 1, "", error=True)  # ended before the probe
     rows = [score_probe(plans[0], good, "full"), score_probe(plans[1], cut, "full")]
-    assert rows[0]["passed"] and rows[0]["answered"] and rows[0]["query_kept"] and rows[0]["mentioned"] == ["allergy"]
-    assert not rows[1]["passed"] and not rows[1]["answered"] and rows[1]["rule"] == "unanswered"
+    assert rows[0].passed and rows[0].answered and rows[0].query_kept and rows[0].mentioned == ["allergy"]
+    assert not rows[1].passed and not rows[1].answered and rows[1].rule == "unanswered"
     entry = summarise_probes(rows, [good, cut], [2, 4])
-    assert entry["recall_by_distance"] == {"2": 1.0, "4": 0.0}
+    assert entry.recall_by_distance == {"2": 1.0, "4": 0.0}
     turns = [t for tr in (good, cut) for t in tr.turns]
-    assert entry["tokens_per_turn"] == round(sum(t.assistant.context.tokens for t in turns) / len(turns), 1)
-    assert entry["unanswered"] == 1 and entry["errors"] == 0 and entry["probes_by_distance"] == {"2": 1, "4": 1}
+    assert entry.tokens_per_turn == round(sum(t.assistant.context.tokens for t in turns) / len(turns), 1)
+    assert entry.unanswered == 1 and entry.errors == 0 and entry.probes_by_distance == {"2": 1, "4": 1}
     assert query_kept("Which snacks should I pack? allergy", plans[0]) and not query_kept(plans[0].question, plans[0])
 
 
@@ -251,11 +252,12 @@ async def test_summary_strategy_and_judge_against_the_mock_llm(tmp_path: Path):
         memory = await test.run()
         calls = mock.stats()["requests"]
     run_dir = tmp_path / "m"
-    assert json.loads((run_dir / MEMORY_FILE).read_text()) == memory
-    assert set(memory["strategies"]) == {"summary", "window"} and memory["scorer"] == "judge"
-    for entry in memory["strategies"].values():
-        assert set(entry["recall_by_distance"]) == {"1", "3"} and entry["tokens_per_turn"] >= 0
-    assert memory["strategies"]["summary"]["memory_models"] == ["mock-model"]
+    assert MemoryResults.model_validate_json((run_dir / MEMORY_FILE).read_text()) == memory
+    assert json.loads((run_dir / MEMORY_FILE).read_text())["schema_version"] == "1.0"
+    assert set(memory.strategies) == {"summary", "window"} and memory.scorer == "judge"
+    for entry in memory.strategies.values():
+        assert set(entry.recall_by_distance) == {"1", "3"} and entry.tokens_per_turn >= 0
+    assert memory.strategies["summary"].memory_models == ["mock-model"]
     summary = list(read_transcripts(run_dir / "m-summary"))
     assert read_manifest(run_dir / "m-summary").assistant.params == {"memory": "summary"}
     assert len(summary) == 2 and all(t.error is None for t in summary)
@@ -264,10 +266,10 @@ async def test_summary_strategy_and_judge_against_the_mock_llm(tmp_path: Path):
             names = [s.name for s in turn.stages if s.model == "mock-model"]
             assert names == (["summary"] if turn.index > 1 else []) and turn.assistant.context.strategy == "summary"
     summary_calls = sum(len(t.turns) - 1 for t in summary)
-    assert calls == summary_calls + len(memory["probes"])  # one judge call per probe, nothing unrecorded
-    assert all(p["scored_by"] == "judge" and "judge" in p for p in memory["probes"])
+    assert calls == summary_calls + len(memory.probes)  # one judge call per probe, nothing unrecorded
+    assert all(p.scored_by == "judge" and p.judge is not None for p in memory.probes)
     top = list(read_transcripts(run_dir))  # the folder is a run directory of every dialogue
-    assert sorted(t.dialogue_id for t in top) == sorted(p["dialogue_id"] for p in memory["probes"])
+    assert sorted(t.dialogue_id for t in top) == sorted(p.dialogue_id for p in memory.probes)
     assert read_manifest(run_dir).status == "finished"
 
 
@@ -277,7 +279,7 @@ async def test_offline_summary_stand_in_without_an_llm(tmp_path: Path, monkeypat
     test = MemoryTest(parse_config(_config(strategies=["summary"], distances=[2])), _base(tmp_path), overrides=fakes)
     assert test.offline_summary
     memory = await test.run()
-    assert memory["strategies"]["summary"]["memory_models"] == [MODEL_NAME] and memory["scorer"] == "rules"
+    assert memory.strategies["summary"].memory_models == [MODEL_NAME] and memory.scorer == "rules"
 
 
 def test_config_errors(tmp_path: Path):
@@ -330,4 +332,4 @@ def test_offline_end_to_end_with_the_real_stack(tmp_path: Path, demo_cache: Path
 
     from simloop.evaluate.report import load_view
 
-    assert load_view(run_dir).memory["strategies"].keys() == {"full", "window"}  # `simloop report` shows the plot
+    assert load_view(run_dir).memory.strategies.keys() == {"full", "window"}  # `simloop report` shows the plot

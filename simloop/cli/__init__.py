@@ -10,7 +10,7 @@ import argparse
 import logging
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from ..errors import BadInputError, SimloopError
 from .flags import CLEAR, RUN_FLAGS, config_from_flags

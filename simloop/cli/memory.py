@@ -17,6 +17,7 @@ from .args import parse_params
 from .flags import RUN_FLAGS, config_from_flags
 
 if TYPE_CHECKING:
+    from ..memorytest.formats import MemoryResults
     from ..memorytest.run import MemoryTest
     from ..run.engine import Event
 
@@ -64,20 +65,20 @@ def _progress(test: "MemoryTest", enabled: bool):
     return progress, on_event
 
 
-def _query_table(memory: dict[str, Any]):
+def _query_table(memory: "MemoryResults"):
     """Where the fact was still in the probe's rewritten query: offline, the mechanism
     behind recall (an extractive answer can only use what retrieval was asked for)."""
     from rich.table import Table
 
     from ..evaluate.tables import fmt
 
-    dists = [str(d) for d in memory["distances"]]
+    dists = [str(d) for d in memory.distances]
     t = Table(title="fact kept in the probe's rewritten query", title_justify="left")
     for col in ("strategy", "probes per distance", *(f"kept @ {d}" for d in dists)):
         t.add_column(col)
-    for name, s in memory["strategies"].items():
-        per = sorted(set(s["probes_by_distance"].values()))
-        t.add_row(name, "/".join(map(str, per)), *(fmt(s["query_recall_by_distance"].get(d)) for d in dists))
+    for name, s in memory.strategies.items():
+        per = sorted(set(s.probes_by_distance.values()))
+        t.add_row(name, "/".join(map(str, per)), *(fmt(s.query_recall_by_distance.get(d)) for d in dists))
     return t
 
 
@@ -100,12 +101,12 @@ def cmd_memory(a: argparse.Namespace) -> int:
     with progress:
         memory = asyncio.run(test.run(on_event))
     out.print(rich_memory(test.run_id, memory))
-    if any(p.get("rewritten_query") for p in memory["probes"]):
+    if any(p.rewritten_query for p in memory.probes):
         out.print(_query_table(memory))
-    if memory.get("status") == "interrupted":
+    if memory.status == "interrupted":
         err.print("[yellow]interrupted[/]: memory.json covers the strategies that finished")
     print(test.run_dir)
-    return 130 if memory.get("status") == "interrupted" else 0
+    return 130 if memory.status == "interrupted" else 0
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:

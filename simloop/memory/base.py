@@ -52,6 +52,8 @@ class MemoryDeps(Protocol):
 
 @runtime_checkable
 class MemoryStrategy(Protocol):
+    """How much of the dialogue goes into the assistant's prompts (see the module notes)."""
+
     name: str
 
     async def build(self, state: DialogueState, deps: MemoryDeps, reserve_tokens: int = 0) -> BuiltContext: ...

@@ -7,8 +7,8 @@ strategy plays every script through the real engine with the assistant given
 
 Output, ``<out>/<run_id>/``:
 
-* ``memory.json`` - ``{"strategies": {name: {"recall_by_distance": {"5": r, ...},
-  "tokens_per_turn": x, ...}}, "probes": [...], ...}`` (read by ``simloop report``);
+* ``memory.json`` - ``MemoryResults`` (``formats.py``): recall per distance and token costs per
+  strategy, every probe's verdict (read by ``simloop report``);
 * ``<run_id>-<strategy>/`` - a normal run directory per strategy;
 * ``run.json`` + ``dialogues.jsonl`` holding a copy of every dialogue of every strategy,
   so the folder is itself a run directory that ``simloop report`` / ``simloop eval`` accept.
@@ -20,7 +20,7 @@ calls of the run billed (zero offline, except the summary stand-in's would-be co
 The assistant must take the strategy as a parameter (``memory_param``, default
 ``memory``): ``bm25_extractive`` takes all four, ``genaius`` ``full`` and ``summary``.
 Without an LLM endpoint the ``summary`` strategy runs on the offline extractive
-summariser (``memoryoffline``); ``memory.json`` names the model that wrote the summaries.
+summariser (``simloop.memory.offline``); ``memory.json`` names the model that wrote the summaries.
 """
 
 from __future__ import annotations
@@ -39,10 +39,12 @@ from ..llm.config import NO_KEY
 from ..run.engine import Event
 from ..search import is_lucene_index
 from ..errors import BadInputError, ConfigError, IndexMissingError
+from ..files import atomic_write
 from ..memory import available_strategies
 from .facts import FACTS, fact_by_id
 from .probes import ProbeJudge, ProbePlan, build_probes
-from .score import judge_rows, score_probe, summarise_probes, write_json
+from .formats import MemoryResults
+from .score import judge_rows, score_probe, summarise_probes
 from ..run.plugins import Context, load_plugin
 from ..run.recorder import Recorder, new_run_id, versions
 from ..run.runner import PreparedRun, execute, prepare_run
@@ -212,7 +214,7 @@ class MemoryTest:
                            assistant=PluginRef(name=self.cfg.assistant, params=self.cfg.assistant_params),
                            versions=versions(), counts={"scenarios": sum(len(s.plans) for s in self.strategies)})
 
-    async def run(self, on_event: MemoryEvent | None = None) -> dict[str, Any]:
+    async def run(self, on_event: MemoryEvent | None = None) -> MemoryResults:
         """Every strategy's sub-run, then scoring; returns (and writes) memory.json."""
         top = Recorder.create(self.base.out, self._manifest())
         shared = Context(self.base, overrides=dict(self.overrides))
@@ -234,7 +236,7 @@ class MemoryTest:
             else:
                 status = "finished"
             memory = await self._score(shared, status)
-            write_json(self.run_dir / MEMORY_FILE, memory)
+            atomic_write(self.run_dir / MEMORY_FILE, memory.model_dump_json(indent=2) + "\n")
             return memory
         finally:
             await shared.aclose()
@@ -253,25 +255,23 @@ class MemoryTest:
         events = (lambda ev: on_event(s.name, ev)) if on_event else None
         return await execute(run, events=events, sink=sink)
 
-    async def _score(self, shared: Context, status: str) -> dict[str, Any]:
+    async def _score(self, shared: Context, status: str) -> MemoryResults:
         judge = ProbeJudge(shared.chat("judge"), self.base.concurrency) if self.cfg.judge else None
-        out: dict[str, Any] = {"strategies": {}, "probes": []}
+        memory = MemoryResults(
+            run_id=self.run_id, status=status, distances=self.cfg.distances, reveal_turn=self.cfg.reveal_turn,
+            scorer="judge" if judge else "rules",
+            assistant={"name": self.cfg.assistant, "params": self.cfg.assistant_params},
+            personas=sorted({p.persona_id for s in self.strategies for _, p in s.plans}))
         for s in (s for s in self.strategies if s.run_dir is not None):  # an interrupt skips the rest
             by_id = {t.dialogue_id: t for t in s.transcripts}
             rows = [score_probe(p, by_id.get(p.dialogue_id), s.name) for _, p in s.plans]
             if judge is not None:
-                await judge_rows(judge, [p for _, p in s.plans], rows)
+                rows = await judge_rows(judge, [p for _, p in s.plans], rows)
             entry = summarise_probes(rows, s.transcripts, self.cfg.distances)
-            entry["run_dir"] = s.run_dir.name if s.run_dir else None
+            entry.run_dir = s.run_dir.name if s.run_dir else None
             # Which model wrote the summaries (the offline stand-in or a real one), from the stages.
-            entry["memory_models"] = sorted({st.model for tr in s.transcripts for t in tr.turns for st in t.stages
-                                             if st.model and st.name.startswith(("summary", "memory."))})
-            out["strategies"][s.name] = entry
-            out["probes"] += rows
-        return {
-            "schema_version": "1.0", "run_id": self.run_id, "status": status, "distances": self.cfg.distances,
-            "reveal_turn": self.cfg.reveal_turn, "scorer": "judge" if judge else "rules",
-            "assistant": {"name": self.cfg.assistant, "params": self.cfg.assistant_params},
-            "personas": sorted({p.persona_id for s in self.strategies for _, p in s.plans}),
-            **out,
-        }
+            entry.memory_models = sorted({st.model for tr in s.transcripts for t in tr.turns for st in t.stages
+                                          if st.model and st.name.startswith(("summary", "memory."))})
+            memory.strategies[s.name] = entry
+            memory.probes += rows
+        return memory

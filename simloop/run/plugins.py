@@ -28,6 +28,8 @@ GROUPS = {"assistant": "simloop.assistants", "simulator": "simloop.simulators"}
 
 @runtime_checkable
 class UserSimulator(Protocol):
+    """The simulated user: opens a dialogue, then answers each assistant reply (DESIGN §3)."""
+
     async def open(self, scenario: Scenario) -> SimulatorTurn: ...
 
     async def next(self, state: DialogueState) -> SimulatorTurn: ...
@@ -35,6 +37,8 @@ class UserSimulator(Protocol):
 
 @runtime_checkable
 class Assistant(Protocol):
+    """The assistant under test: one reply per user turn (DESIGN §3)."""
+
     async def respond(self, state: DialogueState) -> AssistantReply: ...
 
 

@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class Hit:
+    """One search result: docid, score, the stored text and title."""
+
     docid: str
     score: float
     text: str
@@ -40,6 +42,8 @@ class Hit:
 
 @runtime_checkable
 class Retriever(Protocol):
+    """Passage search: ``search`` never blocks the event loop; ``aclose`` releases the backend."""
+
     async def search(self, query: str, k: int = 10) -> list[Hit]: ...
 
     async def aclose(self) -> None: ...

@@ -35,6 +35,8 @@ log = logging.getLogger(__name__)
 
 @runtime_checkable
 class Embedder(Protocol):
+    """Sentence vectors: ``encode`` returns L2-normalised float32 rows, off the event loop."""
+
     dim: int
 
     async def encode(self, texts: Sequence[str]) -> np.ndarray: ...
