@@ -36,14 +36,14 @@ _EXPORTS: dict[str, str] = {
     **dict.fromkeys([
         "Behaviour", "RubricQuestion", "GoldTurn", "Topic", "Persona", "Scenario", "ScenarioRef", "PluginRef", "Stop",
         "UserTurn", "Passage", "PtkbUse", "ContextInfo", "Stage", "AssistantTurn", "Turn", "Usage", "ErrorInfo",
-        "Transcript", "RunManifest", "SimulatorTurn", "AssistantReply", "DialogueState",
+        "Transcript", "RunManifest", "SimulatorTurn", "AssistantReply", "DialogueState", "Hit",
     ], "simloop.schema"),
     # what `simloop eval` and `simloop memory` write
     **dict.fromkeys(["RunSummary", "DialogueScores"], "simloop.evaluate.formats"),
     "MemoryResults": "simloop.memorytest.formats",
     # protocols a plugin implements or receives
     **dict.fromkeys(["UserSimulator", "Assistant", "Context"], "simloop.run.plugins"),
-    **dict.fromkeys(["Retriever", "Hit"], "simloop.search.bm25"),
+    "Retriever": "simloop.search.bm25",
     "Embedder": "simloop.search.embeddings",
     "MemoryStrategy": "simloop.memory.base",
     # the error tree: every class of errors.py
@@ -80,10 +80,10 @@ if _typing.TYPE_CHECKING:  # what static tools see; at run time __getattr__ load
     from .run.plugins import Assistant, Context, UserSimulator
     from .run.recorder import read_transcripts
     from .schema import (
-        AssistantReply, AssistantTurn, Behaviour, ContextInfo, DialogueState, ErrorInfo, GoldTurn, Passage, Persona,
+        AssistantReply, AssistantTurn, Behaviour, ContextInfo, DialogueState, ErrorInfo, GoldTurn, Hit, Passage, Persona,
         PluginRef, PtkbUse, RubricQuestion, RunManifest, Scenario, ScenarioRef, SimulatorTurn, Stage, Stop, Topic,
         Transcript, Turn, Usage, UserTurn,
     )
-    from .search.bm25 import Hit, Retriever
+    from .search.bm25 import Retriever
     from .search.config import RetrievalConfig
     from .search.embeddings import Embedder

@@ -7,6 +7,7 @@ fields are allowed but never renamed.  Every record written to disk carries
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Literal
 
@@ -353,3 +354,20 @@ class DialogueState(BaseModel):
     def history(self) -> list[tuple[str, str]]:
         """(user utterance, assistant response) pairs of finished turns."""
         return [(t.user.utterance, t.assistant.response) for t in self.turns]
+
+
+# --------------------------------------------------------------------------- retrieval results
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One search result: docid, score, the stored text and title (``Retriever.search``).
+
+    A plain dataclass, not a model: thousands are made per second and none is written
+    as it is (``Passage`` is what a transcript records).
+    """
+
+    docid: str
+    score: float
+    text: str
+    title: str = ""

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import BadInputError, SimloopError
-from .flags import CLEAR, RUN_FLAGS, config_from_flags
+from .flags import RUN_FLAGS, add_flags, config_from_flags
 
 __all__ = ["main", "build_parser"]
 
@@ -45,35 +45,8 @@ def cmd_run(a: argparse.Namespace) -> int:
 def _add_run(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run dialogues (no arguments = the offline demo)")
     p.add_argument("config", nargs="?", type=Path, help="a run config TOML file")
-    p.add_argument("--simulator", help="simulator name or module:attr")
-    p.add_argument("--assistant", help="assistant name or module:attr")
-    p.add_argument("--assistant-param", action="append", metavar="KEY=VALUE", help="assistant parameter (repeatable)")
-    p.add_argument("--simulator-param", action="append", metavar="KEY=VALUE", help="simulator parameter (repeatable)")
-    p.add_argument("--topics", type=Path, help="an iKAT topic file (2023/2024/2025) to use instead of personas/")
-    p.add_argument("--personas", type=Path, help="folder of persona TOML files (default personas/)")
-    p.add_argument("--persona", action="append", help="only this persona id (repeatable)")
-    p.add_argument("--topic", action="append", help="only this topic id (repeatable)")
-    p.add_argument("--base-url", help="OpenAI-compatible base URL for every LLM role")
-    p.add_argument("--model", help="model name for every LLM role")
-    p.add_argument("--concurrency", type=int, help="dialogues at once (default 8)")
-    p.add_argument("--rpm", type=float, help="LLM requests per minute per endpoint")
-    p.add_argument("--limit", type=int, help="run at most N scenarios")
-    p.add_argument("--max-turns", type=int, help="safety cap on turns per dialogue (default 30)")
-    p.add_argument("--timeout", type=float, help="seconds per dialogue (default 600)")
-    p.add_argument("--repeat", type=int, help="run each persona x topic N times with different seeds")
-    p.add_argument("--seed", type=int)
-    p.add_argument("--index", type=Path, help="Lucene index dir (default: the demo Wikipedia index)")
-    p.add_argument("--k", type=int, help="passages retrieved per turn (default 10)")
-    p.add_argument("--out", type=Path, help="output folder (default transcripts/)")
-    p.add_argument("--run-id")
-    cache = p.add_mutually_exclusive_group()
-    cache.add_argument("--cache", type=Path, help="sqlite file caching LLM calls")
-    cache.add_argument("--no-cache", dest="cache", action="store_const", const=CLEAR,
-                       help="no LLM cache, whatever the config file says")
-    p.add_argument("--backend", choices=["local", "ray"])
-    p.add_argument("--address", help="Ray cluster address (with --backend ray)")
+    add_flags(p, RUN_FLAGS)
     p.add_argument("--resume", type=Path, metavar="RUN_DIR", help="finish an interrupted run")
-    p.add_argument("--no-progress", dest="progress", action="store_false", default=None, help="no progress bar")
     p.set_defaults(func=cmd_run)
 
 

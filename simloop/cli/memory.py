@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BadInputError
 from .args import parse_params
-from .flags import RUN_FLAGS, config_from_flags
+from .flags import RUN_FLAGS, add_flags, config_from_flags
 
 if TYPE_CHECKING:
     from ..memorytest.formats import MemoryResults
@@ -97,7 +96,7 @@ def cmd_memory(a: argparse.Namespace) -> int:
     if test.offline_summary:
         err.print("[yellow]note:[/] no LLM configured (--base-url/--model): the summary strategy uses the "
                   "offline extractive summariser")
-    progress, on_event = _progress(test, not a.no_progress)
+    progress, on_event = _progress(test, a.progress is not False)
     with progress:
         memory = asyncio.run(test.run(on_event))
     out.print(rich_memory(test.run_id, memory))
@@ -115,24 +114,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help=f"memory strategies (default {_DEFAULT_STRATEGIES})")
     p.add_argument("--distances", help="turns between fact and probe (default 5,10,20,40)")
     p.add_argument("--reveal-turn", type=int, help="the turn that reveals the fact (default 2)")
-    p.add_argument("--personas", type=Path, help="folder of persona TOML files (default personas/)")
-    p.add_argument("--persona", action="append", help="only this persona id (repeatable)")
     p.add_argument("--facts", help="only these fact ids (default: the whole catalogue)")
     p.add_argument("--facts-per-persona", type=int, help="facts probed per persona, one dialogue each (default 1)")
-    p.add_argument("--assistant", help="assistant name or module:attr (default bm25_extractive)")
-    p.add_argument("--assistant-param", action="append", metavar="KEY=VALUE", help="assistant parameter (repeatable)")
+    add_flags(p, ["assistant", "assistant_param"])  # the assistant under test (default bm25_extractive)
     p.add_argument("--memory-param", metavar="NAME",
                    help="the assistant parameter that takes the strategy (default memory)")
     p.add_argument("--judge", action="store_true", help="score probes with the LLM judge instead of the rules")
-    p.add_argument("--base-url", help="OpenAI-compatible base URL for every LLM role")
-    p.add_argument("--model", help="model name for every LLM role")
-    p.add_argument("--rpm", type=float, help="LLM requests per minute per endpoint")
-    p.add_argument("--cache", type=Path, help="sqlite file caching LLM calls")
-    p.add_argument("--index", type=Path, help="Lucene index dir (default: the demo Wikipedia index)")
-    p.add_argument("--concurrency", type=int, help="dialogues at once (default 8)")
-    p.add_argument("--timeout", type=float, help="seconds per dialogue (default 600)")
-    p.add_argument("--seed", type=int)
-    p.add_argument("--out", type=Path, help="output folder (default transcripts/)")
-    p.add_argument("--run-id")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_flags(p, [*MEMORY_FLAGS, "progress"])
     p.set_defaults(func=cmd_memory)

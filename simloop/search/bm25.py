@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any, Protocol, Sequence, runtime_checkable
 
 from ..errors import IndexMissingError, RetrievalError, SimloopError
+from ..schema import Hit
+from . import batching
 from .config import RetrievalConfig
 from .corpus import demo_index, is_lucene_index
 from .jvm import boot_jvm
@@ -28,16 +30,6 @@ from .jvm import boot_jvm
 __all__ = ["Hit", "Retriever", "BM25Retriever", "open_retriever"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class Hit:
-    """One search result: docid, score, the stored text and title."""
-
-    docid: str
-    score: float
-    text: str
-    title: str = ""
 
 
 @runtime_checkable
@@ -166,9 +158,10 @@ class BM25Retriever:
         loop = asyncio.get_running_loop()
         request = _Request(query, k, loop.create_future(), loop.time())
         self._pending.append(request)
-        if self._dispatcher is None or self._dispatcher.done() or self._dispatcher.get_loop() is not loop:
-            self._dispatcher = loop.create_task(self._dispatch())
-        elif len(self._pending) >= self.cfg.max_batch and self._wake is not None and not self._wake.done():
+        running = self._dispatcher
+        self._dispatcher = batching.dispatcher(running, self._dispatch)
+        if self._dispatcher is running and len(self._pending) >= self.cfg.max_batch and self._wake is not None \
+                and not self._wake.done():
             self._wake.set_result(None)
         return await request.future
 
@@ -188,13 +181,13 @@ class BM25Retriever:
         try:
             while self._pending:
                 await self._wait_for_company()
-                batch = [r for r in self._pending[: self.cfg.max_batch] if _waiting(r)]
+                batch = [r for r in self._pending[: self.cfg.max_batch] if batching.waiting(r)]
                 del self._pending[: self.cfg.max_batch]
                 if batch:
                     await self._deliver(batch)
                 batch = []
         except asyncio.CancelledError:
-            _fail(batch + self._pending, RetrievalError("the retriever was closed during a search"))
+            batching.fail(batch + self._pending, RetrievalError("the retriever was closed during a search"))
             self._pending.clear()
             raise
 
@@ -203,7 +196,7 @@ class BM25Retriever:
         try:
             results = await self._call(self._run, [r.query for r in batch], k)
         except RetrievalError as exc:
-            _fail(batch, exc)
+            batching.fail(batch, exc)
             return
         for request, hits in zip(batch, results):
             if not request.future.done():
@@ -223,27 +216,11 @@ class BM25Retriever:
         if self._closed:
             return
         self._closed = True
-        if self._dispatcher is not None and not self._dispatcher.done():
-            self._dispatcher.cancel()
-        _fail(self._pending, RetrievalError("the retriever is closed"))
-        self._pending.clear()
+        batching.stop(self._dispatcher, self._pending, RetrievalError("the retriever is closed"))
         try:
             await asyncio.get_running_loop().run_in_executor(self._executor, self._shutdown)
         finally:
             self._executor.shutdown(wait=False)
-
-
-def _waiting(request: _Request) -> bool:
-    """Still worth answering: not cancelled, and from the loop running now (a request
-    left behind by an earlier, closed loop can never be delivered)."""
-    future = request.future
-    return not future.done() and future.get_loop() is asyncio.get_running_loop()
-
-
-def _fail(requests: list[_Request], exc: Exception) -> None:
-    for request in requests:
-        if _waiting(request):
-            request.future.set_exception(exc)
 
 
 async def open_retriever(cfg: RetrievalConfig | None = None) -> BM25Retriever:

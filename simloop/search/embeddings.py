@@ -27,6 +27,7 @@ from typing import Any, Protocol, Sequence, runtime_checkable
 import numpy as np
 
 from ..errors import DataFileError, RetrievalError
+from . import batching
 
 __all__ = ["Embedder", "MiniLMEmbedder", "cosine", "open_embedder", "load_minilm"]
 
@@ -165,18 +166,16 @@ class MiniLMEmbedder:
         loop = asyncio.get_running_loop()
         request = _Request(texts, loop.create_future(), loop.time())
         self._pending.append(request)
-        if self._dispatcher is None or self._dispatcher.done() or self._dispatcher.get_loop() is not loop:
-            self._dispatcher = loop.create_task(self._dispatch())
+        self._dispatcher = batching.dispatcher(self._dispatcher, self._dispatch)
         return await request.future
 
-    def _take_batch(self, loop: asyncio.AbstractEventLoop) -> list[_Request]:
+    def _take_batch(self) -> list[_Request]:
         """Whole requests up to ``max_batch`` texts (at least one request)."""
         batch: list[_Request] = []
         size = 0
         while self._pending and (not batch or size + len(self._pending[0].texts) <= self.max_batch):
             request = self._pending.pop(0)
-            # A request left behind by a closed loop can never be answered: drop it.
-            if request.future.get_loop() is loop and not request.future.done():
+            if batching.waiting(request):  # else cancelled, or left behind by a closed loop: drop it
                 batch.append(request)
                 size += len(request.texts)
         return batch
@@ -187,7 +186,7 @@ class MiniLMEmbedder:
             delay = self._pending[0].queued_at + self.window_ms / 1000 - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)  # let concurrent callers join the batch
-            batch = self._take_batch(loop)
+            batch = self._take_batch()
             if batch:
                 await self._run_batch(loop, batch)
 
@@ -197,9 +196,7 @@ class MiniLMEmbedder:
             vectors = await loop.run_in_executor(self._executor, self._encode_now, unique)
         except Exception as exc:
             err = exc if isinstance(exc, (RetrievalError, DataFileError)) else RetrievalError(f"embedding failed: {exc}")
-            for request in batch:
-                if not request.future.done():
-                    request.future.set_exception(err)
+            batching.fail(batch, err)
             return
         row = {text: vectors[i] for i, text in enumerate(unique)}
         for request in batch:
@@ -211,12 +208,7 @@ class MiniLMEmbedder:
         if self._closed:
             return
         self._closed = True
-        if self._dispatcher is not None and not self._dispatcher.done():
-            self._dispatcher.cancel()
-        for request in self._pending:
-            if not request.future.done():
-                request.future.set_exception(RetrievalError("the embedder is closed"))
-        self._pending.clear()
+        batching.stop(self._dispatcher, self._pending, RetrievalError("the embedder is closed"))
         # A batch still encoding finishes on the thread; nobody waits for it.
         self._executor.shutdown(wait=False, cancel_futures=True)
 
