@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from simloop.memory.strategies import count_tokens, make_memory
-from simloop.memory.adaptive import history_share
+from simloop.memory import history_share, make_memory
 from simloop.parts.generate_llm import MAX_WORDS
 from simloop.parts.ptkb import rank_ptkb_by_embedding
 from simloop.parts.reply import current_utterance, grounded_reply
@@ -23,6 +22,7 @@ from simloop.parts.retrieve import embedding_rerank, fit_passages, format_passag
 from simloop.parts.rewrite import heuristic_rewrite, is_dependent
 from simloop.parts.stages import timed_stage
 from simloop.schema import AssistantReply, DialogueState
+from simloop.text import count_tokens
 
 __all__ = ["ACMS"]
 
@@ -56,7 +56,7 @@ class ACMS:
         knowledge = round((1 - share) * self.memory.available_tokens)
         shown = fit_passages(hits, knowledge, self.max_passages)
         reserve = sum(count_tokens(format_passage(h)) for h in shown)
-        context, info, memory_stages = await self.memory.build(state, self.ctx, reserve_tokens=max(1, reserve))
+        context, info, memory_stages, _ = await self.memory.build(state, self.ctx, reserve_tokens=max(1, reserve))
         stages += memory_stages
         info = info.model_copy(update={"history_share": share, "knowledge_tokens": reserve})
         return await grounded_reply(self.ctx.chat("assistant.generate"), utterance=utterance, hits=hits,

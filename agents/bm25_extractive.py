@@ -5,9 +5,9 @@ turn (a "window" of one turn); the query is rewritten heuristically with context
 BM25 retrieves; the response is the best sentences of the top passages.
 
 With ``memory`` set to a context strategy (``full``, ``summary``, ``window``,
-``adaptive``; see ``simloop/memory.py``) the rewrite draws its context terms from that
-strategy's built context instead of the last user turns: the context's user lines stand
-in for the history, and the statements in it (what the user said about themselves, or a
+``adaptive``; see ``simloop/memory/``) the rewrite draws its context terms from that
+strategy's built context instead of the last user turns: the context's user messages
+(``BuiltContext.parts``, never parsed back out of the prompt text) stand in for the history, and the statements in it (what the user said about themselves, or a
 summary's sentences) are ranked by MiniLM similarity to the utterance like PTKB
 statements; the best ones lend their salient words to the query, and those words weigh
 like the user's own in the extractive answer (the user did say them).  So what a strategy
@@ -26,52 +26,39 @@ is the capital of Australia?" scores 0.15-0.23 across the shipped personas, for
 
 from __future__ import annotations
 
-import re
-from typing import Any
+from typing import Any, Sequence
 
-from simloop.memory.strategies import MemoryStrategy, make_memory
+from simloop.memory import ContextPart, MemoryStrategy, make_memory
 from simloop.parts.generate import extractive_answer
 from simloop.parts.ptkb import DEFAULT_THRESHOLD, rank_ptkb_by_embedding
 from simloop.parts.rewrite import heuristic_rewrite
 from simloop.parts.stages import timed_stage
-from simloop.text import content_words, sentences, stem, word_count
+from simloop.text import content_words, count_tokens, sentences, stem
 from simloop.schema import AssistantReply, ContextInfo, DialogueState, Passage, PtkbUse, Stage
 
 __all__ = ["BM25Extractive", "DEFAULT_PTKB_THRESHOLD", "memory_statements"]
 
 DEFAULT_PTKB_THRESHOLD = DEFAULT_THRESHOLD  # 0.30, see the calibration notes above
-_TOKENS_PER_WORD = 1.3  # rough English sub-word ratio; no tokenizer needed offline
 _GENERATION_PASSAGES = 5  # the extractive answer reads the top few passages only
 _SNIPPET_CHARS = 300
 # Context statements compete only with each other (the PTKB has its own threshold), and a
 # remembered fact rarely shares words with the later question that needs it: "I have a
 # peanut allergy" vs "Which snacks should I pack?" scores 0.26, unrelated pairs < 0.12.
 DEFAULT_MEMORY_THRESHOLD = 0.15
-_ROLE = re.compile(r"\b(User|Assistant)(?: \(turn \d+\))?:\s*")
 _FIRST_PERSON = frozenset("i i'm i've i'll i'd me my mine we we're we've our ours".split())
 
 
-def _segments(text: str) -> list[tuple[str | None, str]]:
-    """(role, text) pieces of a built context; role None for unlabelled text (a summary)."""
-    out: list[tuple[str | None, str]] = []
-    pos, role = 0, None
-    for m in _ROLE.finditer(text):
-        out.append((role, text[pos:m.start()]))
-        pos, role = m.end(), m.group(1)
-    out.append((role, text[pos:]))
-    return [(r, t.strip()) for r, t in out if t.strip()]
-
-
-def memory_statements(context: str) -> tuple[list[str], list[str]]:
-    """(user lines, statements) of a built context.  Statements are declarative sentences
-    the user said about themselves (from ``User`` lines) or any declarative sentence of
-    unlabelled text such as a summary; questions and headings carry no fact."""
+def memory_statements(parts: Sequence[ContextPart]) -> tuple[list[str], list[str]]:
+    """(user messages, statements) of a built context's parts.  Statements are declarative
+    sentences the user said about themselves or any declarative sentence of the strategy's
+    own text, such as a summary; questions carry no fact."""
     users: list[str] = []
     statements: list[str] = []
-    for role, text in _segments(context):
-        if role == "Assistant":
+    for role, text in parts:
+        text = text.strip()
+        if role == "assistant" or not text:
             continue
-        if role == "User":
+        if role == "user":
             users.append(text)
         for s in sentences(text):
             s = s.strip(" -")
@@ -157,8 +144,7 @@ class BM25Extractive:
                 for i, h in enumerate(hits, 1)
             ],
             ptkb_provenance=selected,
-            context=context or ContextInfo(strategy="window",
-                                           tokens=round(_TOKENS_PER_WORD * sum(map(word_count, read)))),
+            context=context or ContextInfo(strategy="window", tokens=count_tokens(" ".join(read))),
             stages=stages,
         )
 
@@ -168,7 +154,7 @@ class BM25Extractive:
         """The heuristic rewrite fed from the strategy's context (see the module notes)."""
         built = await memory.build(state, self.ctx)
         stages += built.stages
-        users, statements = memory_statements(built.text)
+        users, statements = memory_statements(built.parts)
         async with timed_stage("rewrite", stages):
             recalled = await rank_ptkb_by_embedding(embedder, utterance, statements, self.memory_threshold,
                                                     self.memory_top_k)

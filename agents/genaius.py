@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from simloop.memory.strategies import make_memory
+from simloop.memory import make_memory
 from simloop.parts.generate_llm import MAX_WORDS
 from simloop.parts.ptkb_llm import classify_ptkb_llm
 from simloop.parts.reply import current_utterance, grounded_reply
@@ -34,7 +34,7 @@ class GenAIus:
 
     async def respond(self, state: DialogueState) -> AssistantReply:
         utterance = current_utterance(state)
-        context, info, stages = await self.memory.build(state, self.ctx)
+        context, info, stages, _ = await self.memory.build(state, self.ctx)
         selected, st = await classify_ptkb_llm(self.ctx.chat("assistant.ptkb"), state.ptkb, utterance, context)
         statements = [p.statement for p in selected]
         query, st2 = await llm_rewrite(self.ctx.chat("assistant.rewrite"), utterance, context, statements)

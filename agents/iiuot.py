@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from simloop.memory.strategies import make_memory
+from simloop.memory import make_memory
 from simloop.parts.generate_llm import MAX_WORDS
 from simloop.parts.ptkb import DEFAULT_THRESHOLD, rank_ptkb_by_embedding
 from simloop.parts.ptkb_llm import lexical_scores, score_ptkb_llm, vote_ptkb
@@ -54,7 +54,7 @@ class IIUoT:
 
     async def respond(self, state: DialogueState) -> AssistantReply:
         utterance = current_utterance(state)
-        context, info, stages = await self.memory.build(state, self.ctx)
+        context, info, stages, _ = await self.memory.build(state, self.ctx)
         embedder = await self.ctx.embedder()
 
         async def select(query: str) -> list[PtkbUse]:

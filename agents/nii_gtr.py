@@ -16,14 +16,14 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-from simloop.memory.strategies import make_memory
+from simloop.memory import make_memory
 from simloop.parts.generate_llm import MAX_WORDS, draft_answer
 from simloop.parts.ptkb_llm import classify_ptkb_llm, union_ptkb
 from simloop.parts.reply import current_utterance, grounded_reply
 from simloop.parts.retrieve import embedding_rerank, multi_query, rrf_fuse
 from simloop.parts.rewrite_llm import queries_from_answer
 from simloop.parts.stages import timed_stage
-from simloop.search.bm25 import Hit
+from simloop.search import Hit
 from simloop.schema import AssistantReply, DialogueState, PtkbUse, Stage
 
 __all__ = ["NiiGtR"]
@@ -64,7 +64,7 @@ class NiiGtR:
 
     async def respond(self, state: DialogueState) -> AssistantReply:
         utterance = current_utterance(state)
-        context, info, stages = await self.memory.build(state, self.ctx)
+        context, info, stages, _ = await self.memory.build(state, self.ctx)
         first, second = await asyncio.gather(*(
             self._branch(role, f"m{i}", utterance, context, state) for i, role in enumerate(ROLES, 1)))
         stages += [*first.stages, *second.stages]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from simloop.memory.strategies import make_memory
+from simloop.memory import make_memory
 from simloop.parts.generate_llm import MAX_WORDS, suggest_elements
 from simloop.parts.ptkb_llm import classify_ptkb_llm
 from simloop.parts.reply import current_utterance, grounded_reply
@@ -36,7 +36,7 @@ class NiiRtG:
 
     async def respond(self, state: DialogueState) -> AssistantReply:
         utterance = current_utterance(state)
-        context, info, stages = await self.memory.build(state, self.ctx)
+        context, info, stages, _ = await self.memory.build(state, self.ctx)
         rewritten, st = await llm_rewrite(self.ctx.chat("assistant.rewrite"), utterance, context, brief=True)
         selected, st2 = await classify_ptkb_llm(self.ctx.chat("assistant.ptkb"), state.ptkb, rewritten)
         statements = [p.statement for p in selected[: self.max_statements]]

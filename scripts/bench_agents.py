@@ -63,12 +63,11 @@ def _summarise(run_dir: Path, requests: int, cpu_s: float) -> dict[str, Any]:
 
 
 async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    from simloop.search.embeddings import get_embedder
-    from simloop.search.bm25 import RetrievalConfig, open_retriever
+    from simloop.search import RetrievalConfig, open_embedder, open_retriever
 
     dialogues, turns = (1, 2) if quick else (2, 3)
     plan, missing = _plan()
-    embedder = await get_embedder()
+    embedder = await open_embedder()
     await embedder.encode(["warm-up sentence"])
     retriever = await open_retriever(RetrievalConfig())
     await retriever.search("warm-up query", 10)
@@ -93,6 +92,7 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
                      f"{row['wall_ms_per_turn']} ms/turn ({row['cpu_ms_per_turn']} ms CPU), errors {row['errors']}")
     finally:
         await retriever.aclose()
+        await embedder.aclose()
     figures: dict[str, Any] = {}
     for label, row in rows.items():
         ok = "error" not in row and row["errors"] == 0

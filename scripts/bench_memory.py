@@ -91,8 +91,8 @@ def _replay(dialogue: Any, t: int) -> Any:
 
 
 async def measure(ctx: Any, dialogue: Any, hits: list[Any]) -> dict[str, list[int]]:
-    from simloop.memory.strategies import count_tokens, make_memory
-    from simloop.memory.adaptive import history_share
+    from simloop.memory import history_share, make_memory
+    from simloop.text import count_tokens
     from simloop.parts.retrieve import fit_passages, format_passage
     from simloop.parts.rewrite import is_dependent
 

@@ -47,7 +47,7 @@ from simloop.parts.ptkb_rank import (  # noqa: E402
 from simloop.schema import (  # noqa: E402
     AssistantTurn, Behaviour, PluginRef, PtkbUse, ScenarioRef, Stop, Transcript, Turn, UserTurn,
 )
-from simloop.search.embeddings import get_embedder  # noqa: E402
+from simloop.search.embeddings import open_embedder  # noqa: E402
 
 SETS = {  # name -> (topic file, PTKB qrels or None for the topic file's own gold)
     "train23": ("2023/2023_train_topics.json", None),
@@ -141,7 +141,14 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
     if why:
         info(f"ptkb: skipped: {why}")
         return {}, {"skipped": why}
-    embedder = await get_embedder()
+    embedder = await open_embedder()
+    try:
+        return await _measure(quick, root, embedder)
+    finally:
+        await embedder.aclose()
+
+
+async def _measure(quick: bool, root: Path, embedder: Any) -> tuple[dict[str, Any], dict[str, Any]]:
     details: dict[str, Any] = {"params": asdict(DEFAULT_PARAMS), "data": str(root), "sets": {}}
     for name in SETS:
         ts = TopicSet(name, root)
@@ -246,7 +253,11 @@ def loo_cv(ts: TopicSet, sims: list[np.ndarray]) -> dict[str, Any]:
 async def tune(root: Path, cv: bool) -> dict[str, Any]:
     """The train-only search that chose ``RankParams``' defaults; prints what it finds."""
     ts = TopicSet("train23", root)
-    sims = await similarities_per_turn(ts, await get_embedder())
+    embedder = await open_embedder()
+    try:
+        sims = await similarities_per_turn(ts, embedder)
+    finally:
+        await embedder.aclose()
     chosen, scored = tune_ranking(ts, sims)
     current_only = next(s for s, p in scored if p["history_weight"] == 0 and p["lexical_weight"] == 0)
     rankings = _rank_with(sims, chosen)

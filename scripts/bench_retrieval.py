@@ -48,7 +48,7 @@ async def _burst(retriever: Any, queries: list[str]) -> float:
 
 
 async def batching(n: int, rounds: int) -> dict[str, Any]:
-    from simloop.search.bm25 import RetrievalConfig, open_retriever
+    from simloop.search import RetrievalConfig, open_retriever
 
     queries = _queries(n)
     # The default (64 per batch_search, 2 Java threads), the same on 1 thread, and one query per call.
@@ -105,7 +105,7 @@ async def idle_lag(seconds: float) -> dict[str, Any]:
 
 
 async def loop_lag(dialogues: int, turns: int, llm_latency_s: float, jitter_s: float = 0.0) -> dict[str, Any]:
-    from simloop.search.bm25 import RetrievalConfig, open_retriever
+    from simloop.search import RetrievalConfig, open_retriever
 
     retriever = await open_retriever(RetrievalConfig())
     meter = CpuMeter()

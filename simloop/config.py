@@ -18,9 +18,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import ConfigError, first_error
 from .llm.config import LLMConfig
-from .search.bm25 import RetrievalConfig
+from .search.config import RetrievalConfig
 
-__all__ = ["PluginSpec", "ScenarioSelection", "RunConfig", "load_config", "config_hash"]
+__all__ = ["PluginSpec", "ScenarioSelection", "RunConfig", "load_config", "validate_config", "apply_overrides",
+           "merge_trees", "config_hash", "describe_validation_error"]
 
 ENV_PREFIX = "SIMLOOP_"
 # Fields that change how fast or where a run goes, not what it produces: excluded from the
@@ -36,6 +37,8 @@ class _Section(BaseModel):
 
 
 class PluginSpec(_Section):
+    """``[simulator]`` / ``[assistant]``: a plugin name and the parameters it is built with."""
+
     name: str
     params: dict[str, Any] = Field(default_factory=dict)
 
@@ -52,6 +55,8 @@ class ScenarioSelection(_Section):
 
 
 class RunConfig(_Section):
+    """Everything a run needs (DESIGN §11): TOML file < ``SIMLOOP_*`` environment < flags."""
+
     run_id: str | None = None
     out: Path = Path("transcripts")
     seed: int = 0
@@ -68,11 +73,12 @@ class RunConfig(_Section):
     progress: bool = True
 
 
-def _deep_merge(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+def merge_trees(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``over`` on top of ``base``, nested mappings merged key by key (neither is changed)."""
     out = dict(base)
     for key, value in over.items():
         if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
-            out[key] = _deep_merge(out[key], value)
+            out[key] = merge_trees(out[key], value)
         else:
             out[key] = value
     return out
@@ -120,14 +126,25 @@ def load_config(
     """Build the RunConfig from file, environment and CLI overrides (nested dicts)."""
     data: dict[str, Any] = _read_toml(path) if path else {}
     env = _env_layer(os.environ if environ is None else environ)
-    data = _deep_merge(_deep_merge(data, env), overrides or {})
+    data = merge_trees(merge_trees(data, env), overrides or {})
     source = str(path) if path else "config"
     if env and not path:
         source = "SIMLOOP_* environment / flags"
+    return validate_config(data, source)
+
+
+def validate_config(data: Mapping[str, Any], source: str = "config") -> RunConfig:
+    """A RunConfig, or one ConfigError line naming ``source`` and the first bad field."""
     try:
         return RunConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(describe_validation_error(source, exc)) from None
+
+
+def apply_overrides(cfg: RunConfig, overrides: Mapping[str, Any], source: str = "flags") -> RunConfig:
+    """A new config: ``cfg`` with nested ``overrides`` on top, validated again (what was
+    left at its default stays so: ``model_fields_set`` keeps meaning "given")."""
+    return validate_config(merge_trees(cfg.model_dump(exclude_unset=True), overrides), source)
 
 
 def config_hash(cfg: RunConfig) -> str:

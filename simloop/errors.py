@@ -3,9 +3,34 @@
 Outside exceptions (pydantic, openai, OS, Java) are translated into these at module
 boundaries, so callers and the CLI only ever catch ``SimloopError``.  ``BadInputError``
 and its children are the user's to fix: the CLI prints one line and exits 2.
+
+    SimloopError
+    ├── BadInputError                 exit code 2, nothing written
+    │   ├── ConfigError               a config file, SIMLOOP_* variable or flag
+    │   ├── DataFileError             a persona, topic, corpus, qrels or result file
+    │   ├── PluginNotFoundError       an assistant or simulator name
+    │   ├── IndexMissingError         no Lucene index where one was named
+    │   ├── ResumeError               a run directory that cannot be resumed
+    │   └── SimApiAuthError           a Sim.API server refused the token
+    ├── RetrievalError                the search backend (JVM, index, embedder) at run time
+    ├── LLMError                      a chat call failed after the retry layer; .stage says what it cost
+    │   ├── LLMStatusError            an HTTP error status (.status)
+    │   ├── LLMTimeoutError
+    │   ├── LLMConnectionError
+    │   ├── StructuredOutputError     JSON that did not validate, even after one repair
+    │   └── EmptyCompletionError
+    ├── DialogueError                 a plugin broke the contract during a dialogue
+    ├── SimApiError                   a Sim.API server answered with an error
+    └── ApiError                      the rehearsal server's HTTP errors (status + message)
 """
 
 from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # a type only: the error tree loads before (and without) the models
+    from .schema import Stage
 
 __all__ = [
     "SimloopError",
@@ -65,14 +90,28 @@ class RetrievalError(SimloopError):
 
 
 class LLMError(SimloopError):
-    """A chat-completion call failed after the retry layer gave up."""
+    """A chat-completion call failed after the retry layer gave up.
+
+    ``stage`` records what the failed call cost (tokens, latency, retries, the error), so
+    a transcript or a judge can bill it; None when the failure came before any call.
+    """
+
+    def __init__(self, message: str, *, stage: Stage | None = None):
+        super().__init__(message)
+        self.stage: Stage | None = stage
+
+    def with_stage(self, stage: Stage) -> LLMError:
+        """A copy of this error carrying ``stage`` (same type, message and fields)."""
+        new = copy.copy(self)
+        new.stage = stage
+        return new
 
 
 class LLMStatusError(LLMError):
     """The endpoint answered with an HTTP error status."""
 
-    def __init__(self, message: str, status: int | None = None):
-        super().__init__(message)
+    def __init__(self, message: str, status: int | None = None, *, stage: Stage | None = None):
+        super().__init__(message, stage=stage)
         self.status = status
 
 

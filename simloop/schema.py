@@ -7,9 +7,7 @@ fields are allowed but never renamed.  Every record written to disk carries
 
 from __future__ import annotations
 
-import base64
-import json
-import pickle
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Literal
 
@@ -51,6 +49,8 @@ class Behaviour(_Model):
 
 
 class RubricQuestion(_Model):
+    """One question of a topic's rubric: what the simulated user wants to find out."""
+
     id: str
     question: str
     keywords: list[str] = Field(default_factory=list, description="terms an answer should mention")
@@ -68,6 +68,8 @@ class GoldTurn(_Model):
 
 
 class Topic(_Model):
+    """An information need: a title and the ordered rubric questions the user pursues."""
+
     id: str
     title: str
     need: str = Field("", description="the information need in one or two sentences")
@@ -82,6 +84,8 @@ class Topic(_Model):
 
 
 class Persona(_Model):
+    """A simulated user: PTKB statements, behaviour traits and the topics they bring."""
+
     id: str
     name: str = ""
     ptkb: list[str] = Field(min_length=1, description="personal text knowledge base, first person")
@@ -116,6 +120,8 @@ class Scenario(_Model):
 
 
 class ScenarioRef(_Open):
+    """Which persona, topic and behaviour a transcript's dialogue ran with."""
+
     persona_id: str
     topic_id: str
     behaviour: Behaviour
@@ -123,11 +129,15 @@ class ScenarioRef(_Open):
 
 
 class PluginRef(_Open):
+    """A plugin by name with the parameters it ran with."""
+
     name: str
     params: dict[str, Any] = Field(default_factory=dict)
 
 
 class Stop(_Open):
+    """Why and by whom a dialogue ended."""
+
     reason: StopReason
     by: StopBy
     detail: str = ""
@@ -145,6 +155,8 @@ class Stop(_Open):
 
 
 class UserTurn(_Open):
+    """The user's side of a turn: the utterance and the simulator's grade of the answer."""
+
     utterance: str
     rubric_id: str | None = None
     grade: float | None = Field(None, description="the simulator's 0-5 grade of the assistant's answer to this turn")
@@ -152,6 +164,8 @@ class UserTurn(_Open):
 
 
 class Passage(_Open):
+    """A retrieved passage: its rank, docid and score, and whether the answer cited it."""
+
     rank: int
     docid: str
     score: float
@@ -160,17 +174,23 @@ class Passage(_Open):
 
 
 class PtkbUse(_Open):
+    """A PTKB statement as the assistant ranked it; ``used`` = relied on in the answer."""
+
     index: int = Field(description="1-based position in the persona's PTKB")
     statement: str
     score: float | None = None
 
 
 class ContextInfo(_Open):
+    """What the memory strategy put in the assistant's prompt (strategy, tokens, details)."""
+
     strategy: str = "none"
     tokens: int = 0
 
 
 class Stage(_Open):
+    """One pipeline step of a turn: its model, tokens, latency, retries, cost and error."""
+
     name: str
     model: str | None = None
     prompt_tokens: int = 0
@@ -184,6 +204,8 @@ class Stage(_Open):
 
 
 class AssistantTurn(_Open):
+    """The assistant's side of a turn: response, rewritten query, passages, PTKB provenance."""
+
     response: str
     rewritten_query: str | None = None
     passages: list[Passage] = Field(default_factory=list)
@@ -192,6 +214,8 @@ class AssistantTurn(_Open):
 
 
 class Turn(_Open):
+    """One answered user turn, with its stages and latency."""
+
     index: int = Field(ge=1)
     user: UserTurn
     assistant: AssistantTurn
@@ -201,6 +225,8 @@ class Turn(_Open):
 
 
 class Usage(_Open):
+    """LLM calls, tokens, retries and cost summed over a dialogue's stages."""
+
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -221,12 +247,16 @@ class Usage(_Open):
 
 
 class ErrorInfo(_Open):
+    """The error that ended a dialogue and where it came from."""
+
     type: str
     message: str
     source: ErrorSource | None = Field(None, description="which side failed (None in runs made before it was recorded)")
 
 
 class Transcript(_Open):
+    """One dialogue as recorded: a line of ``dialogues.jsonl`` (DESIGN §4)."""
+
     schema_version: str = SCHEMA_VERSION
     run_id: str
     dialogue_id: str
@@ -298,6 +328,8 @@ class SimulatorTurn(_Model):
 
 
 class AssistantReply(_Model):
+    """What an assistant plugin returns for one turn (it becomes the turn's ``assistant``)."""
+
     response: str
     rewritten_query: str | None = None
     passages: list[Passage] = Field(default_factory=list)
@@ -342,25 +374,20 @@ class DialogueState(BaseModel):
         return [(t.user.utterance, t.assistant.response) for t in self.turns]
 
 
-def pack_memory(memory: dict[str, Any]) -> dict[str, Any]:
-    """A plugin's per-dialogue memory in a JSON-safe envelope (sessions that outlive a process).
 
-    Plain JSON when the memory is JSON (the policy keeps it so); otherwise pickled, so a
-    plugin that keeps an RNG or an array still survives a restart of the process that
-    wrote it (the file is only read back by the same deployment).
+
+# --------------------------------------------------------------------------- retrieval results
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One search result: docid, score, the stored text and title (``Retriever.search``).
+
+    A plain dataclass, not a model: thousands are made per second and none is written
+    as it is (``Passage`` is what a transcript records).
     """
-    try:
-        text = json.dumps(memory)
-        if json.loads(text) == memory:
-            return {"json": memory}
-    except (TypeError, ValueError):
-        pass
-    return {"pickle": base64.b64encode(pickle.dumps(memory)).decode()}
 
-
-def unpack_memory(packed: dict[str, Any] | None) -> dict[str, Any]:
-    if not packed:
-        return {}
-    if "json" in packed:
-        return dict(packed["json"])
-    return pickle.loads(base64.b64decode(packed["pickle"]))
+    docid: str
+    score: float
+    text: str
+    title: str = ""

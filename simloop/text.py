@@ -1,15 +1,29 @@
-"""Cheap text helpers shared by the offline parts: tokens, stop words, sentences."""
+"""The one text toolkit (DESIGN §1): tokens, stop words, stems, sentences, token counting.
+
+Deliberately crude and dependency-free: a stop list, a suffix-stripping stemmer and a
+sentence splitter are enough to compare a question with an answer, rank sentences for an
+extractive reply or fold word forms in a query, and they keep the offline parts and the
+offline simulator free of NLP models.  Every part of simloop uses these helpers, so a
+"content word" or a "token" means the same thing everywhere.
+"""
 
 from __future__ import annotations
 
+import math
 import re
+from typing import Iterable
 
-__all__ = ["STOPWORDS", "words", "content_words", "stem", "sentences", "word_count"]
+__all__ = [
+    "STOPWORDS", "TOKENS_PER_WORD",
+    "words", "stem", "content_words", "content_terms", "sentences", "word_count", "first_lower", "term_coverage",
+    "count_tokens", "clip_words", "clip_to_tokens", "count_wordpunct", "truncate_wordpunct",
+]
 
 _WORD = re.compile(r"[^\W_][\w'’\-]*")  # Unicode letters: "Belém" is one word
 # A sentence ends at . ! ? followed by space and a capital, digit or quote; newlines also
 # end one (the wiki corpus puts the title on its own line).
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'“(\[A-Z0-9])|\n+")
+_WORDPUNCT = re.compile(r"\w+|[^\w\s]")
 
 STOPWORDS = frozenset(
     """
@@ -20,29 +34,38 @@ STOPWORDS = frozenset(
     let let's like likes make many may me might more most much must my myself need no nor not now of off on once only
     or other ought our ours ourselves out over own please quite rather really same say says shall she should so some
     such tell than thank thanks that that's the their theirs them themselves then there there's these they they're
-    thing things think this those though through to too under until up upon us very want wants was wasn't way we we're
-    were weren't what what's when where which while who whom whose why will with won't would wouldn't yes yet you
-    you'd you'll you're you've your yours yourself yourselves explain describe mean means okay ok well one two also
-    kind sort lot bit actually exactly still even use used using us well something anything everything anyone someone
-    come comes came goes went take takes took find found happen happens happened start started work works keep
-    look looks see seen show shows try tried told ask asked called call new good best better great usually often
-    along around across within without among
+    thing things think this those though through to too under until up upon us very want wants was wasn't way ways we
+    we're were weren't what what's when where which while who whom whose why will with won't would wouldn't yes yet
+    you you'd you'll you're you've your yours yourself yourselves explain describe mean means okay ok well one two
+    also kind sort lot bit actually exactly still even use used using us well something anything everything anyone
+    someone come comes came goes went take takes took find found happen happens happened start started work works
+    keep look looks see seen show shows try tried told ask asked called call new good best better great usually
+    often along around across within without among
     """.split()
 )
 
+# Tokens are estimated one way everywhere: words x 1.3, rounded up.  tiktoken is not
+# installed here and its encodings would need the network; the mock LLM reports the same
+# estimate as usage, so context sizes and billed prompt sizes agree in tests.
+TOKENS_PER_WORD = 1.3
+
 
 def words(text: str) -> list[str]:
-    """Lower-cased word tokens (apostrophes kept inside words, so "don't" is one)."""
+    """Lower-cased word tokens (apostrophes and hyphens kept inside words, so "don't" is one)."""
     return [w.lower().replace("’", "'").strip("'-") for w in _WORD.findall(text)]
 
 
 def stem(word: str) -> str:
-    """A crude plural folding, enough to treat "sharks" and "shark" as one term."""
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
-        return word[:-1]
-    return word
+    """Strip common English suffixes so that plural and verb forms meet ("universities" ~
+    "university", "travelling" ~ "travel"); lower-cases too."""
+    w = word.lower()
+    for suffix, repl in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
+        if len(w) > len(suffix) + 2 and w.endswith(suffix) and not w.endswith("ss"):
+            w = w[: -len(suffix)] + repl
+            break
+    if len(w) > 3 and w[-1] == w[-2] and w[-1] not in "aeiou":  # travell -> travel
+        w = w[:-1]
+    return w
 
 
 def content_words(text: str) -> list[str]:
@@ -58,9 +81,72 @@ def content_words(text: str) -> list[str]:
     return out
 
 
+def content_terms(text: str) -> list[str]:
+    """Stems of the content words of ``text``, in order, without repeats."""
+    return list(dict.fromkeys(stem(w) for w in content_words(text)))
+
+
 def sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
 
 
 def word_count(text: str) -> int:
     return len(text.split())
+
+
+def first_lower(text: str) -> str:
+    """Lower-case the first letter so a sentence can follow "And ...", unless it starts
+    with "I" or looks like a name or acronym."""
+    if not text:
+        return text
+    head = text.split(" ", 1)[0].strip("?,.!")
+    if head in {"I", "I'm", "I've", "I'd", "I'll"} or (len(head) > 1 and head[1].isupper()):
+        return text
+    return text[0].lower() + text[1:]
+
+
+def term_coverage(terms: Iterable[str], text: str) -> float:
+    """Share of ``terms`` (phrases allowed: all their content words must occur) found in
+    ``text``; 0 when there are no terms."""
+    have = set(content_terms(text))
+    phrases = [p for p in (content_terms(t) for t in terms) if p]
+    if not phrases:
+        return 0.0
+    return sum(1 for p in phrases if all(s in have for s in p)) / len(phrases)
+
+
+# ----------------------------------------------------------------------------- token counts
+
+
+def count_tokens(text: str) -> int:
+    """Estimated LLM tokens of ``text``: words x 1.3, rounded up (see ``TOKENS_PER_WORD``)."""
+    return math.ceil(len(text.split()) * TOKENS_PER_WORD)
+
+
+def clip_words(text: str, max_words: int) -> str:
+    """At most ``max_words`` words (whitespace normalised only when clipping)."""
+    parts = text.split()
+    return text.strip() if len(parts) <= max_words else " ".join(parts[:max_words])
+
+
+def clip_to_tokens(text: str, max_tokens: int) -> str:
+    """The longest word prefix whose ``count_tokens`` is at most ``max_tokens``."""
+    return clip_words(text, max(0, math.floor(max_tokens / TOKENS_PER_WORD)))
+
+
+def count_wordpunct(text: str) -> int:
+    """Words and punctuation marks, each one token: the length limit of the Sim.API.
+
+    spaCy's blank English tokenizer (what the iKAT organisers count) keeps "U.S." or
+    "don't" in fewer pieces, so this count is never below spaCy's: a response that passes
+    here passes there.
+    """
+    return len(_WORDPUNCT.findall(text))
+
+
+def truncate_wordpunct(text: str, limit: int) -> str:
+    """``text`` cut after its ``limit``-th ``count_wordpunct`` token (unchanged when short enough)."""
+    for i, m in enumerate(_WORDPUNCT.finditer(text), start=1):
+        if i == limit:
+            return text[: m.end()]
+    return text

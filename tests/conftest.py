@@ -11,6 +11,10 @@ from simloop.schema import (
     AssistantReply, Behaviour, Passage, Persona, PtkbUse, RubricQuestion, Scenario,
     SimulatorTurn, Stage, Topic,
 )
+from simloop.search import prepare_environment
+
+# What `simloop` and the public API do at process start, before any thread exists.
+prepare_environment()
 
 ROOT = Path(__file__).resolve().parents[1]
 # ../shared next to the checkout; a git worktree one level deeper finds it further up.
@@ -104,3 +108,15 @@ def demo_cache(tmp_path_factory: pytest.TempPathFactory):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SIMLOOP_CACHE", str(cache))
         yield cache
+
+
+@pytest.fixture
+async def minilm():
+    """A real MiniLM embedder for one test, closed afterwards (its thread shut down)."""
+    from simloop.search.embeddings import open_embedder
+
+    embedder = await open_embedder()
+    try:
+        yield embedder
+    finally:
+        await embedder.aclose()

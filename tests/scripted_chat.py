@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from simloop.llm.client import ChatResult
-from simloop.memory.strategies import count_tokens
+from simloop.text import count_tokens
 from simloop.schema import Stage
 
 Reply = str | Exception

@@ -11,7 +11,7 @@ import pytest
 from agents.bm25_extractive import BM25Extractive
 from simloop.errors import BadInputError
 from simloop.run.plugins import Assistant, Context, load_plugin
-from simloop.search.bm25 import RetrievalConfig
+from simloop.search import RetrievalConfig
 from simloop.schema import Behaviour, DialogueState, Persona, RubricQuestion, Scenario, Topic, Turn, UserTurn
 from simloop.fakes.seams import HashEmbedder, MemoryRetriever
 

@@ -249,7 +249,7 @@ def test_worker_config_makes_paths_absolute_and_splits_tpm(tmp_path, monkeypatch
         environ={})
     w = worker_config(cfg, workers=4)
     assert w.scenarios.personas_dir == tmp_path / "people" and w.llm.cache == tmp_path / "c.sqlite"
-    assert w.llm.default.tpm == 2500 and w.llm.roles["judge"]["tpm"] == 249 and w.llm.roles["simulator"] == {"rpm": 5}
+    assert w.llm.default.tpm == 2500 and w.llm.roles["judge"].tpm == 249 and w.llm.roles["simulator"].settings() == {"rpm": 5}
     assert w.llm.resolve("judge").tpm == 249 and cfg.llm.default.tpm == 10_000  # the original is untouched
 
 

@@ -8,7 +8,9 @@ from typing import Sequence
 import numpy as np
 import pytest
 
-from simloop.search.embeddings import Embedder, MiniLMEmbedder, cosine, get_embedder
+from simloop.errors import RetrievalError
+
+from simloop.search.embeddings import Embedder, MiniLMEmbedder, cosine, open_embedder
 
 
 class CountingModel:
@@ -67,14 +69,16 @@ async def test_empty_input():
 
 @pytest.mark.slow
 async def test_minilm_vectors_are_normalised_and_meaningful():
-    embedder = await get_embedder()
+    embedder = await open_embedder()
     assert isinstance(embedder, Embedder) and embedder.dim == 384
-    assert await get_embedder() is embedder  # loaded once per process
-    vecs = await embedder.encode([
-        "How do I train for my first marathon?",
-        "I signed up for a long-distance running race in October.",
-        "The recipe needs two cups of flour and an egg.",
-    ])
+    try:
+        vecs = await embedder.encode([
+            "How do I train for my first marathon?",
+            "I signed up for a long-distance running race in October.",
+            "The recipe needs two cups of flour and an egg.",
+        ])
+    finally:
+        await embedder.aclose()
     assert vecs.shape == (3, 384) and vecs.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-5)
     sims = cosine(vecs[:1], vecs[1:])[0]
@@ -83,10 +87,46 @@ async def test_minilm_vectors_are_normalised_and_meaningful():
 
 @pytest.mark.slow
 async def test_minilm_concurrent_calls_coalesce_and_match_single_calls():
-    shared = await get_embedder()
+    shared = await open_embedder()
+    await shared.aclose()
     embedder = MiniLMEmbedder(shared.load())  # same model, fresh counters and cache
     texts = [f"sentence number {i} about sharks and whales" for i in range(12)]
     together = await asyncio.gather(*(embedder.encode([t]) for t in texts))
     assert embedder.stats["batches"] == 1
     alone = await MiniLMEmbedder(shared.load()).encode(texts[:1])
     np.testing.assert_allclose(together[0], alone, atol=1e-4)
+
+
+async def test_a_closed_embedder_stops_its_thread_and_refuses_work():
+    import threading
+
+    def workers() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t.name.startswith("simloop-embed")}
+
+    before = workers()
+    embedders = [MiniLMEmbedder(CountingModel()) for _ in range(3)]  # three runs, one after another
+    for embedder in embedders:
+        await embedder.encode(["warm"])
+        await embedder.aclose()
+        await embedder.aclose()  # idempotent
+    await asyncio.sleep(0.05)
+    assert workers() <= before  # nothing leaked (earlier tests' embedders may still be open)
+    with pytest.raises(RetrievalError, match="closed"):
+        await embedders[0].encode(["again"])
+
+
+@pytest.mark.slow
+async def test_context_owns_and_closes_its_embedder():
+    """Each run's Context makes its own embedder and closes it."""
+    from simloop.config import RunConfig
+    from simloop.run.plugins import Context
+
+    ctxs = [Context(RunConfig()) for _ in range(2)]
+    embedders = [await ctx.embedder() for ctx in ctxs]
+    assert embedders[0] is not embedders[1]
+    assert await ctxs[0].embedder() is embedders[0]  # shared inside a run
+    for ctx, embedder in zip(ctxs, embedders):
+        await embedder.encode(["hello"])
+        await ctx.aclose()
+        with pytest.raises(RetrievalError):
+            await embedder.encode(["hello again"])

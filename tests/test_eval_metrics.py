@@ -188,6 +188,26 @@ def test_2023_reference_only_for_2023_topic_files(tmp_path: Path):
     for source, expected in ((IKAT / "2023" / "2023_test_topics.json", True), (y2025, False)):
         run = write_run(tmp_path / source.stem, ts, config={"scenarios": {"topics": str(source)}})
         summary = evaluate_run(run, EvalOptions()).summary
-        assert ("ptkb_reference" in summary) is expected
+        assert (summary.ptkb_reference is not None) is expected
     plain = write_run(tmp_path / "personas-run", [transcript([turn(1, ptkb=[1], gold=gold(1, [1]))])])
-    assert "ptkb_reference" not in evaluate_run(plain, EvalOptions()).summary
+    assert evaluate_run(plain, EvalOptions()).summary.ptkb_reference is None
+
+
+def test_summary_and_scores_read_back_as_their_models(tmp_path: Path):
+    from simloop.errors import BadInputError
+    from simloop.evaluate.summary import load_scores, load_summary
+
+    ts = [transcript([turn(1, ptkb=[1, 2], gold=gold(1, [1]), grade=4)], persona="9-1", topic="9-1")]
+    run = write_run(tmp_path / "run-m", ts)
+    scores_path, summary_path = write_evaluation(run, evaluate_run(run, EvalOptions()))
+    summary, scores = load_summary(run), load_scores(run)
+    assert read_json(summary_path)["schema_version"] == "1.0" == summary.schema_version
+    assert summary.ptkb.ndcg_at_3 == summary.lookup("ptkb", "nDCG@3") == pytest.approx(1.0)
+    assert summary.stats.dialogues == 1 and scores[0].turns[0].ptkb["P@3"] == pytest.approx(1 / 3, abs=1e-4)
+    old = read_json(summary_path)
+    del old["schema_version"]  # written before the field existed
+    summary_path.write_text(json.dumps(old))
+    assert load_summary(run).ptkb.turns == 1
+    summary_path.write_text(json.dumps({**old, "stats": {"dialogues": "many"}}))
+    with pytest.raises(BadInputError, match=r"stats\.dialogues"):
+        load_summary(run)

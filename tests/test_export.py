@@ -182,7 +182,9 @@ def test_filters(run: Path):
 def test_min_judge_needs_and_uses_judge_scores(run: Path):
     with pytest.raises(BadInputError, match="eval .* --judge"):
         export_run(run, "sharegpt", filt=ExportFilter(min_judge=0.5))
-    lines = [{"dialogue_id": "p1--t1--0", "judge": {"overall": 0.0}}, {"dialogue_id": "p1--t1--1", "judge": {"overall": None}}]
+    line = {"run_id": "r", "persona_id": "p1", "topic_id": "t1", "stop_reason": "user_satisfied", "turn_count": 1}
+    lines = [{**line, "dialogue_id": "p1--t1--0", "judge": {"overall": 0.0}},
+             {**line, "dialogue_id": "p1--t1--1", "judge": {"overall": None}}]
     (run / "scores.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
     res = export_run(run, "sharegpt", filt=ExportFilter(min_judge=0.0))  # a zero score passes 0; unjudged never
     assert [r["id"] for r in _jsonl(res.path)] == ["p1--t1--0"]

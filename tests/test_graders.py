@@ -74,9 +74,11 @@ CASES = [(q, kw, kind, text) for q, kw, replies in CALIBRATION for kind, text in
 
 @pytest.fixture
 async def minilm_grader():
-    from simloop.search.embeddings import get_embedder
+    from simloop.search.embeddings import open_embedder
 
-    return EmbeddingGrader(embedder=await get_embedder())  # loaded once per process
+    embedder = await open_embedder()
+    yield EmbeddingGrader(embedder=embedder)
+    await embedder.aclose()
 
 
 @pytest.mark.slow

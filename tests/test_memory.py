@@ -7,11 +7,13 @@ import pytest
 
 from scripted_chat import ScriptedChat
 from simloop.errors import LLMTimeoutError
-from simloop.memory.strategies import (
-    FullHistory, MemoryStrategy, SummaryMemory, WindowMemory, available_strategies, clip_to_tokens, count_tokens,
-    make_memory,
+from simloop.memory import (
+    FullHistory, MemoryStrategy, SummaryMemory, WindowMemory, available_strategies, make_memory,
 )
-from simloop.memory.adaptive import AdaptiveMemory, _extract, _Msg, entity_score, history_share, segment, window_size
+from simloop.text import clip_to_tokens, count_tokens
+from simloop.memory.adaptive import (
+    AdaptiveMemory, _extract, _Msg, _render, entity_score, history_share, segment, window_size,
+)
 from simloop.run.plugins import Context
 from simloop.config import RunConfig
 from simloop.schema import Behaviour, DialogueState, Persona, RubricQuestion, Scenario, Topic, Turn, UserTurn
@@ -84,7 +86,7 @@ def test_registry_names_and_bad_input():
 
 async def test_full_history_has_every_turn_and_counts_its_tokens():
     state = state_with(TOPICS, "And the strings?")
-    text, info, stages = await FullHistory().build(state, deps())
+    text, info, stages, _ = await FullHistory().build(state, deps())
     assert all(q in text and a in text for q, a in TOPICS)
     assert "And the strings?" not in text  # the current utterance travels separately
     assert info.strategy == "full" and info.tokens == count_tokens(text) and stages == []
@@ -94,7 +96,7 @@ async def test_full_history_has_every_turn_and_counts_its_tokens():
 async def test_window_keeps_the_last_n_turns(turns, done, kept):
     memory = WindowMemory(turns)
     assert [i + 1 for i in memory.window(done)] == kept
-    text, info, _ = await memory.build(state_with(TOPICS[:done], "next?"), deps())
+    text, info, _, _ = await memory.build(state_with(TOPICS[:done], "next?"), deps())
     assert [n for n in range(1, done + 1) if f"(turn {n})" in text] == kept
     assert info.strategy == "window" and info.turns == len(kept) and info.tokens == count_tokens(text)
 
@@ -108,11 +110,11 @@ async def test_summary_update_gets_previous_summary_turn_response_and_current_ut
     memory = SummaryMemory(max_words=40)
     state = state_with([], "How do I tune a cello?")
 
-    text, info, stages = await memory.build(state, ctx)
+    text, info, stages, _ = await memory.build(state, ctx)
     assert (text, stages, chat.calls) == ("", [], [])  # turn 1: nothing to summarise, no call
 
     advance(state, "Strings are tuned C G D A.", "What rosin should I use?")
-    text, info, stages = await memory.build(state, ctx)
+    text, info, stages, _ = await memory.build(state, ctx)
     prompt = chat.prompt()
     for part in ("How do I tune a cello?", "Strings are tuned C G D A.", "What rosin should I use?", "empty"):
         assert part in prompt
@@ -123,7 +125,7 @@ async def test_summary_update_gets_previous_summary_turn_response_and_current_ut
     assert (await memory.build(state, ctx)).text == text and len(chat.calls) == 1  # same turn: cached
 
     advance(state, "Darker rosin suits cellos.", "And strings?")
-    text, _, _ = await memory.build(state, ctx)
+    text, _, _, _ = await memory.build(state, ctx)
     prompt = chat.prompt()
     assert "The user tunes a cello in fifths." in prompt  # the previous summary goes back in
     assert "What rosin should I use?" in prompt and "Darker rosin suits cellos." in prompt and "And strings?" in prompt
@@ -136,17 +138,17 @@ async def test_summary_failure_keeps_the_dialogue_going_and_retries_the_exchange
     ctx = deps(**{"assistant.summary": chat})
     memory = SummaryMemory()
     state = state_with([("How do I tune a cello?", "In fifths.")], "What rosin?")
-    text, info, stages = await memory.build(state, ctx)
+    text, info, stages, _ = await memory.build(state, ctx)
     assert stages[0].error and "How do I tune a cello?" in text and info.summarised_turns == 0
     advance(state, "Dark rosin.", "And strings?")
-    text, info, _ = await memory.build(state, ctx)
+    text, info, _, _ = await memory.build(state, ctx)
     prompt = chat.prompt()
     assert "How do I tune a cello?" in prompt and "Dark rosin." in prompt  # both unfolded turns
     assert text == "Cello tuning, then rosin." and info.summarised_turns == 2
 
 
 def test_summary_output_is_capped():
-    from simloop.memory.strategies import _clean_summary
+    from simloop.memory.summary import _clean_summary
 
     assert _clean_summary("Summary: " + "word " * 500, 150).split().__len__() == 150
 
@@ -181,7 +183,7 @@ async def test_adaptive_never_exceeds_its_budget_on_30_turn_histories(budget, sy
     history = long_history(30)
     for n in (0, 1, 5, 12, 30):
         state = state_with(history[:n], "What about the cello bow hair, how often?")
-        text, info, _ = await memory.build(state, deps(), reserve_tokens=reserve)
+        text, info, _, _ = await memory.build(state, deps(), reserve_tokens=reserve)
         limit = budget - system - (reserve or round((1 - info.history_share) * (budget - system)))
         assert info.tokens == count_tokens(text) <= limit == info.budget
         assert info.window_messages <= 2 * n
@@ -198,13 +200,13 @@ async def test_adaptive_keeps_what_matters_to_the_query():
              for _ in range(25)]
     memory = AdaptiveMemory(token_budget=700, system_tokens=100, k_max=2)
     state = state_with(music[:10] + food + music[10:], "Which vegetarian place in Porto did you mention?")
-    text, info, _ = await memory.build(state, deps(), reserve_tokens=360)
+    text, info, _, _ = await memory.build(state, deps(), reserve_tokens=360)
     older = text.split("Most recent messages:")[0]
     assert info.kept_blocks < info.blocks and info.tokens <= 240
     assert "turns 11-15" in older and "vegetarian" in older.lower()  # on topic beats off topic
     assert "turns 1-" not in older and "turns 6-" not in older and "turns 16-" not in older
-    condensed = _extract([_Msg(i, role, text) for i, (u, a) in enumerate(food, 1)
-                          for role, text in (("User", u), ("Assistant", a))], {"vegetarian", "porto"}, 0.02)
+    condensed = _render(_extract([_Msg(i, role, text) for i, (u, a) in enumerate(food, 1)
+                                  for role, text in (("User", u), ("Assistant", a))], {"vegetarian", "porto"}, 0.02))
     assert condensed.count("Which vegetarian dishes") == 1 and "In 2019 Rui decided" in condensed
     assert condensed.count("sauce") <= 1  # filler goes first, and a repeat is kept once at most
 
@@ -214,7 +216,7 @@ async def test_llm_compression_is_cached_per_block():
     memory = AdaptiveMemory(token_budget=1200, system_tokens=100, k_max=2, compressor="llm", compress_below=1.1)
     state = state_with(long_history(20, answer_words=40), "And the bow?")
     ctx = deps(**{"assistant.compress": chat})
-    _, info, stages = await memory.build(state, ctx, reserve_tokens=200)
+    _, info, stages, _ = await memory.build(state, ctx, reserve_tokens=200)
     first_calls = len(chat.calls)
     assert first_calls == info.blocks and [s.name for s in stages].count("memory.compress") == first_calls
     assert all(s.model == "scripted" for s in stages if s.name == "memory.compress")

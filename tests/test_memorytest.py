@@ -12,15 +12,16 @@ import pytest
 from agents.bm25_extractive import BM25Extractive, memory_statements
 from conftest import EchoAssistant, make_persona
 from simloop.cli import main
-from simloop.config import RunConfig
+from simloop.config import RunConfig, load_config
 from simloop.run.engine import run_dialogue
 from simloop.run.session import DialogueSpec
 from simloop.errors import ConfigError
-from simloop.memory.strategies import SummaryMemory
+from simloop.memory import ContextPart, SummaryMemory, make_memory
 from simloop.memorytest.facts import FACTS, fact_by_id, find_terms, mentions, score_rules
 from simloop.memory.offline import MODEL_NAME, OfflineSummariser
 from simloop.memorytest.probes import PROBE, REVEAL, ProbeSimulator, build_probes, deal_facts, query_kept
 from simloop.memorytest.run import MEMORY_FILE, SIMULATOR, MemoryTest, parse_config
+from simloop.memorytest.formats import MemoryResults
 from simloop.memorytest.score import score_probe, summarise_probes
 from simloop.fakes.mockllm import MockLLM
 from simloop.run.plugins import Context
@@ -135,13 +136,13 @@ def test_probe_scoring_and_the_strategy_summary():
     good = _transcript(plans[0], plans[0].probe_turn, "With your allergy, pack fruit.")
     cut = _transcript(plans[1], plans[1].probe_turn - 1, "", error=True)  # ended before the probe
     rows = [score_probe(plans[0], good, "full"), score_probe(plans[1], cut, "full")]
-    assert rows[0]["passed"] and rows[0]["answered"] and rows[0]["query_kept"] and rows[0]["mentioned"] == ["allergy"]
-    assert not rows[1]["passed"] and not rows[1]["answered"] and rows[1]["rule"] == "unanswered"
+    assert rows[0].passed and rows[0].answered and rows[0].query_kept and rows[0].mentioned == ["allergy"]
+    assert not rows[1].passed and not rows[1].answered and rows[1].rule == "unanswered"
     entry = summarise_probes(rows, [good, cut], [2, 4])
-    assert entry["recall_by_distance"] == {"2": 1.0, "4": 0.0}
+    assert entry.recall_by_distance == {"2": 1.0, "4": 0.0}
     turns = [t for tr in (good, cut) for t in tr.turns]
-    assert entry["tokens_per_turn"] == round(sum(t.assistant.context.tokens for t in turns) / len(turns), 1)
-    assert entry["unanswered"] == 1 and entry["errors"] == 0 and entry["probes_by_distance"] == {"2": 1, "4": 1}
+    assert entry.tokens_per_turn == round(sum(t.assistant.context.tokens for t in turns) / len(turns), 1)
+    assert entry.unanswered == 1 and entry.errors == 0 and entry.probes_by_distance == {"2": 1, "4": 1}
     assert query_kept("Which snacks should I pack? allergy", plans[0]) and not query_kept(plans[0].question, plans[0])
 
 
@@ -166,7 +167,7 @@ async def test_offline_summariser_keeps_what_the_user_said_and_nothing_else():
     for i, utterance in enumerate(history[1:], 1):
         state.turns.append(Turn(index=i, user=state.user, assistant={"response": "An answer."}))
         state.user = UserTurn(utterance=utterance)
-        text, info, stages = await memory.build(state, ctx)
+        text, info, stages, _ = await memory.build(state, ctx)
         assert info.strategy == "summary" and stages and stages[0].model == MODEL_NAME and stages[0].prompt_tokens > 0
         if i >= 2:
             assert "I have a severe peanut allergy." in text  # kept however far back
@@ -175,7 +176,7 @@ async def test_offline_summariser_keeps_what_the_user_said_and_nothing_else():
     state.user = UserTurn(utterance="I also own a lazy cat named Pixel and I live in a big flat by the sea. Why?")
     state.turns.append(Turn(index=len(history) + 1, user=state.user, assistant={"response": "x"}))
     state.user = UserTurn(utterance="next")
-    text, _, _ = await memory.build(state, ctx)
+    text, _, _, _ = await memory.build(state, ctx)
     assert text == "I also own a lazy cat named Pixel and I live in a big flat by the sea."  # oldest out first
 
 
@@ -183,16 +184,30 @@ async def test_offline_summariser_keeps_what_the_user_said_and_nothing_else():
 
 
 def test_memory_statements_from_each_kind_of_context():
-    full = ("User (turn 1): Hi. I have a peanut allergy. What is a snack?\nAssistant (turn 1): I think snacks are "
-            "small meals.\nUser (turn 2): Thanks.")
+    full = [ContextPart("user", "Hi. I have a peanut allergy. What is a snack?"),
+            ContextPart("assistant", "I think snacks are small meals."), ContextPart("user", "Thanks.")]
     users, statements = memory_statements(full)
     assert users == ["Hi. I have a peanut allergy. What is a snack?", "Thanks."]
     assert statements == ["I have a peanut allergy."]  # not the question, not the assistant's "I think"
-    adaptive = ("Earlier in the conversation (condensed):\n- turns 1-3: User: My budget is 600 euros. "
-                "Assistant: Laptops vary.\n\nMost recent messages:\nUser (turn 4): What is RAM?")
+    adaptive = [ContextPart("user", "My budget is 600 euros."), ContextPart("assistant", "Laptops vary."),
+                ContextPart("user", "What is RAM?")]
     assert memory_statements(adaptive) == (["My budget is 600 euros.", "What is RAM?"], ["My budget is 600 euros."])
-    summary = "The user is allergic to peanuts. The user last asked about glycogen."
+    summary = [ContextPart(None, "The user is allergic to peanuts. The user last asked about glycogen.")]
     assert memory_statements(summary)[1] == ["The user is allergic to peanuts.", "The user last asked about glycogen."]
+
+
+async def test_adaptive_parts_say_who_said_what():
+    """The adaptive context's parts carry the condensed blocks and the window by speaker,
+    so bm25_extractive never parses the prompt text."""
+    history = [f"I have a peanut allergy and topic{i} matters to me." for i in range(12)]
+    state = _state(history, "Which snacks should I pack?")
+    memory = make_memory("adaptive", token_budget=400, system_tokens=50, k_max=4)
+    ctx = Context(RunConfig(), overrides={"embedder": HashEmbedder()})
+    text, _, _, parts = await memory.build(state, ctx)
+    assert parts and {p.role for p in parts} <= {"user", "assistant", None}
+    assert all(p.text in text for p in parts if p.role == "assistant")
+    assert parts[-1] == ContextPart("assistant", "Answer 12.")  # the window ends with the last reply
+    assert "I have a peanut allergy and topic0 matters to me." in [p.text for p in parts if p.role == "user"]
 
 
 @pytest.mark.parametrize("memory, params, kept", [("full", {}, True), ("window", {"turns": 2}, False)])
@@ -219,26 +234,31 @@ def test_bm25_memory_params_are_validated():
 # ----------------------------------------------------------------------------- runs, config, CLI
 
 
-def _config(tmp_path: Path, **kw) -> dict:
-    return {"personas_dir": ROOT / "personas", "persona_ids": ["maya"], "facts": ["allergy-peanut"],
-            "distances": [1, 3], "out": tmp_path, "run_id": "m", "concurrency": 2, **kw}
+def _config(**kw) -> dict:
+    return {"facts": ["allergy-peanut"], "distances": [1, 3], **kw}
+
+
+def _base(tmp_path: Path, **llm) -> RunConfig:
+    """The run config every strategy starts from (what `simloop memory` builds from its flags)."""
+    return load_config(None, {"scenarios": {"personas_dir": ROOT / "personas", "persona_ids": ["maya"]},
+                              "out": tmp_path, "run_id": "m", "concurrency": 2, "llm": {"default": llm}}, environ={})
 
 
 async def test_summary_strategy_and_judge_against_the_mock_llm(tmp_path: Path):
     fakes = {"retriever": MemoryRetriever(DOCS), "embedder": HashEmbedder()}
     async with MockLLM(seed=2) as mock:
-        cfg = parse_config(_config(tmp_path, strategies=["summary", "window"], base_url=mock.url,
-                                   model="mock-model", judge=True))
-        test = MemoryTest(cfg, overrides=fakes)
+        cfg = parse_config(_config(strategies=["summary", "window"], judge=True))
+        test = MemoryTest(cfg, _base(tmp_path, base_url=mock.url, model="mock-model"), overrides=fakes)
         assert not test.offline_summary
         memory = await test.run()
         calls = mock.stats()["requests"]
     run_dir = tmp_path / "m"
-    assert json.loads((run_dir / MEMORY_FILE).read_text()) == memory
-    assert set(memory["strategies"]) == {"summary", "window"} and memory["scorer"] == "judge"
-    for entry in memory["strategies"].values():
-        assert set(entry["recall_by_distance"]) == {"1", "3"} and entry["tokens_per_turn"] >= 0
-    assert memory["strategies"]["summary"]["memory_models"] == ["mock-model"]
+    assert MemoryResults.model_validate_json((run_dir / MEMORY_FILE).read_text()) == memory
+    assert json.loads((run_dir / MEMORY_FILE).read_text())["schema_version"] == "1.0"
+    assert set(memory.strategies) == {"summary", "window"} and memory.scorer == "judge"
+    for entry in memory.strategies.values():
+        assert set(entry.recall_by_distance) == {"1", "3"} and entry.tokens_per_turn >= 0
+    assert memory.strategies["summary"].memory_models == ["mock-model"]
     summary = list(read_transcripts(run_dir / "m-summary"))
     params = read_manifest(run_dir / "m-summary").assistant.params
     assert params["memory"] == "summary" and params["k"] == 10  # effective: defaults included
@@ -248,28 +268,28 @@ async def test_summary_strategy_and_judge_against_the_mock_llm(tmp_path: Path):
             names = [s.name for s in turn.stages if s.model == "mock-model"]
             assert names == (["summary"] if turn.index > 1 else []) and turn.assistant.context.strategy == "summary"
     summary_calls = sum(len(t.turns) - 1 for t in summary)
-    assert calls == summary_calls + len(memory["probes"])  # one judge call per probe, nothing unrecorded
-    assert all(p["scored_by"] == "judge" and "judge" in p for p in memory["probes"])
+    assert calls == summary_calls + len(memory.probes)  # one judge call per probe, nothing unrecorded
+    assert all(p.scored_by == "judge" and p.judge is not None for p in memory.probes)
     top = list(read_transcripts(run_dir))  # the folder is a run directory of every dialogue
-    assert sorted(t.dialogue_id for t in top) == sorted(p["dialogue_id"] for p in memory["probes"])
+    assert sorted(t.dialogue_id for t in top) == sorted(p.dialogue_id for p in memory.probes)
     assert read_manifest(run_dir).status == "finished"
 
 
 async def test_offline_summary_stand_in_without_an_llm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     fakes = {"retriever": MemoryRetriever(DOCS), "embedder": HashEmbedder()}
-    test = MemoryTest(parse_config(_config(tmp_path, strategies=["summary"], distances=[2])), overrides=fakes)
+    test = MemoryTest(parse_config(_config(strategies=["summary"], distances=[2])), _base(tmp_path), overrides=fakes)
     assert test.offline_summary
     memory = await test.run()
-    assert memory["strategies"]["summary"]["memory_models"] == [MODEL_NAME] and memory["scorer"] == "rules"
+    assert memory.strategies["summary"].memory_models == [MODEL_NAME] and memory.scorer == "rules"
 
 
 def test_config_errors(tmp_path: Path):
     for bad in ({"distances": [0, 5]}, {"strategies": ["full", "nope"]}, {"facts": ["nope"]},
                 {"distances": [999], "reveal_turn": 2}, {"assistant_params": {"memory": "full"}}):
         with pytest.raises(ConfigError):
-            parse_config(_config(tmp_path, **bad))
-    assert parse_config(_config(tmp_path, distances=[10, 5, 5])).distances == [5, 10]
+            parse_config(_config(**bad))
+    assert parse_config(_config(distances=[10, 5, 5])).distances == [5, 10]
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -314,4 +334,4 @@ def test_offline_end_to_end_with_the_real_stack(tmp_path: Path, demo_cache: Path
 
     from simloop.evaluate.report import load_view
 
-    assert load_view(run_dir).memory["strategies"].keys() == {"full", "window"}  # `simloop report` shows the plot
+    assert load_view(run_dir).memory.strategies.keys() == {"full", "window"}  # `simloop report` shows the plot

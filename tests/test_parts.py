@@ -11,7 +11,7 @@ from simloop.parts.ptkb import rank_ptkb_by_embedding
 from simloop.parts.rewrite import heuristic_rewrite, is_dependent
 from simloop.parts.stages import timed_stage
 from simloop.text import STOPWORDS, words
-from simloop.search.bm25 import Hit
+from simloop.search import Hit
 from simloop.fakes.seams import HashEmbedder
 
 PTKB = ["I am vegetarian and I cook tofu often.", "I live in Porto.", "I play the cello in an orchestra."]

@@ -12,7 +12,7 @@ import pytest
 from scripted_chat import ScriptedChat
 from simloop.config import RunConfig
 from simloop.llm.config import LLMConfig, LLMRole
-from simloop.memory.strategies import count_tokens
+from simloop.text import count_tokens
 from simloop.fakes.mockllm import MockLLM
 from simloop.parts.generate_llm import check_references, draft_answer, grounded_answer, suggest_elements
 from simloop.parts.ptkb_llm import (
@@ -23,7 +23,7 @@ from simloop.parts.retrieve import (
 )
 from simloop.parts.rewrite_llm import clean_query, iterative_rewrite, llm_rewrite, queries_from_answer, queries_per_ptkb
 from simloop.run.plugins import Context
-from simloop.search.bm25 import Hit
+from simloop.search import Hit
 from simloop.schema import PtkbUse
 from simloop.fakes.seams import HashEmbedder, MemoryRetriever
 

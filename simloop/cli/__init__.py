@@ -10,10 +10,10 @@ import argparse
 import logging
 import sys
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
-from .args import parse_params
 from ..errors import BadInputError, SimloopError
+from .flags import RUN_FLAGS, add_flags, config_from_flags
 
 __all__ = ["main", "build_parser"]
 
@@ -21,68 +21,14 @@ Handler = Callable[[argparse.Namespace], int]
 
 
 # ----------------------------------------------------------------------------- run
-def _run_overrides(a: argparse.Namespace) -> dict[str, Any]:
-    """CLI flags as a nested dict on top of file and environment."""
-    o: dict[str, Any] = {}
-
-    def put(path: str, value: Any) -> None:
-        if value is None:
-            return
-        node = o
-        *parents, leaf = path.split(".")
-        for p in parents:
-            node = node.setdefault(p, {})
-        node[leaf] = value
-
-    put("simulator.name", a.simulator)
-    put("assistant.name", a.assistant)
-    put("scenarios.topics", a.topics)
-    put("scenarios.personas_dir", a.personas)
-    put("scenarios.limit", a.limit)
-    put("scenarios.repeat", a.repeat)
-    put("scenarios.persona_ids", a.persona or None)
-    put("scenarios.topic_ids", a.topic or None)
-    put("concurrency", a.concurrency)
-    put("max_turns", a.max_turns)
-    put("dialogue_timeout_s", a.timeout)
-    put("seed", a.seed)
-    put("out", a.out)
-    put("run_id", a.run_id)
-    put("backend", a.backend)
-    put("ray_address", a.address)
-    put("retrieval.index", a.index)
-    put("retrieval.k", a.k)
-    put("llm.default.base_url", a.base_url)
-    put("llm.default.model", a.model)
-    put("llm.default.rpm", a.rpm)
-    put("llm.cache", a.cache)
-    for flag, section in ((a.assistant_param, "assistant"), (a.simulator_param, "simulator")):
-        if flag:
-            put(f"{section}.params", parse_params(flag, f"--{section}-param"))
-    if a.no_progress:
-        put("progress", False)
-    return o
-
-
 def _load_run_config(a: argparse.Namespace):
-    from ..config import load_config
+    if a.resume is None:
+        return config_from_flags(a, RUN_FLAGS, config=a.config)
     from ..run.runner import resume_config
 
-    if a.resume is not None:
-        base = resume_config(a.resume)
-        # A resumed run keeps its config; only speed/progress flags may change.
-        speed = {k: v for k, v in _run_overrides(a).items() if k in {"concurrency", "progress"}}
-        return base.model_copy(update=speed)
-    cfg = load_config(a.config, _run_overrides(a))
-    if a.base_url or a.model:  # "--base-url/--model set every LLM role at once"
-        for role in cfg.llm.roles.values():
-            if a.base_url:
-                role["base_url"] = a.base_url
-            if a.model:
-                role["model"] = a.model
-    if a.no_cache:
-        cfg.llm.cache = None
-    return cfg
+    # A resumed run keeps its config; only speed/progress flags may change.
+    speed = {dest: RUN_FLAGS[dest] for dest in ("concurrency", "progress")}
+    return config_from_flags(a, speed, base=resume_config(a.resume))
 
 
 def cmd_run(a: argparse.Namespace) -> int:
@@ -99,34 +45,8 @@ def cmd_run(a: argparse.Namespace) -> int:
 def _add_run(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run dialogues (no arguments = the offline demo)")
     p.add_argument("config", nargs="?", type=Path, help="a run config TOML file")
-    p.add_argument("--simulator", help="simulator name or module:attr")
-    p.add_argument("--assistant", help="assistant name or module:attr")
-    p.add_argument("--assistant-param", action="append", metavar="KEY=VALUE", help="assistant parameter (repeatable)")
-    p.add_argument("--simulator-param", action="append", metavar="KEY=VALUE", help="simulator parameter (repeatable)")
-    p.add_argument("--topics", type=Path, help="an iKAT topic file (2023/2024/2025) to use instead of personas/")
-    p.add_argument("--personas", type=Path, help="folder of persona TOML files (default personas/)")
-    p.add_argument("--persona", action="append", help="only this persona id (repeatable)")
-    p.add_argument("--topic", action="append", help="only this topic id (repeatable)")
-    p.add_argument("--base-url", help="OpenAI-compatible base URL for every LLM role")
-    p.add_argument("--model", help="model name for every LLM role")
-    p.add_argument("--concurrency", type=int, help="dialogues at once (default 8)")
-    p.add_argument("--rpm", type=float, help="LLM requests per minute per endpoint")
-    p.add_argument("--limit", type=int, help="run at most N scenarios")
-    p.add_argument("--max-turns", type=int, help="safety cap on turns per dialogue (default 30)")
-    p.add_argument("--timeout", type=float, help="seconds per dialogue (default 600)")
-    p.add_argument("--repeat", type=int, help="run each persona x topic N times with different seeds")
-    p.add_argument("--seed", type=int)
-    p.add_argument("--index", type=Path, help="Lucene index dir (default: the demo Wikipedia index)")
-    p.add_argument("--k", type=int, help="passages retrieved per turn (default 10)")
-    p.add_argument("--out", type=Path, help="output folder (default transcripts/)")
-    p.add_argument("--run-id")
-    cache = p.add_mutually_exclusive_group()
-    cache.add_argument("--cache", type=Path, help="sqlite file caching LLM calls")
-    cache.add_argument("--no-cache", action="store_true")
-    p.add_argument("--backend", choices=["local", "ray"])
-    p.add_argument("--address", help="Ray cluster address (with --backend ray)")
+    add_flags(p, RUN_FLAGS)
     p.add_argument("--resume", type=Path, metavar="RUN_DIR", help="finish an interrupted run")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_run)
 
 
@@ -145,7 +65,7 @@ def cmd_show(a: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------------- index/corpus
 def cmd_index_build(a: argparse.Namespace) -> int:
-    from ..search.bm25 import build_index
+    from ..search import build_index
 
     n = build_index(a.corpus, a.out, threads=a.threads)
     print(f"indexed {n} documents into {a.out}")
@@ -153,7 +73,7 @@ def cmd_index_build(a: argparse.Namespace) -> int:
 
 
 def cmd_corpus_wiki(a: argparse.Namespace) -> int:
-    from ..search.bm25 import write_wiki_corpus
+    from ..search import write_wiki_corpus
 
     n = write_wiki_corpus(a.out)
     print(f"wrote {n} documents to {a.out}")
@@ -197,7 +117,13 @@ def _add_misc(sub: argparse._SubParsersAction) -> None:
 
 
 # ----------------------------------------------------------------------------- main
-_EXTRA_COMMANDS: list[str] = ["evaluate.cli", "cli.serve", "cli.rehearse", "memorytest.cli"]  # modules adding their own sub-commands via add_commands(sub)
+# Modules adding their own sub-commands via add_commands(sub).
+_EXTRA_COMMANDS: list[str] = [
+    "cli.evaluate",
+    "cli.serve",
+    "cli.rehearse",
+    "cli.memory",
+]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -216,6 +142,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from ..search.jvm import prepare_environment
+
+    prepare_environment()  # at process start, before any thread or LLM client (see search/jvm.py)
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BadInputError
-from .args import parse_params
+from .flags import RUN_FLAGS, add_flags, config_from_flags
 
 __all__ = ["add_commands", "cmd_rehearse"]
 
@@ -46,9 +46,12 @@ def _token(a: argparse.Namespace) -> tuple[str, str]:
     return DEFAULT_TOKEN_ENV, token
 
 
-def _config(a: argparse.Namespace, token_env: str):
-    from ..config import load_config
+# The run settings `rehearse` takes, spelled as in `simloop run`.
+REHEARSE_FLAGS = ("assistant", "assistant_param", "topics", "personas", "index", "k", "base_url", "model", "out",
+                  "run_id")
 
+
+def _config(a: argparse.Namespace, token_env: str):
     sim: dict[str, Any] = {"api": a.api, "run_id": a.run_id, "token_env": token_env, "debug": a.debug,
                            "track_persona": a.track_persona, "runs": a.concurrency, "limit": a.limit,
                            "max_response_tokens": a.max_response_tokens, "timeout_s": a.timeout}
@@ -56,23 +59,13 @@ def _config(a: argparse.Namespace, token_env: str):
         sim["description"] = a.description
     if a.state_dir is not None:
         sim["state_dir"] = str(a.state_dir)
-    o: dict[str, Any] = {"simulator": {"name": "simapi", "params": sim}, "assistant": {"name": a.assistant},
-                         "run_id": a.run_id, "max_turns": 1000, "dialogue_timeout_s": a.dialogue_timeout}
-    if a.assistant_param:
-        o["assistant"]["params"] = parse_params(a.assistant_param, "--assistant-param")
-    sel = {k: v for k, v in (("topics", a.topics), ("personas_dir", a.personas)) if v is not None}
-    if sel:
-        o["scenarios"] = sel
-    retrieval = {k: v for k, v in (("index", a.index), ("k", a.k)) if v is not None}
-    if retrieval:
-        o["retrieval"] = retrieval
-    if a.base_url or a.model:
-        o["llm"] = {"default": {k: v for k, v in (("base_url", a.base_url), ("model", a.model)) if v}}
-    if a.out is not None:
-        o["out"] = a.out
+    # The server's user ends each session, so max_turns is only a guard against a runaway server.
+    fixed = {"simulator": {"name": "simapi", "params": sim}, "max_turns": 1000,
+             "dialogue_timeout_s": a.dialogue_timeout}
     # The token variable is ours, not a run setting: keep it out of the SIMLOOP_* layer.
     environ = {k: v for k, v in os.environ.items() if k != token_env}
-    return load_config(a.config, o, environ)
+    return config_from_flags(a, {d: RUN_FLAGS[d] for d in REHEARSE_FLAGS}, config=a.config, environ=environ,
+                             fixed=fixed)
 
 
 async def _verify(api: str, token: str, debug: bool, timeout_s: float) -> None:
@@ -140,7 +133,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     tok.add_argument("--token", help="the team's bearer token (shows in the process list: prefer --token-env)")
     tok.add_argument("--token-file", type=Path, help="a file holding the token")
     p.add_argument("--assistant", required=True, help="assistant name or module:attr")
-    p.add_argument("--assistant-param", action="append", metavar="KEY=VALUE")
+    add_flags(p, [d for d in REHEARSE_FLAGS if d not in ("assistant", "run_id")])
     p.add_argument("--run-id", help="Sim.API run id and run directory name; an existing one is resumed "
                                     "(default rehearse-<time>)")
     p.add_argument("--description", help="run description sent to the server")
@@ -148,14 +141,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--debug", action="store_true", help="use the /debug endpoints (nothing is evaluated)")
     p.add_argument("--concurrency", type=int, default=1, help="independent Sim.API runs at once (default 1)")
     p.add_argument("--limit", type=int, help="stop each run after N sessions (the run stays incomplete)")
-    p.add_argument("--topics", type=Path, help="iKAT topic file: PTKB for servers that do not send user_meta")
-    p.add_argument("--personas", type=Path, help="persona folder: PTKB for servers that do not send user_meta")
-    p.add_argument("--index", type=Path, help="Lucene index dir (default: the demo Wikipedia index)")
-    p.add_argument("--k", type=int, help="passages retrieved per turn")
-    p.add_argument("--base-url", help="OpenAI-compatible base URL for the assistant's LLM roles")
-    p.add_argument("--model", help="model name for the assistant's LLM roles")
     p.add_argument("--max-response-tokens", type=int, default=250, help="truncate longer responses (default 250)")
-    p.add_argument("--out", type=Path, help="output folder (default transcripts/)")
     p.add_argument("--state-dir", type=Path, help="where resume state is kept (default <out>/.rehearse)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per HTTP request (default 600)")
     p.add_argument("--dialogue-timeout", type=float, default=3600.0, help="seconds per session (default 3600)")

@@ -17,11 +17,11 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
 
-from ..config import PluginSpec, RunConfig, load_config
+from ..config import PluginSpec, RunConfig
 from ..errors import BadInputError
-from .args import parse_params
+from .flags import RUN_FLAGS, add_flags, config_from_flags
 
 __all__ = ["parse_tokens", "collect_tokens", "add_commands", "TOKENS_ENV"]
 
@@ -64,21 +64,15 @@ def collect_tokens(flags: list[str] | None, file: Path | None, environ: Mapping[
 # ----------------------------------------------------------------------------- CLI
 
 
+# The run settings `serve` takes, spelled as in `simloop run`.
+SERVE_FLAGS = ("simulator", "simulator_param", "topics", "personas", "topic", "limit", "base_url", "model",
+               "out", "max_turns", "seed")
+
+
 def _serve_config(a: argparse.Namespace) -> RunConfig:
-    o: dict[str, Any] = {"out": a.out, "max_turns": a.max_turns, "seed": a.seed}
-    sim: dict[str, Any] = {"name": a.simulator} if a.simulator else {}
-    if a.simulator_param:
-        sim["params"] = parse_params(a.simulator_param, "--simulator-param")
-    sel = {"topics": a.topics, "personas_dir": a.personas, "limit": a.limit, "topic_ids": a.topic}
-    o["scenarios"] = {k: v for k, v in sel.items() if v is not None}
-    if sim:
-        o["simulator"] = sim
-    if a.base_url or a.model:
-        o["llm"] = {"default": {k: v for k, v in (("base_url", a.base_url), ("model", a.model)) if v}}
-    o = {k: v for k, v in o.items() if v is not None}
     # The tokens variable is ours, not a run setting: keep it out of the SIMLOOP_* layer.
     environ = {k: v for k, v in os.environ.items() if k != TOKENS_ENV}
-    return load_config(a.config, o, environ)
+    return config_from_flags(a, {d: RUN_FLAGS[d] for d in SERVE_FLAGS}, config=a.config, environ=environ)
 
 
 def cmd_serve(a: argparse.Namespace) -> int:
@@ -110,19 +104,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--token", action="append", metavar="TEAM=TOKEN", help=f"a team's bearer token (repeatable; "
                    f"prefer --tokens-file or {TOKENS_ENV}: flags show in the process list)")
     p.add_argument("--tokens-file", type=Path, help="file with one TEAM=TOKEN per line (# comments)")
-    p.add_argument("--topics", type=Path, help="an iKAT topic file (2023/2024/2025) instead of personas/")
-    p.add_argument("--personas", type=Path, help="folder of persona TOML files (default personas/)")
-    p.add_argument("--topic", action="append", help="serve only this topic id (repeatable)")
-    p.add_argument("--limit", type=int, help="serve only the first N user x topic pairs")
-    p.add_argument("--simulator", help="simulator name or module:attr (default offline)")
-    p.add_argument("--simulator-param", action="append", metavar="KEY=VALUE")
+    add_flags(p, SERVE_FLAGS)
     p.add_argument("--debug-simulator", help="another simulator for /debug/* (as the organisers do)")
-    p.add_argument("--base-url", help="OpenAI-compatible base URL (LLM simulator)")
-    p.add_argument("--model", help="model name (LLM simulator)")
-    p.add_argument("--out", type=Path, help="folder for run directories and the state file (default transcripts/)")
     p.add_argument("--state", type=Path, help="state file (default <out>/serve-state.sqlite)")
-    p.add_argument("--max-turns", type=int, help="safety cap on user turns per session (default 20)")
-    p.add_argument("--seed", type=int)
     p.add_argument("--max-response-tokens", type=int, default=250, help="response limit in tokens (default 250)")
     p.add_argument("--max-response-chars", type=int, help="response limit in characters (default none)")
     p.add_argument("--run-budget", type=int, default=100, help="runs per team (default 100)")

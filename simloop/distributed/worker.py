@@ -29,7 +29,7 @@ def worker_config(cfg: RunConfig, workers: int) -> RunConfig:
     def share(tpm: int | None) -> int | None:
         return None if tpm is None else max(1, tpm // workers)
 
-    roles = {name: ({**over, "tpm": share(over["tpm"])} if isinstance(over, dict) and over.get("tpm") else over)
+    roles = {name: over.model_copy(update={"tpm": share(over.tpm)}) if over.tpm else over
              for name, over in llm.roles.items()}
     return cfg.model_copy(update={
         "scenarios": sel.model_copy(update={"personas_dir": sel.personas_dir.resolve(),

@@ -7,7 +7,6 @@ failure never leaves half a file where a training job or trec_eval would pick it
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
@@ -15,7 +14,8 @@ from typing import Any, Callable, Sequence
 from ..errors import BadInputError, DataFileError
 from .provenance import ikat_qid
 from .stats import mean_grade
-from .summary import atomic_write_text, load_run, load_scores, resolve_source
+from ..files import atomic_open, atomic_write
+from .summary import load_run, load_scores, resolve_source
 from ..schema import Behaviour, Persona, RunManifest, Transcript
 
 __all__ = ["FORMATS", "ExportFilter", "ExportResult", "export_run", "validate_chat", "select", "scenario_sources"]
@@ -51,9 +51,9 @@ class ExportResult:
 # ----------------------------------------------------------------------------- selection
 def _judge_scores(run_dir: Path) -> dict[str, float | None]:
     scores = load_scores(run_dir)
-    if not scores or not any("judge" in line for line in scores):
+    if not scores or not any(line.judge is not None for line in scores):
         raise BadInputError(f"--min-judge needs judge scores: run `simloop eval {run_dir} --judge` first")
-    return {line["dialogue_id"]: (line.get("judge") or {}).get("overall") for line in scores}
+    return {line.dialogue_id: line.judge.overall if line.judge else None for line in scores}
 
 
 def _repeat_of(t: Transcript) -> int | None:
@@ -271,12 +271,8 @@ def _parquet_table(ts: Sequence[Transcript]):
 def _write_parquet(table, out: Path) -> None:
     import pyarrow.parquet as pq
 
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    try:
-        pq.write_table(table, tmp)
-        os.replace(tmp, out)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with atomic_open(out, "wb") as fh:
+        pq.write_table(table, fh)
 
 
 # ----------------------------------------------------------------------------- entry point
@@ -322,12 +318,12 @@ def _soft_sources(run_dir: Path, manifest, personas_dir, topics, notes: list[str
 
 
 def _write_json(obj: list[dict], out: Path) -> tuple[int, str]:
-    atomic_write_text(out, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+    atomic_write(out, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
     return len(obj), "topics"
 
 
 def _write_lines(lines: list[str], out: Path, unit: str) -> tuple[int, str]:
-    atomic_write_text(out, _text(lines))
+    atomic_write(out, _text(lines))
     return len(lines), unit
 
 

@@ -23,7 +23,7 @@ from typing import Any, Protocol, Sequence
 
 from pydantic import BaseModel, Field
 
-from ..errors import SimloopError
+from ..errors import LLMError, SimloopError
 from ..schema import Stage, Transcript, Turn, Usage
 
 __all__ = [
@@ -188,9 +188,8 @@ class Judge:
                 verdict, st = await self.chat.structured(messages, schema, stage=stage)
             except SimloopError as exc:  # one failed call costs one score, not the evaluation
                 out.errors.append(f"{stage}: {type(exc).__name__}: {exc}")
-                failed = getattr(exc, "stage", None)  # the LLM layer attaches what the attempt cost
-                if isinstance(failed, Stage):
-                    out.stages.append(failed)
+                if isinstance(exc, LLMError) and exc.stage is not None:  # what the failed attempt cost
+                    out.stages.append(exc.stage)
                 return None
         out.stages.append(st)
         return verdict

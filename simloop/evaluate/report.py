@@ -12,14 +12,19 @@ import asyncio
 import base64
 import html
 import io
-import json
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
+from pydantic import ValidationError
+
+from ..errors import first_error
+from ..files import atomic_write
+from ..memorytest.formats import MemoryResults
 from ..schema import Transcript
+from .formats import RunSummary
 from .summary import EvalOptions, evaluate_transcripts, load_run, load_summary
 from .tables import compare_rows, fmt, memory_rows, reference_rows
 
@@ -32,25 +37,32 @@ MEMORY = "memory.json"
 class RunView:
     name: str
     run_dir: Path
-    summary: dict
+    summary: RunSummary
     transcripts: list[Transcript]
-    memory: dict | None
+    memory: MemoryResults | None
     memory_note: str | None = None
     evaluated_now: bool = False
 
 
-def _read_memory(run_dir: Path) -> tuple[dict | None, str | None]:
+def _read_memory(run_dir: Path) -> tuple[MemoryResults | None, str | None]:
     """memory.json from `simloop memory`, if any; a malformed one is noted, not fatal."""
     path = run_dir / MEMORY
     if not path.exists():
         return None, None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        for s in data["strategies"].values():  # check the shape now, so plotting cannot fail later
-            [(float(k), float(v)) for k, v in s["recall_by_distance"].items()]
+        data = MemoryResults.model_validate_json(path.read_bytes())
+        for s in data.strategies.values():  # distances must be numbers, or plotting would fail later
+            [float(k) for k in s.recall_by_distance]
         return data, None
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        return None, f"{path.name} could not be read ({type(exc).__name__}: {exc}); memory plots skipped"
+    except (ValidationError, ValueError) as exc:
+        return None, f"{path.name} could not be read ({_one_line(exc)}); memory plots skipped"
+
+
+def _one_line(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        where, msg = first_error(exc)
+        return f"{where}: {msg}"
+    return f"{type(exc).__name__}: {exc}"
 
 
 def load_view(run_dir: Path) -> RunView:
@@ -122,13 +134,13 @@ def _score_plot(views: Sequence[RunView]) -> str | None:
     """Bars of the headline scores each run has (PTKB, passages, judge)."""
     keys = [("ptkb", "nDCG@3"), ("ptkb", "P@3"), ("ptkb", "R@3"), ("ptkb", "F1"),
             ("passages", "nDCG@3"), ("passages", "P@5"), ("judge", "overall")]
-    present = [(s, m) for s, m in keys if any(isinstance((v.summary.get(s) or {}).get(m), (int, float)) for v in views)]
+    present = [(s, m) for s, m in keys if any(isinstance(v.summary.lookup(s, m), (int, float)) for v in views)]
     if not present:
         return None
     fig, ax = _figure()
     width = 0.8 / len(views)
     for i, v in enumerate(views):
-        vals = [(v.summary.get(s) or {}).get(m) or 0.0 for s, m in present]
+        vals = [v.summary.lookup(s, m) or 0.0 for s, m in present]
         ax.bar([x + i * width for x in range(len(present))], vals, width, label=v.name)
     ax.set_xticks([x + 0.4 - width / 2 for x in range(len(present))], [f"{s} {m}" for s, m in present],
                   rotation=15, fontsize=8)
@@ -140,8 +152,8 @@ def _score_plot(views: Sequence[RunView]) -> str | None:
 
 def _memory_plot(v: RunView) -> str | None:
     fig, ax = _figure()
-    for name, s in v.memory["strategies"].items():
-        pts = sorted((float(d), float(r)) for d, r in s["recall_by_distance"].items())
+    for name, s in v.memory.strategies.items():
+        pts = sorted((float(d), float(r)) for d, r in s.recall_by_distance.items())
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
     ax.set_xlabel("distance (turns between fact and probe)")
     ax.set_ylabel("recall")
@@ -217,7 +229,5 @@ def render_html(views: Sequence[RunView]) -> str:
 
 
 def write_report(views: Sequence[RunView], out: Path) -> Path:
-    from .summary import atomic_write_text
-
-    atomic_write_text(Path(out), render_html(views))
+    atomic_write(Path(out), render_html(views))
     return Path(out)

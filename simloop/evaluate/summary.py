@@ -10,22 +10,28 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..errors import BadInputError, ConfigError
+from pydantic import ValidationError
+
+from ..errors import BadInputError, ConfigError, first_error
+from ..files import atomic_write
 from ..run.recorder import ReadReport, read_manifest, read_transcripts
 from ..schema import RunManifest, Transcript
+from .formats import (
+    DialogueJudgeScores, DialogueScores, JudgeSummary, PassageMetrics, PtkbMetrics, PtkbReference, ReadNotes,
+    RunStats, RunSummary, TurnScores,
+)
 from .provenance import ikat_qid, passage_scores, ptkb_scores, read_passage_qrels, read_ptkb_qrels, turn_key
 from .stats import mean_grade, run_stats
 
 __all__ = [
-    "EvalOptions", "Evaluation", "evaluate_run", "evaluate_transcripts", "write_evaluation",
-    "load_summary", "load_scores", "atomic_write_text", "IKAT23_PTKB", "is_ikat2023_run", "resolve_source",
+    "EvalOptions", "Evaluation", "check_options", "evaluate_run", "evaluate_transcripts", "write_evaluation",
+    "load_summary", "load_scores", "IKAT23_PTKB", "is_ikat2023_run", "resolve_source",
     "load_run", "SUMMARY", "SCORES",
 ]
 
@@ -51,23 +57,19 @@ class EvalOptions:
     judge_concurrency: int = 8
 
 
+def check_options(opts: EvalOptions) -> None:
+    """Bad evaluation input, found before anything is read or written."""
+    if opts.judge_concurrency < 1:
+        raise BadInputError("--judge-concurrency must be at least 1")
+    for flag, path in (("--qrels", opts.qrels), ("--ptkb-qrels", opts.ptkb_qrels)):
+        if path is not None and not Path(path).is_file():
+            raise BadInputError(f"{flag} {path}: no such file")
+
+
 @dataclass
 class Evaluation:
-    summary: dict
-    scores: list[dict] = field(default_factory=list)
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    """Temp file + rename: readers never see half a file, a crash leaves the old one."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with tmp.open("w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    summary: RunSummary
+    scores: list[DialogueScores] = field(default_factory=list)
 
 
 def resolve_source(path: str | Path, run_dir: Path) -> Path | None:
@@ -106,33 +108,22 @@ def is_ikat2023_run(transcripts: Sequence[Transcript], manifest: RunManifest | N
     return replayed and year in (None, 2023)
 
 
-def _turn_rows(t: Transcript, ptkb_per: dict, psg_per: dict) -> list[dict]:
-    rows = []
-    for turn in t.turns:
-        key = turn_key(t, turn)
-        row: dict[str, Any] = {"index": turn.index, "qid": ikat_qid(t, turn), "grade": turn.user.grade,
-                               "rubric_id": turn.user.rubric_id, "latency_ms": turn.latency_ms}
-        if key in ptkb_per:
-            row["ptkb"] = ptkb_per[key]
-        if key in psg_per:
-            row["passages"] = psg_per[key]
-        rows.append(row)
-    return rows
+def _turn_rows(t: Transcript, ptkb_per: dict, psg_per: dict) -> list[TurnScores]:
+    return [TurnScores(index=turn.index, qid=ikat_qid(t, turn), grade=turn.user.grade, rubric_id=turn.user.rubric_id,
+                       latency_ms=turn.latency_ms, ptkb=ptkb_per.get(turn_key(t, turn)),
+                       passages=psg_per.get(turn_key(t, turn)))
+            for turn in t.turns]
 
 
 def _score_lines(transcripts: Sequence[Transcript], ptkb_per: dict, psg_per: dict,
-                 judge_per: dict | None) -> list[dict]:
-    lines = []
-    for t in transcripts:
-        line: dict[str, Any] = {
-            "run_id": t.run_id, "dialogue_id": t.dialogue_id, "persona_id": t.scenario.persona_id,
-            "topic_id": t.scenario.topic_id, "stop_reason": t.stop.reason, "turn_count": len(t.turns),
-            "mean_grade": mean_grade(t), "turns": _turn_rows(t, ptkb_per, psg_per),
-        }
-        if judge_per is not None and t.dialogue_id in judge_per:
-            line["judge"] = judge_per[t.dialogue_id]
-        lines.append(line)
-    return lines
+                 judge_per: dict | None) -> list[DialogueScores]:
+    return [DialogueScores(
+        run_id=t.run_id, dialogue_id=t.dialogue_id, persona_id=t.scenario.persona_id, topic_id=t.scenario.topic_id,
+        stop_reason=t.stop.reason, turn_count=len(t.turns), mean_grade=mean_grade(t),
+        turns=_turn_rows(t, ptkb_per, psg_per),
+        judge=DialogueJudgeScores.model_validate(judge_per[t.dialogue_id])
+        if judge_per is not None and t.dialogue_id in judge_per else None,
+    ) for t in transcripts]
 
 
 def _judge_chat(manifest: RunManifest, opts: EvalOptions):
@@ -143,12 +134,11 @@ def _judge_chat(manifest: RunManifest, opts: EvalOptions):
         cfg = LLMConfig.model_validate(manifest.config.get("llm") or {})
     except ValueError as exc:
         raise ConfigError(f"run.json config.llm: {exc}") from None
-    over = dict(cfg.roles.get("judge") or {})
-    if opts.judge_base_url:
-        over["base_url"] = opts.judge_base_url
-    if opts.judge_model:
-        over["model"] = opts.judge_model
-    cfg.roles["judge"] = over
+    over = {k: v for k, v in (("base_url", opts.judge_base_url), ("model", opts.judge_model)) if v}
+    if over:
+        judge = cfg.roles.get("judge")
+        cfg = LLMConfig.model_validate({**cfg.model_dump(exclude_unset=True),
+                                        "roles": {**cfg.roles, "judge": {**(judge.settings() if judge else {}), **over}}})
     role = cfg.resolve("judge")
 
     from ..llm.client import LLMPool
@@ -182,32 +172,33 @@ async def evaluate_transcripts(transcripts: Sequence[Transcript], opts: EvalOpti
     ``chat`` lets tests and callers hand in a ready judge model; otherwise it is built from
     the run's config.
     """
-    summary: dict[str, Any] = {"stats": run_stats(transcripts)}
+    summary = RunSummary(stats=RunStats.model_validate(run_stats(transcripts)))
     ptkb = ptkb_scores(transcripts, read_ptkb_qrels(opts.ptkb_qrels) if opts.ptkb_qrels else None)
     if ptkb.summary is not None:
-        summary["ptkb"] = ptkb.summary
+        summary.ptkb = PtkbMetrics.model_validate(ptkb.summary)
         if is_ikat2023_run(transcripts, manifest, run_dir):
-            summary["ptkb_reference"] = IKAT23_PTKB
+            summary.ptkb_reference = PtkbReference.model_validate(IKAT23_PTKB)
     psg_per: dict = {}
     if opts.qrels is not None:
         psg = passage_scores(transcripts, read_passage_qrels(opts.qrels))
-        summary["passages"], psg_per = psg.summary, psg.per_turn
+        summary.passages, psg_per = PassageMetrics.model_validate(psg.summary), psg.per_turn
     judge_per = None
     if opts.judge:
         if manifest is None and chat is None:
             raise BadInputError("--judge needs the run's run.json (for the judge model) or --judge-model/--judge-base-url")
-        summary["judge"], judge_per = await _run_judge(transcripts, manifest, opts, chat)
+        judged, judge_per = await _run_judge(transcripts, manifest, opts, chat)
+        summary.judge = JudgeSummary.model_validate(judged)
     return Evaluation(summary, _score_lines(transcripts, ptkb.per_turn, psg_per, judge_per))
 
 
-def _header(run_dir: Path, manifest: RunManifest | None, report: ReadReport) -> dict:
-    head: dict[str, Any] = {"run_dir": str(run_dir), "evaluated_at": datetime.now(timezone.utc).isoformat()}
+def _with_header(summary: RunSummary, run_dir: Path, manifest: RunManifest | None, report: ReadReport) -> RunSummary:
+    head: dict[str, Any] = {"run_dir": str(run_dir), "evaluated_at": datetime.now(timezone.utc)}
     if manifest is not None:
         head.update(run_id=manifest.run_id, assistant=manifest.assistant.name, simulator=manifest.simulator.name,
                     status=manifest.status)
     if report.torn_tail or report.bad_lines:
-        head["read_notes"] = {"torn_tail": report.torn_tail, "bad_lines": report.bad_lines}
-    return head
+        head["read_notes"] = ReadNotes(torn_tail=report.torn_tail, bad_lines=report.bad_lines)
+    return summary.model_copy(update=head)
 
 
 def _check_run_dir(run_dir: Path) -> None:
@@ -227,29 +218,32 @@ def load_run(run_dir: Path) -> tuple[RunManifest | None, list[Transcript], ReadR
 def evaluate_run(run_dir: Path, opts: EvalOptions, chat: Any | None = None) -> Evaluation:
     manifest, transcripts, report = load_run(run_dir)
     ev = asyncio.run(evaluate_transcripts(transcripts, opts, manifest, chat, Path(run_dir)))
-    ev.summary = {**_header(Path(run_dir), manifest, report), **ev.summary}
+    ev.summary = _with_header(ev.summary, Path(run_dir), manifest, report)
     return ev
 
 
 def write_evaluation(run_dir: Path, ev: Evaluation) -> tuple[Path, Path]:
     run_dir = Path(run_dir)
     scores, summary = run_dir / SCORES, run_dir / SUMMARY
-    atomic_write_text(scores, "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in ev.scores))
-    atomic_write_text(summary, json.dumps(ev.summary, indent=2, ensure_ascii=False) + "\n")
+    atomic_write(scores, "".join(line.to_json_line() for line in ev.scores))
+    atomic_write(summary, ev.summary.to_json())
     return scores, summary
 
 
-def load_summary(run_dir: Path) -> dict | None:
+def load_summary(run_dir: Path) -> RunSummary | None:
+    """``summary.json`` of a run, validated; None when the run was not evaluated."""
     path = Path(run_dir) / SUMMARY
     if not path.exists():
         return None
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise BadInputError(f"{path}: not valid JSON ({exc}); rerun `simloop eval {run_dir}`") from None
+        return RunSummary.model_validate_json(path.read_bytes())
+    except ValidationError as exc:
+        where, msg = first_error(exc)
+        raise BadInputError(f"{path}: {where or 'not valid JSON'}: {msg}; rerun `simloop eval {run_dir}`") from None
 
 
-def load_scores(run_dir: Path) -> list[dict] | None:
+def load_scores(run_dir: Path) -> list[DialogueScores] | None:
+    """``scores.jsonl`` of a run, validated; None when the run was not evaluated."""
     path = Path(run_dir) / SCORES
     if not path.exists():
         return None
@@ -257,7 +251,8 @@ def load_scores(run_dir: Path) -> list[dict] | None:
     for lineno, raw in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
         if raw.strip():
             try:
-                lines.append(json.loads(raw))
-            except json.JSONDecodeError:
-                raise BadInputError(f"{path}:{lineno}: not valid JSON; rerun `simloop eval {run_dir}`") from None
+                lines.append(DialogueScores.model_validate_json(raw))
+            except ValidationError as exc:
+                where, msg = first_error(exc)
+                raise BadInputError(f"{path}:{lineno}: {where}: {msg}; rerun `simloop eval {run_dir}`") from None
     return lines

@@ -8,7 +8,11 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+from pydantic import BaseModel
 from rich.table import Table
+
+from ..memorytest.formats import MemoryResults
+from .formats import JudgeSummary, RunStats, RunSummary
 
 __all__ = [
     "fmt", "sections", "compare_rows", "rich_summary", "rich_compare", "rich_reference", "reference_rows",
@@ -31,78 +35,71 @@ def fmt(value: Any) -> str:
     return str(value)
 
 
-def _stats_rows(s: dict) -> list[Row]:
-    lat = s.get("latency_ms", {})
+def _stats_rows(s: RunStats) -> list[Row]:
+    lat = s.latency_ms
     rows: list[Row] = [
-        ("dialogues", s.get("dialogues")),
-        ("turns total", s.get("turns", {}).get("total")),
-        ("turns mean", s.get("turns", {}).get("mean")),
-        ("turns max", s.get("turns", {}).get("max")),
-        ("stop reasons", s.get("stop_reasons")),
-        ("stopped by", s.get("stopped_by")),
-        ("mean user grade", s.get("grades", {}).get("mean")),
-        ("turn latency ms p50/p90/p99", _pcts(lat.get("turn"))),
-        ("dialogue latency ms p50/p90/p99", _pcts(lat.get("dialogue"))),
-        ("tokens per turn (mean)", s.get("tokens_per_turn", {}).get("mean")),
-        ("LLM calls", s.get("llm_calls")),
-        ("cached calls", s.get("cached_calls")),
-        ("retries", s.get("retries")),
-        ("tokens", s.get("tokens", {}).get("total")),
-        ("cost USD", s.get("cost_usd")),
-        ("errors", s.get("errors") or "none"),
+        ("dialogues", s.dialogues),
+        ("turns total", s.turns.total),
+        ("turns mean", s.turns.mean),
+        ("turns max", s.turns.max),
+        ("stop reasons", s.stop_reasons),
+        ("stopped by", s.stopped_by),
+        ("mean user grade", s.grades.mean),
+        ("turn latency ms p50/p90/p99", " / ".join(fmt(v) for v in (lat.turn.p50, lat.turn.p90, lat.turn.p99))),
+        ("dialogue latency ms p50/p90/p99",
+         " / ".join(fmt(v) for v in (lat.dialogue.p50, lat.dialogue.p90, lat.dialogue.p99))),
+        ("tokens per turn (mean)", s.tokens_per_turn.mean),
+        ("LLM calls", s.llm_calls),
+        ("cached calls", s.cached_calls),
+        ("retries", s.retries),
+        ("tokens", s.tokens.total),
+        ("cost USD", s.cost_usd),
+        ("errors", s.errors or "none"),
     ]
-    for role, b in (s.get("by_role") or {}).items():
-        rows.append((f"role {role}", f"{b['calls']} calls, {b['tokens']} tok, ${fmt(b['cost_usd'])}"))
-    for model, b in (s.get("by_model") or {}).items():
-        rows.append((f"model {model}", f"{b['calls']} calls, {b['tokens']} tok, ${fmt(b['cost_usd'])}"))
+    for kind, buckets in (("role", s.by_role), ("model", s.by_model)):
+        for name, b in buckets.items():
+            rows.append((f"{kind} {name}", f"{b.calls} calls, {b.tokens} tok, ${fmt(b.cost_usd)}"))
     return rows
 
 
-def _pcts(p: dict | None) -> str:
-    if not p:
-        return "-"
-    return " / ".join(fmt(p.get(k)) for k in ("p50", "p90", "p99"))
-
-
-def _metric_rows(block: dict, skip: Sequence[str] = ()) -> list[Row]:
-    return [(k, v) for k, v in block.items() if k not in skip and not isinstance(v, (dict, list))]
+def _metric_rows(block: BaseModel, skip: Sequence[str] = ()) -> list[Row]:
+    """Every scalar of a metrics block under its name in summary.json."""
+    data = block.model_dump(by_alias=True)
+    return [(k, v) for k, v in data.items() if k not in skip and not isinstance(v, (dict, list))]
 
 
 _NOT_ROWS = ("note",)  # printed on its own line by the CLI
 
 
-def _judge_rows(j: dict) -> list[Row]:
-    rows: list[Row] = []
-    for level in ("rubric", "dialogue"):
-        for k, v in (j.get(level) or {}).items():
-            rows.append((f"{level} {k}", v))
-    rows += [("overall (mean of dialogue HMs)", j.get("overall")), ("overall (HM of level means)", j.get("overall_of_means")),
-             ("judge model", j.get("model")), ("judge calls", (j.get("usage") or {}).get("calls")),
-             ("judge errors", j.get("errors") or "none")]
+def _judge_rows(j: JudgeSummary) -> list[Row]:
+    rows: list[Row] = [(f"{level} {k}", v) for level, scores in (("rubric", j.rubric), ("dialogue", j.dialogue))
+                       for k, v in scores.items()]
+    rows += [("overall (mean of dialogue HMs)", j.overall), ("overall (HM of level means)", j.overall_of_means),
+             ("judge model", j.model), ("judge calls", j.usage.calls), ("judge errors", j.errors or "none")]
     return rows
 
 
-def sections(summary: dict) -> list[tuple[str, list[Row]]]:
+def sections(summary: RunSummary) -> list[tuple[str, list[Row]]]:
     """Titled groups of rows for one run's summary."""
-    out = [("run statistics", _stats_rows(summary.get("stats", {})))]
-    if "ptkb" in summary:
-        out.append(("PTKB provenance", _metric_rows(summary["ptkb"], _NOT_ROWS)))
-    if "passages" in summary:
-        out.append(("passage ranking", _metric_rows(summary["passages"], _NOT_ROWS)))
-    if "judge" in summary:
-        out.append(("LLM judge (iKAT-25 rubric, [0,1])", _judge_rows(summary["judge"])))
+    out = [("run statistics", _stats_rows(summary.stats))]
+    if summary.ptkb is not None:
+        out.append(("PTKB provenance", _metric_rows(summary.ptkb, _NOT_ROWS)))
+    if summary.passages is not None:
+        out.append(("passage ranking", _metric_rows(summary.passages, _NOT_ROWS)))
+    if summary.judge is not None:
+        out.append(("LLM judge (iKAT-25 rubric, [0,1])", _judge_rows(summary.judge)))
     return out
 
 
-def reference_rows(summary: dict) -> list[tuple[str, Any, Any, Any]] | None:
+def reference_rows(summary: RunSummary) -> list[tuple[str, Any, Any, Any]] | None:
     """(metric, this run, 2023 baseline, 2023 best) when the run replayed iKAT 2023 topics."""
-    ref, ptkb = summary.get("ptkb_reference"), summary.get("ptkb")
-    if not ref or not ptkb:
+    ref = summary.ptkb_reference
+    if ref is None or summary.ptkb is None:
         return None
-    return [(m, ptkb.get(m), ref["baseline"][m], ref["best"][m]) for m in ("nDCG@3", "P@3", "R@3")]
+    return [(m, summary.lookup("ptkb", m), ref.baseline[m], ref.best[m]) for m in ("nDCG@3", "P@3", "R@3")]
 
 
-def rich_summary(summary: dict) -> list[Table]:
+def rich_summary(summary: RunSummary) -> list[Table]:
     tables = []
     for title, rows in sections(summary):
         t = Table(title=title, show_header=False, title_justify="left")
@@ -117,7 +114,7 @@ def rich_summary(summary: dict) -> list[Table]:
     return tables
 
 
-def rich_reference(summary: dict) -> Table | None:
+def rich_reference(summary: RunSummary) -> Table | None:
     ref = reference_rows(summary)
     if not ref:
         return None
@@ -129,18 +126,18 @@ def rich_reference(summary: dict) -> Table | None:
     return t
 
 
-def memory_rows(memory: dict) -> tuple[list[str], list[list[Any]]]:
+def memory_rows(memory: MemoryResults) -> tuple[list[str], list[list[Any]]]:
     """memory.json (`simloop memory`) as a table: strategy, tokens per turn, recall per distance."""
-    strategies = memory["strategies"]
-    dists = sorted({float(d) for s in strategies.values() for d in s["recall_by_distance"]})
+    strategies = memory.strategies
+    dists = sorted({float(d) for s in strategies.values() for d in s.recall_by_distance})
     rows = []
     for name, s in strategies.items():
-        rec = {float(d): r for d, r in s["recall_by_distance"].items()}
-        rows.append([name, s.get("tokens_per_turn"), *(rec.get(d) for d in dists)])
+        rec = {float(d): r for d, r in s.recall_by_distance.items()}
+        rows.append([name, s.tokens_per_turn, *(rec.get(d) for d in dists)])
     return ["strategy", "tokens per turn", *[f"recall @ {d:g}" for d in dists]], rows
 
 
-def rich_memory(name: str, memory: dict) -> Table:
+def rich_memory(name: str, memory: MemoryResults) -> Table:
     header, rows = memory_rows(memory)
     t = Table(title=f"memory stress test — {name}", title_justify="left")
     for col in header:
@@ -173,25 +170,17 @@ _COMPARE: list[tuple[str, str, tuple[str, ...]]] = [
 ]
 
 
-def _get(d: dict, path: Sequence[str]) -> Any:
-    for p in path:
-        if not isinstance(d, dict) or p not in d:
-            return None
-        d = d[p]
-    return d
-
-
-def compare_rows(summaries: Sequence[dict]) -> list[tuple[str, list[Any]]]:
+def compare_rows(summaries: Sequence[RunSummary]) -> list[tuple[str, list[Any]]]:
     """(label, value per run) for every row at least one run has."""
     rows = []
     for section, label, path in _COMPARE:
-        if not any(section in s for s in summaries):
+        if not any(getattr(s, section) is not None for s in summaries):
             continue
-        rows.append((label, [_get(s, path) for s in summaries]))
+        rows.append((label, [s.lookup(*path) for s in summaries]))
     return rows
 
 
-def rich_compare(names: Sequence[str], summaries: Sequence[dict]) -> Table:
+def rich_compare(names: Sequence[str], summaries: Sequence[RunSummary]) -> Table:
     t = Table(title="runs side by side", title_justify="left")
     t.add_column("")
     for n in names:

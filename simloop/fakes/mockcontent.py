@@ -15,7 +15,9 @@ import random
 import re
 from typing import Any
 
-__all__ = ["Composer", "count_tokens"]
+from ..text import TOKENS_PER_WORD
+
+__all__ = ["Composer"]
 
 _ID = re.compile(r"\[([A-Za-z0-9][A-Za-z0-9_:.#/\-]{0,80})\]")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'\-]{2,}")
@@ -34,11 +36,6 @@ _ID_NAME = re.compile(r"reference|ids\b|ids_|_ids|^ids|docid|doc_id|citation|pas
 _SCORE_NAME = re.compile(r"grade|score|rating", re.I)
 _TEXT_NAME = re.compile(r"response|answer|text|reply|utterance|summary|content|message", re.I)
 _QUESTION_NAME = re.compile(r"question|query|utterance|rewrite", re.I)
-
-
-def count_tokens(text: str) -> int:
-    """About 1.3 tokens per word, like real tokenizers on English prose."""
-    return math.ceil(len(text.split()) * 1.3)
 
 
 def _content(message: dict[str, Any]) -> str:
@@ -61,7 +58,7 @@ class Composer:
         users = [_content(m) for m in messages if m.get("role") == "user"]
         last = users[-1] if users else self.prompt
         self.words = self._content_words(last) or self._content_words(self.prompt) or ["topic"]
-        self.max_words = max(3, int((request.get("max_tokens") or request.get("max_completion_tokens") or 512) / 1.3))
+        self.max_words = max(3, int((request.get("max_tokens") or request.get("max_completion_tokens") or 512) / TOKENS_PER_WORD))
         self.wants_question = bool(_ASKS_QUESTION.search(self.prompt))
 
     @staticmethod

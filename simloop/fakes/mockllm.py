@@ -26,7 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ..errors import BadInputError
-from .mockcontent import Composer, count_tokens
+from ..text import count_tokens
+from .mockcontent import Composer
 from .mockhttp import Connection, Request, error, response
 
 __all__ = ["FAULT_KINDS", "MockOptions", "MockLLM", "serve", "add_arguments", "main_from_args"]

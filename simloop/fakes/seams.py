@@ -14,7 +14,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from ..search.bm25 import Hit
+from ..schema import Hit
 
 _WORD = re.compile(r"[a-z0-9]+")
 

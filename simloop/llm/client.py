@@ -6,8 +6,7 @@ belong to the endpoint, not to whoever is calling.  The openai client's own retr
 off (``max_retries=0``): tenacity here is the only retry layer, so attempts, waits and
 ``Retry-After`` handling are counted once and reported in each ``Stage``.
 
-``openai`` is imported lazily: ``config.py`` imports this module for ``LLMConfig`` and
-most commands never talk to a model.
+``openai`` is imported lazily: most commands never talk to a model.
 """
 
 from __future__ import annotations
@@ -29,6 +28,7 @@ from .cache import CachedCompletion, CompletionCache, cache_key
 from .config import NO_KEY, LLMConfig, LLMRole
 from .structured import REPAIR_PROMPT, response_format_for, strict_json_schema, validate_json
 from .limits import Endpoint, Permit
+from .usage import RoleUsage, merge_usage
 from ..schema import Stage
 
 __all__ = ["LLMRole", "LLMConfig", "LLMPool", "ChatModel", "ChatResult", "strict_json_schema", "response_format_for",
@@ -101,48 +101,6 @@ def _sum_stages(a: Stage, b: Stage) -> Stage:
         "cached": a.cached and b.cached, "cost_usd": cost, "error": b.error or a.error})
 
 
-# ----------------------------------------------------------------------------- usage
-
-
-@dataclass
-class _Usage:
-    model: str
-    calls: int = 0  # chat()/structured() attempts, cached or not
-    cached: int = 0
-    requests: int = 0  # HTTP requests sent, retries included
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    retries: int = 0
-    errors: int = 0
-    cost_usd: float | None = None
-
-    def add(self, stage: Stage) -> None:
-        self.calls += 1
-        self.cached += stage.cached
-        self.errors += stage.error is not None
-        self.retries += stage.retries
-        if not stage.cached:  # a hit costs nothing and was already counted when it was fetched
-            self.prompt_tokens += stage.prompt_tokens
-            self.completion_tokens += stage.completion_tokens
-            if stage.cost_usd is not None:
-                self.cost_usd = (self.cost_usd or 0.0) + stage.cost_usd
-
-    def as_dict(self) -> dict[str, Any]:
-        out = {k: v for k, v in self.__dict__.items() if k != "model"}
-        out["cost_usd"] = None if self.cost_usd is None else round(self.cost_usd, 6)
-        return out
-
-
-def _merge(rows: Sequence[_Usage], model: str) -> _Usage:
-    total = _Usage(model)
-    for row in rows:
-        for name in ("calls", "cached", "requests", "prompt_tokens", "completion_tokens", "retries", "errors"):
-            setattr(total, name, getattr(total, name) + getattr(row, name))
-        if row.cost_usd is not None:
-            total.cost_usd = (total.cost_usd or 0.0) + row.cost_usd
-    return total
-
-
 # ----------------------------------------------------------------------------- the model
 
 
@@ -154,7 +112,7 @@ class ChatModel:
     settings: LLMRole
     _client: Any = field(repr=False)
     _endpoint: Endpoint = field(repr=False)
-    _usage: _Usage = field(repr=False)
+    _usage: RoleUsage = field(repr=False)
     _cache: CompletionCache | None = field(default=None, repr=False)
 
     @property
@@ -164,7 +122,7 @@ class ChatModel:
     async def chat(self, messages: Sequence[dict[str, Any]], *, stage: str, temperature: float | None = None,
                    max_tokens: int | None = None, n: int = 1, response_format: dict[str, Any] | None = None,
                    seed: int | None = None) -> ChatResult:
-        """One completion (``n`` choices).  Raises a typed ``LLMError`` carrying ``.stage``."""
+        """One completion (``n`` choices).  Raises a typed ``LLMError`` whose ``stage`` says what it cost."""
         request = self._request(messages, temperature, max_tokens, n, response_format, seed)
         result, key = await self._complete(request, stage)
         await self._store(key, result)
@@ -188,18 +146,16 @@ class ChatModel:
                   {"role": "user", "content": REPAIR_PROMPT.format(problem=problem)}]
         try:
             second, key2 = await self._complete({**request, "messages": repair}, stage)
-        except LLMError as exc:
-            exc.stage = _sum_stages(first.stage, exc.stage)  # type: ignore[attr-defined]
-            raise
+        except LLMError as exc:  # the failed repair bills the first answer too
+            raise exc.with_stage(_sum_stages(first.stage, exc.stage or first.stage)) from exc.__cause__
         total = _sum_stages(first.stage, second.stage)
         obj, problem = validate_json(schema, second.text)
         if obj is None:
-            message = f"{self._where()}: output does not match {schema.__name__} after one repair: {problem}"
-            err = StructuredOutputError(_one_line(message, self._client.api_key))
-            failed = total.model_copy(update={"error": f"StructuredOutputError: {err}"})
-            err.stage = failed  # type: ignore[attr-defined]
+            message = _one_line(f"{self._where()}: output does not match {schema.__name__} after one repair: "
+                                f"{problem}", self._client.api_key)
             self._usage.errors += 1
-            raise err
+            raise StructuredOutputError(message, stage=total.model_copy(
+                update={"error": f"StructuredOutputError: {message}"}))
         await self._store(key1, first)
         await self._store(key2, second)
         return obj, total
@@ -242,10 +198,11 @@ class ChatModel:
             err = self._translate(exc, attempts[0])
             if err is None:
                 raise  # not an LLM failure but a bug: let it surface as it is
-            err.stage = self._stage(name, t0, retries=max(0, attempts[0] - 1),  # type: ignore[attr-defined]
-                                    error=f"{type(err).__name__}: {err}")
-            self._usage.add(err.stage)  # type: ignore[attr-defined]
-            raise err from (None if err is exc else exc)
+            cause = None if err is exc else exc
+            err = err.with_stage(self._stage(name, t0, retries=max(0, attempts[0] - 1),
+                                             error=f"{type(err).__name__}: {err}"))
+            self._usage.add(err.stage)
+            raise err from cause
         stage = self._stage(name, t0, prompt=prompt, completion=completion, retries=attempts[0] - 1)
         self._usage.add(stage)
         return ChatResult(texts[0], texts, stage), key
@@ -339,7 +296,7 @@ class LLMPool:
         self._models: dict[str, ChatModel] = {}
         self._clients: dict[tuple[str, str], Any] = {}
         self._endpoints: dict[str, Endpoint] = {}
-        self._usage: dict[str, _Usage] = {}
+        self._usage: dict[str, RoleUsage] = {}
         self._cache = CompletionCache(config.cache) if config.cache else None
         self._limits = self._endpoint_limits()
 
@@ -377,19 +334,19 @@ class LLMPool:
             if url not in self._endpoints:
                 rpm, tpm = self._limits.get(url, (s.rpm, s.tpm))
                 self._endpoints[url] = Endpoint(url, rpm, tpm, self._permit)
-            usage = self._usage.setdefault(role, _Usage(s.model))
+            usage = self._usage.setdefault(role, RoleUsage(s.model))
             self._models[role] = ChatModel(role, s, self._client_for(s), self._endpoints[url], usage, self._cache)
         return self._models[role]
 
     def usage(self) -> dict[str, Any]:
         """``{"total": {...}, "by_role": {role: {"model", ...}}, "by_model": {model: {...}}}``."""
-        by_model: dict[str, list[_Usage]] = {}
+        by_model: dict[str, list[RoleUsage]] = {}
         for row in self._usage.values():
             by_model.setdefault(row.model, []).append(row)
         return {
-            "total": _merge(list(self._usage.values()), "*").as_dict(),
+            "total": merge_usage(list(self._usage.values()), "*").as_dict(),
             "by_role": {role: {"model": row.model, **row.as_dict()} for role, row in self._usage.items()},
-            "by_model": {model: _merge(rows, model).as_dict() for model, rows in by_model.items()},
+            "by_model": {model: merge_usage(rows, model).as_dict() for model, rows in by_model.items()},
         }
 
     async def aclose(self) -> None:

@@ -17,22 +17,23 @@ history/knowledge balance):
    blocks are packed into what the window leaves of the budget.
 
 The produced context never exceeds ``available - rag`` tokens (``count_tokens``).
+``BuiltContext.parts`` holds the same sentences with who said them.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, Sequence
 
 import numpy as np
 
 from ..errors import LLMError
-from .strategies import BuiltContext, MemoryDeps, clip_to_tokens, clip_words, count_tokens
 from ..parts.rewrite import is_dependent
 from ..parts.stages import timed_stage
-from ..text import content_words, sentences, stem
 from ..schema import ContextInfo, DialogueState, Stage, Turn
+from ..text import clip_to_tokens, clip_words, content_words, count_tokens, sentences, stem
+from .base import BuiltContext, ContextPart, MemoryDeps
 
 __all__ = ["AdaptiveMemory", "window_size", "history_share", "segment", "entity_score", "profile_vector"]
 
@@ -62,6 +63,9 @@ class _Msg:
 
     def line(self) -> str:
         return f"{self.role} (turn {self.turn}): {self.text}"
+
+    def part(self) -> ContextPart:
+        return ContextPart("user" if self.role == "User" else "assistant", self.text)
 
 
 def _messages(turns: Sequence[Turn]) -> list[_Msg]:
@@ -146,11 +150,12 @@ def _terms(text: str) -> set[str]:
     return {stem(w) for w in content_words(text)}
 
 
-def _extract(msgs: Sequence[_Msg], query_terms: set[str], ratio: float) -> str:
-    """Keep the most important sentences (query overlap, entities, the user's own words)."""
+def _extract(msgs: Sequence[_Msg], query_terms: set[str], ratio: float) -> list[ContextPart]:
+    """Keep the most important sentences (query overlap, entities, the user's own words),
+    grouped by the message they come from, in dialogue order."""
     units = [(i, s) for i, m in enumerate(msgs) for s in (sentences(m.text) or [m.text])]
     if not units:
-        return ""
+        return []
 
     def score(unit: tuple[int, str]) -> float:
         i, s = unit
@@ -167,13 +172,19 @@ def _extract(msgs: Sequence[_Msg], query_terms: set[str], ratio: float) -> str:
             best.append(j)
         if len(best) == keep:
             break
-    parts: list[str] = []
-    last = -1
+    groups: list[tuple[int, list[str]]] = []
     for j in sorted(best):
         i, s = units[j]
-        parts.append(f"{msgs[i].role}: {s}" if i != last else s)
-        last = i
-    return " ".join(parts)
+        if groups and groups[-1][0] == i:
+            groups[-1][1].append(s)
+        else:
+            groups.append((i, [s]))
+    return [msgs[i].part()._replace(text=" ".join(said)) for i, said in groups]
+
+
+def _render(parts: Sequence[ContextPart]) -> str:
+    """Extracted sentences as prompt text: ``User: ... Assistant: ...``."""
+    return " ".join(f"{p.role.capitalize()}: {p.text}" if p.role else p.text for p in parts)
 
 
 @dataclass
@@ -181,8 +192,8 @@ class _Block:
     msgs: list[_Msg]
     span: tuple[int, int]  # message indices, for the LLM cache
     score: float
-    text: str = ""
-    short: str = ""  # the hardest compression: one sentence
+    parts: list[ContextPart] = field(default_factory=list)
+    short: list[ContextPart] = field(default_factory=list)  # the hardest compression: one sentence
 
     def line(self, text: str) -> str:
         first, last = self.msgs[0].turn, self.msgs[-1].turn
@@ -232,10 +243,10 @@ class AdaptiveMemory:
         window, older = msgs[len(msgs) - k:] if k else [], msgs[: len(msgs) - k]
         stages: list[Stage] = []
         blocks = await self._blocks(state, deps, older, query, stages) if older else []
-        text, kept = _pack(blocks, window, budget)
+        text, parts, kept = _pack(blocks, window, budget)
         info = ContextInfo(strategy=self.name, tokens=count_tokens(text), budget=budget, window_messages=k,
                            blocks=len(blocks), kept_blocks=kept, history_share=share)
-        return BuiltContext(text, info, stages)
+        return BuiltContext(text, info, stages, tuple(parts))
 
     async def _blocks(self, state: DialogueState, deps: MemoryDeps, older: list[_Msg], query: str,
                       stages: list[Stage]) -> list[_Block]:
@@ -252,10 +263,10 @@ class AdaptiveMemory:
         terms = _terms(query)
         for b in blocks:
             high = b.score >= self.compress_below
-            b.text = _extract(b.msgs, terms, self.keep_ratio if high else self.low_ratio)
+            b.parts = _extract(b.msgs, terms, self.keep_ratio if high else self.low_ratio)
             b.short = _extract(b.msgs, terms, 1e-9)
             if not high and self.compressor == "llm":
-                b.text = await self._llm_compress(state, deps, b, stages)
+                b.parts = await self._llm_compress(state, deps, b, stages)
         return blocks
 
     def _score(self, older: list[_Msg], span: list[int], mvecs: np.ndarray, q: np.ndarray,
@@ -270,11 +281,12 @@ class AdaptiveMemory:
         score = wq * sim_q + wp * sim_p + wr * recency + we * entities
         return _Block(msgs, (span[0], span[-1]), round(score, 4))
 
-    async def _llm_compress(self, state: DialogueState, deps: MemoryDeps, b: _Block, stages: list[Stage]) -> str:
+    async def _llm_compress(self, state: DialogueState, deps: MemoryDeps, b: _Block,
+                            stages: list[Stage]) -> list[ContextPart]:
         cache = state.assistant_memory.setdefault(_KEY, {})
         key = f"{b.span[0]}-{b.span[1]}"
         if key in cache:
-            return cache[key]
+            return [ContextPart(None, cache[key])]
         words = max(15, math.ceil(self.low_ratio * sum(len(m.text.split()) for m in b.msgs)))
         messages = [{"role": "system", "content": _COMPRESS_SYSTEM.format(words=words)},
                     {"role": "user", "content": "\n".join(m.line() for m in b.msgs)}]
@@ -282,37 +294,39 @@ class AdaptiveMemory:
             result = await deps.chat(self.role).chat(messages, stage="memory.compress", temperature=0.0,
                                                      max_tokens=math.ceil(words * 2))
         except LLMError as exc:  # keep the extractive version; the stage says why
-            stages.append(getattr(exc, "stage", None) or Stage(name="memory.compress", error=str(exc)[:300]))
-            return b.text
+            stages.append(exc.stage or Stage(name="memory.compress", error=str(exc)[:300]))
+            return b.parts
         stages.append(result.stage)
         cache[key] = clip_words(" ".join(result.text.split()), words)
-        return cache[key]
+        return [ContextPart(None, cache[key])]
 
 
 def _recent(window: Sequence[_Msg]) -> str:
     return "\n".join([_RECENT, *(m.line() for m in window)]) if window else ""
 
 
-def _assemble(chosen: Sequence[tuple[_Block, str]], window: Sequence[_Msg]) -> str:
-    parts: list[str] = []
+def _assemble(chosen: Sequence[tuple[_Block, list[ContextPart]]], window: Sequence[_Msg]) -> str:
+    sections: list[str] = []
     if chosen:
         ordered = sorted(chosen, key=lambda c: c[0].span)
-        parts.append("\n".join([_EARLIER, *(b.line(t) for b, t in ordered)]))
+        sections.append("\n".join([_EARLIER, *(b.line(_render(parts)) for b, parts in ordered)]))
     if window:
-        parts.append(_recent(window))
-    return "\n\n".join(parts)
+        sections.append(_recent(window))
+    return "\n\n".join(sections)
 
 
-def _pack(blocks: Sequence[_Block], window: Sequence[_Msg], budget: int) -> tuple[str, int]:
+def _pack(blocks: Sequence[_Block], window: Sequence[_Msg], budget: int) -> tuple[str, list[ContextPart], int]:
     """The most important blocks that still fit next to the window, in dialogue order;
-    a block that does not fit in its compressed form may still fit as one sentence."""
-    chosen: list[tuple[_Block, str]] = []
+    a block that does not fit in its compressed form may still fit as one sentence.
+    Returns the text, its parts and how many blocks were kept."""
+    chosen: list[tuple[_Block, list[ContextPart]]] = []
     for b in sorted(blocks, key=lambda b: (-b.score, b.span)):
-        for text in (b.text, b.short):
-            if text and count_tokens(_assemble([*chosen, (b, text)], window)) <= budget:
-                chosen.append((b, text))
+        for parts in (b.parts, b.short):
+            if parts and count_tokens(_assemble([*chosen, (b, parts)], window)) <= budget:
+                chosen.append((b, parts))
                 break
     text = _assemble(chosen, window)
     if count_tokens(text) > budget:  # only when even the window's last message overflows
         text = clip_to_tokens(text, budget)
-    return text, len(chosen)
+    kept = [p for _, parts in sorted(chosen, key=lambda c: c[0].span) for p in parts]
+    return text, [*kept, *(m.part() for m in window)], len(chosen)

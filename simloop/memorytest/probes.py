@@ -22,9 +22,8 @@ from pydantic import BaseModel, Field
 
 from ..errors import BadInputError, SimloopError
 from .facts import FACTS, Fact, find_terms
-from ..text import content_words, stem
+from ..text import content_words, first_lower, stem
 from ..schema import DialogueState, Persona, RubricQuestion, Scenario, SimulatorTurn, Stage, Topic
-from ..simulators.text import first_lower
 
 __all__ = [
     "ProbePlan", "eligible_facts", "deal_facts", "fillers_for", "build_script", "build_probes",

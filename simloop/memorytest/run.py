@@ -7,8 +7,8 @@ strategy plays every script through the real engine with the assistant given
 
 Output, ``<out>/<run_id>/``:
 
-* ``memory.json`` - ``{"strategies": {name: {"recall_by_distance": {"5": r, ...},
-  "tokens_per_turn": x, ...}}, "probes": [...], ...}`` (read by ``simloop report``);
+* ``memory.json`` - ``MemoryResults`` (``formats.py``): recall per distance and token costs per
+  strategy, every probe's verdict (read by ``simloop report``);
 * ``<run_id>-<strategy>/`` - a normal run directory per strategy;
 * ``run.json`` + ``dialogues.jsonl`` holding a copy of every dialogue of every strategy,
   so the folder is itself a run directory that ``simloop report`` / ``simloop eval`` accept.
@@ -20,7 +20,7 @@ calls of the run billed (zero offline, except the summary stand-in's would-be co
 The assistant must take the strategy as a parameter (``memory_param``, default
 ``memory``): ``bm25_extractive`` takes all four, ``genaius`` ``full`` and ``summary``.
 Without an LLM endpoint the ``summary`` strategy runs on the offline extractive
-summariser (``memoryoffline``); ``memory.json`` names the model that wrote the summaries.
+summariser (``simloop.memory.offline``); ``memory.json`` names the model that wrote the summaries.
 """
 
 from __future__ import annotations
@@ -34,14 +34,17 @@ from typing import Any, Callable, Iterator
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..config import RunConfig, describe_validation_error, load_config
+from ..config import RunConfig, apply_overrides, describe_validation_error
+from ..llm.config import NO_KEY
 from ..run.engine import Event
-from ..search.corpus import is_lucene_index
+from ..search import is_lucene_index
 from ..errors import BadInputError, ConfigError, IndexMissingError
-from ..memory.strategies import available_strategies
+from ..files import atomic_write
+from ..memory import available_strategies
 from .facts import FACTS, fact_by_id
 from .probes import ProbeJudge, ProbePlan, build_probes
-from .score import judge_rows, score_probe, summarise_probes, write_json
+from .formats import MemoryResults
+from .score import judge_rows, score_probe, summarise_probes
 from ..run.plugins import Context, effective_params, load_plugin
 from ..run.manifest import new_manifest
 from ..run.recorder import Recorder, new_run_id
@@ -64,24 +67,12 @@ class MemoryTestConfig(BaseModel):
     strategies: list[str] = Field(default_factory=lambda: ["full", "summary", "window", "adaptive"])
     distances: list[int] = Field(default_factory=lambda: [5, 10, 20, 40])
     reveal_turn: int = Field(2, ge=1, description="the turn that reveals the fact")
-    personas_dir: Path = Path("personas")
-    persona_ids: list[str] = Field(default_factory=list)
     facts: list[str] = Field(default_factory=list, description="only these fact ids (empty: the whole catalogue)")
     facts_per_persona: int = Field(1, ge=1, le=len(FACTS))
     assistant: str = "bm25_extractive"
     assistant_params: dict[str, Any] = Field(default_factory=dict)
     memory_param: str = Field("memory", description="the assistant parameter naming the strategy")
     judge: bool = False
-    base_url: str | None = None
-    model: str | None = None
-    rpm: float | None = Field(None, gt=0)
-    cache: Path | None = None
-    index: Path | None = None
-    concurrency: int = Field(8, ge=1, le=10_000)
-    timeout_s: float = Field(600.0, gt=0)
-    seed: int = 0
-    out: Path = Path("transcripts")
-    run_id: str | None = None
 
     @field_validator("strategies")
     @classmethod
@@ -156,35 +147,42 @@ class _Strategy:
 
 
 class MemoryTest:
-    """Validate on construction (nothing written), then ``await run()``.  ``overrides``
-    are plugin-context seams (``retriever``, ``embedder``, ``chat:<role>``) for tests."""
+    """Validate on construction (nothing written), then ``await run()``.
 
-    def __init__(self, cfg: MemoryTestConfig, overrides: dict[str, Any] | None = None):
+    ``base`` is the run config every strategy's sub-run starts from (personas, index, LLM,
+    concurrency, timeout, seed, out, run id; `simloop memory` builds it from its flags like
+    every command does).  ``overrides`` are plugin-context seams (``retriever``,
+    ``embedder``, ``chat:<role>``) for tests.
+    """
+
+    def __init__(self, cfg: MemoryTestConfig, base: RunConfig | None = None, overrides: dict[str, Any] | None = None):
         self.cfg = cfg
         self.overrides = dict(overrides or {})
-        self.run_id = cfg.run_id or new_run_id("memory")
-        self.base = self._run_config(cfg.strategies[0])  # shared settings: personas, index, LLM
-        if cfg.index is not None and not is_lucene_index(cfg.index):
-            raise IndexMissingError(f"{cfg.index}: not a Lucene index; build one with `simloop index build`")
+        base = base or RunConfig()
+        self.run_id = base.run_id or new_run_id("memory")
+        self.base = base.model_copy(update={"run_id": self.run_id})
+        index = base.retrieval.index
+        if index is not None and not is_lucene_index(index):
+            raise IndexMissingError(f"{index}: not a Lucene index; build one with `simloop index build`")
         personas = load_sources(self.base)
         facts = [fact_by_id(f) for f in cfg.facts] or list(FACTS)
         self.strategies = [
-            _Strategy(s, build_probes(personas, cfg.distances, cfg.reveal_turn, cfg.facts_per_persona, cfg.seed,
+            _Strategy(s, build_probes(personas, cfg.distances, cfg.reveal_turn, cfg.facts_per_persona, base.seed,
                                       prefix=s, facts=facts))
             for s in cfg.strategies
         ]
-        self.offline_summary = "summary" in cfg.strategies and not self._llm_configured()
-        if cfg.judge and not (self._llm_configured() or os.environ.get("OPENAI_API_KEY")):
+        self.offline_summary = "summary" in cfg.strategies and not self._llm_configured("assistant.summary")
+        if cfg.judge and not (self._llm_configured("judge") or self.base.llm.resolve("judge").api_key() != NO_KEY):
             raise BadInputError("--judge needs an LLM: pass --base-url and --model (or set OPENAI_API_KEY)")
         for s in self.strategies:  # bad assistant names or params fail now, before any directory exists
             given = self._assistant_params(s.name)
-            plugin = load_plugin("assistant", cfg.assistant, given, Context(self.base))
+            plugin = load_plugin("assistant", cfg.assistant, given, Context(self._run_config(s.name)))
         # What run.json records: the effective params, less the one set per strategy.
         self.assistant_params = {k: v for k, v in effective_params(plugin, given).items() if k != cfg.memory_param}
 
     @property
     def run_dir(self) -> Path:
-        return self.cfg.out / self.run_id
+        return self.base.out / self.run_id
 
     @property
     def total_turns(self) -> int:
@@ -194,24 +192,19 @@ class MemoryTest:
         return {**self.cfg.assistant_params, self.cfg.memory_param: strategy}
 
     def _run_config(self, strategy: str) -> RunConfig:
-        c = self.cfg
-        llm: dict[str, Any] = {"default": {k: v for k, v in (("base_url", c.base_url), ("model", c.model),
-                                                             ("rpm", c.rpm)) if v is not None}}
-        if c.cache is not None:
-            llm["cache"] = str(c.cache)
-        return load_config(None, {
-            "run_id": f"{self.run_id}-{strategy}", "out": str(self.run_dir), "seed": c.seed,
-            "scenarios": {"personas_dir": str(c.personas_dir), "persona_ids": c.persona_ids},
-            "simulator": {"name": SIMULATOR},
-            "assistant": {"name": c.assistant, "params": self._assistant_params(strategy)},
-            "concurrency": c.concurrency, "max_turns": c.max_turns, "dialogue_timeout_s": c.timeout_s,
-            "retrieval": {"index": str(c.index) if c.index else None}, "llm": llm, "progress": False,
-        })
+        """One strategy's sub-run: the base config with the probe scripts as the simulator."""
+        return apply_overrides(self.base, {
+            "run_id": f"{self.run_id}-{strategy}", "out": self.run_dir, "simulator": {"name": SIMULATOR, "params": {}},
+            "assistant": {"name": self.cfg.assistant, "params": self._assistant_params(strategy)},
+            "max_turns": self.cfg.max_turns, "progress": False,
+        }, "simloop memory")
 
-    def _llm_configured(self) -> bool:
-        """Is there an endpoint for the summary role?  Without one, offline stand-in."""
-        role = self.base.llm.resolve("assistant.summary")
-        return bool(role.base_url or os.environ.get("OPENAI_BASE_URL") or self.cfg.model)
+    def _llm_configured(self, role: str) -> bool:
+        """Is there an endpoint or a chosen model for ``role``?  Without one, the summary
+        strategy runs on the offline stand-in."""
+        llm = self.base.llm
+        chosen = "model" in llm.default.model_fields_set or any("model" in o.settings() for o in llm.roles.values())
+        return bool(llm.resolve(role).base_url or os.environ.get("OPENAI_BASE_URL") or chosen)
 
     def _manifest(self) -> RunManifest:
         config = self.cfg.model_dump(mode="json")
@@ -224,9 +217,9 @@ class MemoryTest:
                             assistant=PluginRef(name=self.cfg.assistant, params=self.assistant_params),
                             scenarios=sum(len(s.plans) for s in self.strategies), digest=digest)
 
-    async def run(self, on_event: MemoryEvent | None = None) -> dict[str, Any]:
+    async def run(self, on_event: MemoryEvent | None = None) -> MemoryResults:
         """Every strategy's sub-run, then scoring; returns (and writes) memory.json."""
-        top = Recorder.create(self.cfg.out, self._manifest())
+        top = Recorder.create(self.base.out, self._manifest())
         shared = Context(self.base, overrides=dict(self.overrides))
         status = "failed"
         try:
@@ -246,7 +239,7 @@ class MemoryTest:
             else:
                 status = "finished"
             memory = await self._score(shared, status)
-            write_json(self.run_dir / MEMORY_FILE, memory)
+            atomic_write(self.run_dir / MEMORY_FILE, memory.model_dump_json(indent=2) + "\n")
             return memory
         finally:
             await shared.aclose()
@@ -265,25 +258,23 @@ class MemoryTest:
         events = (lambda ev: on_event(s.name, ev)) if on_event else None
         return await execute(run, events=events, sink=sink)
 
-    async def _score(self, shared: Context, status: str) -> dict[str, Any]:
-        judge = ProbeJudge(shared.chat("judge"), self.cfg.concurrency) if self.cfg.judge else None
-        out: dict[str, Any] = {"strategies": {}, "probes": []}
+    async def _score(self, shared: Context, status: str) -> MemoryResults:
+        judge = ProbeJudge(shared.chat("judge"), self.base.concurrency) if self.cfg.judge else None
+        memory = MemoryResults(
+            run_id=self.run_id, status=status, distances=self.cfg.distances, reveal_turn=self.cfg.reveal_turn,
+            scorer="judge" if judge else "rules",
+            assistant={"name": self.cfg.assistant, "params": self.cfg.assistant_params},
+            personas=sorted({p.persona_id for s in self.strategies for _, p in s.plans}))
         for s in (s for s in self.strategies if s.run_dir is not None):  # an interrupt skips the rest
             by_id = {t.dialogue_id: t for t in s.transcripts}
             rows = [score_probe(p, by_id.get(p.dialogue_id), s.name) for _, p in s.plans]
             if judge is not None:
-                await judge_rows(judge, [p for _, p in s.plans], rows)
+                rows = await judge_rows(judge, [p for _, p in s.plans], rows)
             entry = summarise_probes(rows, s.transcripts, self.cfg.distances)
-            entry["run_dir"] = s.run_dir.name if s.run_dir else None
+            entry.run_dir = s.run_dir.name if s.run_dir else None
             # Which model wrote the summaries (the offline stand-in or a real one), from the stages.
-            entry["memory_models"] = sorted({st.model for tr in s.transcripts for t in tr.turns for st in t.stages
-                                             if st.model and st.name.startswith(("summary", "memory."))})
-            out["strategies"][s.name] = entry
-            out["probes"] += rows
-        return {
-            "schema_version": "1.0", "run_id": self.run_id, "status": status, "distances": self.cfg.distances,
-            "reveal_turn": self.cfg.reveal_turn, "scorer": "judge" if judge else "rules",
-            "assistant": {"name": self.cfg.assistant, "params": self.cfg.assistant_params},
-            "personas": sorted({p.persona_id for s in self.strategies for _, p in s.plans}),
-            **out,
-        }
+            entry.memory_models = sorted({st.model for tr in s.transcripts for t in tr.turns for st in t.stages
+                                          if st.model and st.name.startswith(("summary", "memory."))})
+            memory.strategies[s.name] = entry
+            memory.probes += rows
+        return memory

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..search.bm25 import Hit
+from ..search import Hit
 from ..text import content_words, sentences, stem, word_count
 
 __all__ = ["extractive_answer", "NO_ANSWER"]

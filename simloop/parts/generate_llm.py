@@ -18,9 +18,9 @@ from typing import Any, Sequence
 
 from pydantic import BaseModel, Field
 
-from ..memory.strategies import clip_words
-from ..search.bm25 import Hit
+from ..search import Hit
 from ..schema import Stage
+from ..text import clip_words
 from .prompts import prompt_sections
 from .retrieve import PASSAGE_CHARS, format_passage
 from .stages import stage_note

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..search.embeddings import Embedder, cosine
+from ..search import Embedder, cosine
 from ..schema import PtkbUse
 
 __all__ = ["rank_ptkb_by_embedding", "DEFAULT_THRESHOLD"]

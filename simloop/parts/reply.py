@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..search.bm25 import Hit
+from ..search import Hit
 from ..schema import AssistantReply, ContextInfo, DialogueState, PtkbUse, Stage
 from .generate_llm import MAX_WORDS, grounded_answer
 from .retrieve import SNIPPET_CHARS, to_passages

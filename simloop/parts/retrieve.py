@@ -7,7 +7,7 @@
   personalised document score).  The seed papers re-rank with cross-encoders
   (ms-marco-MiniLM, BGE); none ships offline here, so a bi-encoder stands in;
 - ``format_passage`` / ``fit_passages``: how a passage appears in a prompt, and how many
-  fit a token budget, counted the same way as every context (``memory.count_tokens``).
+  fit a token budget, counted the same way as every context (``simloop.text.count_tokens``).
 """
 
 from __future__ import annotations
@@ -18,10 +18,9 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..search.embeddings import cosine
-from ..memory.strategies import count_tokens
-from ..search.bm25 import Hit
+from ..search import Hit, cosine
 from ..schema import Passage
+from ..text import count_tokens
 
 __all__ = ["search_all", "rrf_fuse", "multi_query", "embedding_rerank", "format_passage", "fit_passages",
            "to_passages", "PASSAGE_CHARS", "SNIPPET_CHARS", "RERANK_CHARS", "RRF_K"]

@@ -20,13 +20,21 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 
-from pydantic_core import to_jsonable_python
+from pydantic import TypeAdapter
 
 from ..errors import BadInputError, PluginNotFoundError
 from ..schema import AssistantReply, DialogueState, SimulatorTurn
 
 if TYPE_CHECKING:  # heavy modules, imported only when a plugin asks for them
     from ..config import RunConfig
+
+_ANY = TypeAdapter(Any)
+
+
+def _jsonable(value: Any, fallback: Any = str) -> Any:
+    """``value`` as JSON-ready data (what run.json and transcripts record); str() for the rest."""
+    return _ANY.dump_python(value, mode="json", fallback=fallback)
+
 
 __all__ = ["UserSimulator", "Assistant", "Context", "load_plugin", "effective_params", "close_plugins",
            "available", "GROUPS"]
@@ -36,6 +44,8 @@ GROUPS = {"assistant": "simloop.assistants", "simulator": "simloop.simulators"}
 
 @runtime_checkable
 class UserSimulator(Protocol):
+    """The simulated user: opens a dialogue, then answers each assistant reply (DESIGN §3)."""
+
     async def open(self, state: DialogueState) -> SimulatorTurn: ...
 
     async def next(self, state: DialogueState) -> SimulatorTurn: ...
@@ -43,6 +53,8 @@ class UserSimulator(Protocol):
 
 @runtime_checkable
 class Assistant(Protocol):
+    """The assistant under test: one reply per user turn (DESIGN §3)."""
+
     async def respond(self, state: DialogueState) -> AssistantReply: ...
 
 
@@ -81,9 +93,11 @@ class Context:
         return await self._get("retriever", lambda: open_retriever(self.config.retrieval))
 
     async def embedder(self):
-        from ..search.embeddings import get_embedder
+        """The run's embedder: made on first use, shared by every dialogue, closed (its
+        worker thread stopped) by ``aclose``."""
+        from ..search.embeddings import open_embedder
 
-        return await self._get("embedder", get_embedder)
+        return await self._get("embedder", open_embedder)
 
     def chat(self, role: str):
         """The ChatModel for ``role`` (``simulator``, ``assistant``, ``judge`` or an
@@ -156,12 +170,12 @@ def effective_params(plugin: Any, given: dict[str, Any]) -> dict[str, Any]:
     """
     own = getattr(plugin, "params", None)
     if isinstance(own, dict):
-        return to_jsonable_python(own, fallback=str)
+        return _jsonable(own, fallback=str)
     try:
         sig = inspect.signature(type(plugin))
         bound = sig.bind_partial(None, **given)
     except (TypeError, ValueError):  # no introspectable signature: what was given is all we know
-        return to_jsonable_python(given, fallback=str)
+        return _jsonable(given, fallback=str)
     bound.apply_defaults()
     names = list(sig.parameters)
     out = {}
@@ -173,7 +187,7 @@ def effective_params(plugin: Any, given: dict[str, Any]) -> dict[str, Any]:
             out.update(value)
         else:
             out[name] = value
-    return to_jsonable_python(out, fallback=str)
+    return _jsonable(out, fallback=str)
 
 
 async def close_plugins(*plugins: Any) -> None:

@@ -23,6 +23,7 @@ from typing import Iterator
 from pydantic import ValidationError
 
 from ..errors import DataFileError, ResumeError, first_error
+from ..files import atomic_write
 from ..schema import RunManifest, Transcript, utcnow
 
 __all__ = ["Recorder", "RunDir", "read_transcripts", "read_manifest", "new_run_id", "ReadReport"]
@@ -111,15 +112,6 @@ def read_manifest(run_dir: Path) -> RunManifest:
         raise DataFileError(f"{path}: not a simloop run manifest: {first_error(exc)[1]}") from None
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-
-
 class RunDir:
     """Paths of one run directory."""
 
@@ -180,7 +172,7 @@ class Recorder:
         return rec, done, report
 
     def write_manifest(self) -> None:
-        _atomic_write(self.dir.manifest, self.manifest.model_dump_json(indent=2).encode())
+        atomic_write(self.dir.manifest, self.manifest.model_dump_json(indent=2).encode())
 
     # ---------------------------------------------------------------- appends
     def _append_sync(self, line: bytes) -> None:
@@ -195,10 +187,6 @@ class Recorder:
         async with self._lock:  # one writer at a time keeps lines whole and ordered
             await asyncio.to_thread(self._append_sync, line)
             self.written += 1
-
-    def append_sync(self, transcript: Transcript) -> None:
-        self._append_sync(transcript.model_dump_json(exclude_none=True).encode() + b"\n")
-        self.written += 1
 
     def finish(self, status: str, counts: dict[str, int]) -> None:
         self.manifest.status = status  # type: ignore[assignment]

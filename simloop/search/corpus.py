@@ -3,8 +3,7 @@ corpus, the cached demo index.
 
 A JsonCollection corpus is JSONL, one object per line with a string ``id`` and a string
 ``contents`` (``title`` and other fields are kept in the stored raw JSON).  Java is only
-started by ``build_index`` (through ``simloop.search.bm25.boot_jvm``), never at import.
-``simloop.search.bm25`` re-exports the public functions.
+started by ``build_index`` (through ``jvm.boot_jvm``), never at import.
 """
 
 from __future__ import annotations
@@ -15,13 +14,14 @@ import logging
 import os
 import shutil
 import tempfile
-import uuid
 from importlib import metadata
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Iterator
 
 from ..errors import BadInputError, DataFileError, RetrievalError, SimloopError
+from ..files import atomic_open
+from .jvm import boot_jvm
 
 __all__ = [
     "corpus_files",
@@ -31,7 +31,6 @@ __all__ = [
     "cache_root",
     "demo_key",
     "is_lucene_index",
-    "atomic_write_lines",
     "build_index",
     "demo_index",
 ]
@@ -104,26 +103,6 @@ def validate_corpus(corpus: Path) -> tuple[list[Path], int]:
     return files, count
 
 
-def atomic_write_lines(out: Path, lines: Iterator[str]) -> int:
-    """Write lines to a temp file next to ``out`` and rename it into place, so readers
-    never see a half-written file.  Returns the number of lines."""
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    # Not mkstemp: its 0600 mode would survive the rename and surprise other users.
-    tmp = out.with_name(f".{out.name}.{uuid.uuid4().hex[:8]}.tmp")
-    n = 0
-    try:
-        with open(tmp, "x", encoding="utf-8") as fh:
-            for line in lines:
-                fh.write(line + "\n")
-                n += 1
-        os.replace(tmp, out)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return n
-
-
 def wiki_source() -> Path:
     """The summaries file inside the installed package; ``find_spec`` on a top-level
     package locates it without importing it (the package pulls in OVOS at import)."""
@@ -151,8 +130,14 @@ def _wiki_lines(source: Path) -> Iterator[str]:
 
 
 def write_wiki_corpus(out: Path) -> int:
-    """Write the 10,033 Wikipedia summaries as a JsonCollection JSONL file; returns docs written."""
-    return atomic_write_lines(Path(out), _wiki_lines(wiki_source()))
+    """Write the 10,033 Wikipedia summaries as a JsonCollection JSONL file (atomically: a
+    reader never sees half of it); returns docs written."""
+    n = 0
+    with atomic_open(out) as fh:
+        for line in _wiki_lines(wiki_source()):
+            fh.write(line + "\n")
+            n += 1
+    return n
 
 
 def cache_root(cache_dir: Path | None = None) -> Path:
@@ -232,8 +217,6 @@ def build_index(corpus: Path, out: Path, threads: int = 2) -> int:
     files, lines = validate_corpus(Path(corpus))
     out = Path(out).expanduser()
     _check_target(out)
-    from .bm25 import boot_jvm  # not at import: retrieval imports this module
-
     boot_jvm()
     out.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=f".{out.name}.build-", dir=out.parent))

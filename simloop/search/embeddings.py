@@ -4,9 +4,12 @@ CONTRACT:
     Embedder.encode(texts) -> np.ndarray (len(texts), dim) float32, rows L2-normalised; async, off-loop
     cosine(a, b) for normalised vectors
 
-The model is loaded once per process (``get_embedder()``), never at import.  Encoding
-runs on one worker thread; concurrent ``encode`` calls are coalesced into one model
-batch, and an LRU cache skips texts seen recently (PTKB statements repeat every turn).
+An embedder is a resource with an owner: ``open_embedder()`` makes one (a run's
+``Context`` does, once, and closes it with the run), ``aclose()`` stops its worker thread.
+Encoding runs on that one thread; concurrent ``encode`` calls are coalesced into one
+model batch, and an LRU cache skips texts seen recently (PTKB statements repeat every
+turn).  Nothing is loaded at import; each embedder loads its own copy of the weights
+(0.1-0.4 s here once torch is imported), so no state outlives a run.
 """
 
 from __future__ import annotations
@@ -24,14 +27,17 @@ from typing import Any, Protocol, Sequence, runtime_checkable
 import numpy as np
 
 from ..errors import DataFileError, RetrievalError
+from . import batching
 
-__all__ = ["Embedder", "MiniLMEmbedder", "cosine", "get_embedder", "load_minilm"]
+__all__ = ["Embedder", "MiniLMEmbedder", "cosine", "open_embedder", "load_minilm"]
 
 log = logging.getLogger(__name__)
 
 
 @runtime_checkable
 class Embedder(Protocol):
+    """Sentence vectors: ``encode`` returns L2-normalised float32 rows, off the event loop."""
+
     dim: int
 
     async def encode(self, texts: Sequence[str]) -> np.ndarray: ...
@@ -78,10 +84,11 @@ class _Request:
 
 
 class MiniLMEmbedder:
-    """384-d MiniLM sentence vectors; one instance serves the whole process.
+    """384-d MiniLM sentence vectors; one instance serves one run (all its dialogues).
 
-    ``model`` is anything with sentence-transformers' ``encode`` (loaded on first use when
-    None).  Safe to share between event loops used one after another (tests, reruns).
+    ``model`` is anything with sentence-transformers' ``encode`` (MiniLM, loaded on first
+    use, when None).  Safe to use from event loops that run one after another (tests,
+    reruns).  ``aclose()`` shuts the worker thread down.
     """
 
     dim = 384
@@ -95,6 +102,7 @@ class MiniLMEmbedder:
         self._cache_lock = threading.Lock()
         self._pending: list[_Request] = []
         self._dispatcher: asyncio.Task | None = None
+        self._closed = False
         # Counters for tests and benchmarks.
         self.stats = {"batches": 0, "texts": 0, "cache_hits": 0}
 
@@ -103,7 +111,7 @@ class MiniLMEmbedder:
     def load(self) -> Any:
         with self._model_lock:
             if self._model is None:
-                log.info("loading MiniLM (once per process)")
+                log.info("loading MiniLM")
                 self._model = load_minilm()
             return self._model
 
@@ -141,6 +149,8 @@ class MiniLMEmbedder:
     # ---- event-loop side
 
     async def encode(self, texts: Sequence[str]) -> np.ndarray:
+        if self._closed:
+            raise RetrievalError("the embedder is closed")
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
@@ -156,18 +166,16 @@ class MiniLMEmbedder:
         loop = asyncio.get_running_loop()
         request = _Request(texts, loop.create_future(), loop.time())
         self._pending.append(request)
-        if self._dispatcher is None or self._dispatcher.done() or self._dispatcher.get_loop() is not loop:
-            self._dispatcher = loop.create_task(self._dispatch())
+        self._dispatcher = batching.dispatcher(self._dispatcher, self._dispatch)
         return await request.future
 
-    def _take_batch(self, loop: asyncio.AbstractEventLoop) -> list[_Request]:
+    def _take_batch(self) -> list[_Request]:
         """Whole requests up to ``max_batch`` texts (at least one request)."""
         batch: list[_Request] = []
         size = 0
         while self._pending and (not batch or size + len(self._pending[0].texts) <= self.max_batch):
             request = self._pending.pop(0)
-            # A request left behind by a closed loop can never be answered: drop it.
-            if request.future.get_loop() is loop and not request.future.done():
+            if batching.waiting(request):  # else cancelled, or left behind by a closed loop: drop it
                 batch.append(request)
                 size += len(request.texts)
         return batch
@@ -178,7 +186,7 @@ class MiniLMEmbedder:
             delay = self._pending[0].queued_at + self.window_ms / 1000 - loop.time()
             if delay > 0:
                 await asyncio.sleep(delay)  # let concurrent callers join the batch
-            batch = self._take_batch(loop)
+            batch = self._take_batch()
             if batch:
                 await self._run_batch(loop, batch)
 
@@ -188,9 +196,7 @@ class MiniLMEmbedder:
             vectors = await loop.run_in_executor(self._executor, self._encode_now, unique)
         except Exception as exc:
             err = exc if isinstance(exc, (RetrievalError, DataFileError)) else RetrievalError(f"embedding failed: {exc}")
-            for request in batch:
-                if not request.future.done():
-                    request.future.set_exception(err)
+            batching.fail(batch, err)
             return
         row = {text: vectors[i] for i, text in enumerate(unique)}
         for request in batch:
@@ -198,26 +204,22 @@ class MiniLMEmbedder:
                 request.future.set_result(np.stack([row[t] for t in request.texts]))
 
     async def aclose(self) -> None:
-        """Nothing to release: the instance is shared by every run in this process."""
-        return None
+        """Stop the worker thread; later ``encode`` calls fail.  Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        batching.stop(self._dispatcher, self._pending, RetrievalError("the embedder is closed"))
+        # A batch still encoding finishes on the thread; nobody waits for it.
+        self._executor.shutdown(wait=False, cancel_futures=True)
 
 
-_SHARED: MiniLMEmbedder | None = None
-_SHARED_LOCK = threading.Lock()
-
-
-def _shared() -> MiniLMEmbedder:
-    global _SHARED
-    with _SHARED_LOCK:
-        if _SHARED is None:
-            embedder = MiniLMEmbedder()
-            embedder.load()
-            _SHARED = embedder
-        return _SHARED
-
-
-async def get_embedder() -> MiniLMEmbedder:
-    """The process-wide MiniLM embedder, loaded off the event loop on first call."""
-    if _SHARED is not None:
-        return _SHARED
-    return await asyncio.to_thread(_shared)
+async def open_embedder(**options: Any) -> MiniLMEmbedder:
+    """A new MiniLM embedder with the model loaded (off the event loop); the caller owns it
+    and closes it with ``aclose()``."""
+    embedder = MiniLMEmbedder(**options)
+    try:
+        await asyncio.to_thread(embedder.load)
+    except BaseException:
+        await embedder.aclose()
+        raise
+    return embedder

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from ..errors import BadInputError, SimApiAuthError, SimApiError
+from ..files import atomic_write
 from .protocol import SERVER_HEADER, UserUtterance
 
 __all__ = ["SimApiClient", "StateFile"]
@@ -114,10 +114,4 @@ class StateFile:
             raise BadInputError(f"{self.path}: unreadable rehearse state ({exc}); delete it to start over") from None
 
     def write(self, data: dict[str, Any]) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with tmp.open("w", encoding="utf-8") as fh:
-            json.dump(data, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.path)
+        atomic_write(self.path, json.dumps(data))

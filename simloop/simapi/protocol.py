@@ -13,7 +13,6 @@ never sees the extension.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
@@ -26,8 +25,6 @@ __all__ = [
     "RunMeta",
     "AssistantResponse",
     "UserUtterance",
-    "count_tokens",
-    "truncate_tokens",
     "remote_reply",
     "reply_payload",
     "dump_record",
@@ -35,22 +32,6 @@ __all__ = [
 
 SERVER_HEADER = "X-Simloop-Server"
 
-# spaCy's blank English tokenizer (what the organisers count) keeps "U.S." or "don't" in
-# fewer pieces than this pattern, so this count is never below spaCy's: a response that
-# passes here passes there.
-_TOKEN = re.compile(r"\w+|[^\w\s]")
-
-
-def count_tokens(text: str) -> int:
-    return len(_TOKEN.findall(text))
-
-
-def truncate_tokens(text: str, limit: int) -> str:
-    """``text`` cut after its ``limit``-th token (unchanged when short enough)."""
-    for i, m in enumerate(_TOKEN.finditer(text), start=1):
-        if i == limit:
-            return text[: m.end()]
-    return text
 
 
 # ----------------------------------------------------------------------------- requests

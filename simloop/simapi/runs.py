@@ -32,7 +32,8 @@ from ..run.manifest import new_manifest
 from ..run.recorder import Recorder, read_manifest
 from ..run.session import DialogueSpec
 from ..schema import PluginRef, RunManifest, Scenario, utcnow
-from .protocol import AssistantResponse, RunMeta, UserUtterance, count_tokens, dump_record
+from ..text import count_wordpunct
+from .protocol import AssistantResponse, RunMeta, UserUtterance, dump_record
 from .sessions import Dialogues, Session
 from .store import Store
 
@@ -203,7 +204,7 @@ class RunService:
 
     # ------------------------------------------------------------------ checks
     def _check_length(self, response: str) -> None:
-        n = count_tokens(response)
+        n = count_wordpunct(response)
         if n > self.limits.max_response_tokens:
             raise ApiError(422, f"Response is too long ({n} tokens). Response exceeds limit of "
                                 f"{self.limits.max_response_tokens} tokens.")

@@ -23,7 +23,7 @@ import numpy as np
 from ..search.embeddings import Embedder
 from ..schema import RubricQuestion, Stage
 from .policy import SimContext
-from .text import content_terms, sentences, term_coverage
+from ..text import content_terms, sentences, term_coverage
 from .voices import EmbedderSource
 
 __all__ = ["Grader", "EmbeddingGrader", "GradeParts", "is_evasive"]

@@ -17,8 +17,8 @@ from typing import Any
 from ..errors import BadInputError, DialogueError
 from ..schema import DialogueState, Scenario, Stage, SimulatorTurn
 from .policy import Action, Observation, RubricPolicy, SimContext
+from .cues import assistant_question
 from .registry import make_grader, make_voice
-from .text import assistant_question
 
 __all__ = ["RubricSimulator", "OfflineSimulator"]
 

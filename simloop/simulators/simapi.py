@@ -42,12 +42,14 @@ import httpx
 
 from ..errors import BadInputError, SimApiError, SimloopError
 from ..parts.stages import stage_note
+from ..files import pack_memory, unpack_memory
 from ..schema import (
     AssistantReply, AssistantTurn, Behaviour, DialogueState, Persona, RubricQuestion, Scenario, SimulatorTurn,
-    Stage, Topic, Turn, UserTurn, pack_memory, unpack_memory,
+    Stage, Topic, Turn, UserTurn,
 )
 from ..simapi.client import SimApiClient, StateFile
-from ..simapi.protocol import UserUtterance, count_tokens, reply_payload, truncate_tokens
+from ..text import count_wordpunct, truncate_wordpunct
+from ..simapi.protocol import UserUtterance, reply_payload
 
 __all__ = ["SimApiSimulator", "LaneResult", "NO_PTKB", "DEFAULT_TOKEN_ENV"]
 
@@ -338,9 +340,9 @@ class SimApiSimulator:
         lane = self.lane_of[state.dialogue_id]
         turn = state.turns[-1]
         response = turn.assistant.response
-        cut = count_tokens(response) > self.max_response_tokens
+        cut = count_wordpunct(response) > self.max_response_tokens
         if cut:
-            response = truncate_tokens(response, self.max_response_tokens)
+            response = truncate_wordpunct(response, self.max_response_tokens)
             lane.result.truncated += 1
         reply = AssistantReply(
             response=response, rewritten_query=turn.assistant.rewritten_query, passages=turn.assistant.passages,

@@ -21,7 +21,8 @@ import numpy as np
 from ..search.embeddings import Embedder, cosine
 from ..schema import RubricQuestion, Stage
 from .policy import Action, SimContext, seeded_rng
-from .text import STOPWORDS, content_terms, first_lower, mentions_statement, stem, words
+from ..text import STOPWORDS, content_terms, first_lower, stem, words
+from .cues import mentions_statement
 
 __all__ = ["Voice", "TemplateVoice", "elide_topic", "misspell", "EmbedderSource"]
 

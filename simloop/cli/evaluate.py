@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 
 from ..errors import BadInputError
+
+if TYPE_CHECKING:
+    from ..evaluate.formats import DialogueScores
 
 __all__ = ["add_commands", "cmd_eval", "cmd_report", "cmd_export"]
 
@@ -28,45 +32,38 @@ def _positive(name: str, value: int | float | None) -> None:
 
 # ----------------------------------------------------------------------------- eval
 def cmd_eval(a: argparse.Namespace) -> int:
-    from .summary import EvalOptions, evaluate_run, write_evaluation
-    from .tables import rich_summary
+    from ..evaluate.summary import EvalOptions, check_options, evaluate_run, write_evaluation
+    from ..evaluate.tables import rich_summary
 
-    if a.judge_concurrency < 1:
-        raise BadInputError("--judge-concurrency must be at least 1")
-    for flag, path in (("--qrels", a.qrels), ("--ptkb-qrels", a.ptkb_qrels)):
-        if path is not None and not path.is_file():
-            raise BadInputError(f"{flag} {path}: no such file")
     opts = EvalOptions(qrels=a.qrels, ptkb_qrels=a.ptkb_qrels, judge=a.judge, judge_base_url=a.judge_base_url,
                        judge_model=a.judge_model, judge_concurrency=a.judge_concurrency)
+    check_options(opts)
     ev = evaluate_run(a.run_dir, opts)
     scores, summary = write_evaluation(a.run_dir, ev)
     out = _console()
     for table in rich_summary(ev.summary):
         out.print(table)
-    for block in ("ptkb", "passages"):
-        note = (ev.summary.get(block) or {}).get("note")
-        if note:
-            out.print(f"[yellow]{block}:[/] {note}")
-    judge = ev.summary.get("judge")
-    if judge and judge["errors"] and not judge["rubric"]["n"] and not judge["dialogue"]["n"]:
+    if ev.summary.passages is not None and ev.summary.passages.note:
+        out.print(f"[yellow]passages:[/] {ev.summary.passages.note}")
+    judge = ev.summary.judge
+    if judge and judge.errors and not judge.rubric.get("n") and not judge.dialogue.get("n"):
         out.print(f"[yellow]judge:[/] every call failed ({_first_judge_error(ev.scores)}); "
                   "check --judge-base-url/--judge-model and the API key variable")
     out.print(f"wrote {scores} and {summary}")
     return 0
 
 
-def _first_judge_error(scores: list[dict]) -> str:
+def _first_judge_error(scores: list[DialogueScores]) -> str:
     for line in scores:
-        errors = (line.get("judge") or {}).get("errors")
-        if errors:
-            return errors[0]
+        if line.judge is not None and line.judge.errors:
+            return line.judge.errors[0]
     return "unknown error"
 
 
 # ----------------------------------------------------------------------------- report
 def cmd_report(a: argparse.Namespace) -> int:
-    from .report import load_views, write_report
-    from .tables import rich_compare, rich_memory, rich_reference
+    from ..evaluate.report import load_views, write_report
+    from ..evaluate.tables import rich_compare, rich_memory, rich_reference
 
     for d in a.run_dirs:
         if not Path(d).is_dir():
@@ -93,7 +90,7 @@ def cmd_report(a: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------------- export
 def cmd_export(a: argparse.Namespace) -> int:
-    from .export import FORMATS, ExportFilter, export_run
+    from ..evaluate.export import FORMATS, ExportFilter, export_run
 
     if a.format not in FORMATS:
         raise BadInputError(f"unknown export format {a.format!r} (choose from {', '.join(FORMATS)})")

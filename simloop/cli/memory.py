@@ -1,27 +1,32 @@
 """`simloop memory` (DESIGN §11): flags, progress bar, the result table, the run directory.
 
-The work is in ``memoryrun`` (the runs), ``memoryprobes`` (scripts, the scripted user,
-the LLM probe judge), ``memoryfacts`` (the fact catalogue and rules) and ``memoryscore``.
-Imports are deferred to the handler so that building the CLI parser stays cheap.
+The work is in ``simloop.memorytest``: ``run`` (the runs), ``probes`` (scripts, the
+scripted user, the LLM probe judge), ``facts`` (the fact catalogue and rules) and
+``score``.  Imports are deferred to the handler so that building the CLI parser stays cheap.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..cli.args import parse_params
 from ..errors import BadInputError
+from .args import parse_params
+from .flags import RUN_FLAGS, add_flags, config_from_flags
 
 if TYPE_CHECKING:
+    from ..memorytest.formats import MemoryResults
+    from ..memorytest.run import MemoryTest
     from ..run.engine import Event
-    from .run import MemoryTest
 
 __all__ = ["add_commands", "cmd_memory"]
 
 _DEFAULT_STRATEGIES = "full,summary,window,adaptive"
+# The run-config flags `simloop memory` offers; the rest of its flags configure the test.
+MEMORY_FLAGS = {dest: RUN_FLAGS[dest] for dest in (
+    "personas", "persona", "base_url", "model", "rpm", "cache", "index", "concurrency", "timeout", "seed", "out",
+    "run_id")}
 
 
 def _csv(text: str | None, flag: str, kind: type = str) -> list | None:
@@ -43,7 +48,7 @@ def _progress(test: "MemoryTest", enabled: bool):
     """A turn-level bar over every strategy (dialogues are long; a dialogue bar would stall)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from ..cli.console import err
+    from .console import err
 
     progress = Progress(TextColumn("[bold]{task.fields[strategy]}"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("turns"), TimeElapsedColumn(), console=err, disable=not enabled)
@@ -59,52 +64,48 @@ def _progress(test: "MemoryTest", enabled: bool):
     return progress, on_event
 
 
-def _query_table(memory: dict[str, Any]):
+def _query_table(memory: "MemoryResults"):
     """Where the fact was still in the probe's rewritten query: offline, the mechanism
     behind recall (an extractive answer can only use what retrieval was asked for)."""
     from rich.table import Table
 
     from ..evaluate.tables import fmt
 
-    dists = [str(d) for d in memory["distances"]]
+    dists = [str(d) for d in memory.distances]
     t = Table(title="fact kept in the probe's rewritten query", title_justify="left")
     for col in ("strategy", "probes per distance", *(f"kept @ {d}" for d in dists)):
         t.add_column(col)
-    for name, s in memory["strategies"].items():
-        per = sorted(set(s["probes_by_distance"].values()))
-        t.add_row(name, "/".join(map(str, per)), *(fmt(s["query_recall_by_distance"].get(d)) for d in dists))
+    for name, s in memory.strategies.items():
+        per = sorted(set(s.probes_by_distance.values()))
+        t.add_row(name, "/".join(map(str, per)), *(fmt(s.query_recall_by_distance.get(d)) for d in dists))
     return t
 
 
 def cmd_memory(a: argparse.Namespace) -> int:
-    from ..cli.console import err, out
     from ..evaluate.tables import rich_memory
-    from .run import MemoryTest, parse_config
+    from ..memorytest.run import MemoryTest, parse_config
+    from .console import err, out
 
     cfg = parse_config({
         "strategies": _csv(a.strategies, "--strategies"), "distances": _csv(a.distances, "--distances", int),
-        "reveal_turn": a.reveal_turn,
-        "personas_dir": a.personas, "persona_ids": a.persona, "facts": _csv(a.facts, "--facts"),
+        "reveal_turn": a.reveal_turn, "facts": _csv(a.facts, "--facts"),
         "facts_per_persona": a.facts_per_persona, "assistant": a.assistant,
         "assistant_params": _params(a.assistant_param), "memory_param": a.memory_param, "judge": a.judge,
-        "base_url": a.base_url, "model": a.model,
-        "rpm": a.rpm, "cache": a.cache, "index": a.index, "concurrency": a.concurrency, "timeout_s": a.timeout,
-        "seed": a.seed, "out": a.out, "run_id": a.run_id,
     })
-    test = MemoryTest(cfg)
+    test = MemoryTest(cfg, config_from_flags(a, MEMORY_FLAGS))
     if test.offline_summary:
         err.print("[yellow]note:[/] no LLM configured (--base-url/--model): the summary strategy uses the "
                   "offline extractive summariser")
-    progress, on_event = _progress(test, not a.no_progress)
+    progress, on_event = _progress(test, a.progress is not False)
     with progress:
         memory = asyncio.run(test.run(on_event))
     out.print(rich_memory(test.run_id, memory))
-    if any(p.get("rewritten_query") for p in memory["probes"]):
+    if any(p.rewritten_query for p in memory.probes):
         out.print(_query_table(memory))
-    if memory.get("status") == "interrupted":
+    if memory.status == "interrupted":
         err.print("[yellow]interrupted[/]: memory.json covers the strategies that finished")
     print(test.run_dir)
-    return 130 if memory.get("status") == "interrupted" else 0
+    return 130 if memory.status == "interrupted" else 0
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:
@@ -113,24 +114,11 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
                    help=f"memory strategies (default {_DEFAULT_STRATEGIES})")
     p.add_argument("--distances", help="turns between fact and probe (default 5,10,20,40)")
     p.add_argument("--reveal-turn", type=int, help="the turn that reveals the fact (default 2)")
-    p.add_argument("--personas", type=Path, help="folder of persona TOML files (default personas/)")
-    p.add_argument("--persona", action="append", help="only this persona id (repeatable)")
     p.add_argument("--facts", help="only these fact ids (default: the whole catalogue)")
     p.add_argument("--facts-per-persona", type=int, help="facts probed per persona, one dialogue each (default 1)")
-    p.add_argument("--assistant", help="assistant name or module:attr (default bm25_extractive)")
-    p.add_argument("--assistant-param", action="append", metavar="KEY=VALUE", help="assistant parameter (repeatable)")
+    add_flags(p, ["assistant", "assistant_param"])  # the assistant under test (default bm25_extractive)
     p.add_argument("--memory-param", metavar="NAME",
                    help="the assistant parameter that takes the strategy (default memory)")
     p.add_argument("--judge", action="store_true", help="score probes with the LLM judge instead of the rules")
-    p.add_argument("--base-url", help="OpenAI-compatible base URL for every LLM role")
-    p.add_argument("--model", help="model name for every LLM role")
-    p.add_argument("--rpm", type=float, help="LLM requests per minute per endpoint")
-    p.add_argument("--cache", type=Path, help="sqlite file caching LLM calls")
-    p.add_argument("--index", type=Path, help="Lucene index dir (default: the demo Wikipedia index)")
-    p.add_argument("--concurrency", type=int, help="dialogues at once (default 8)")
-    p.add_argument("--timeout", type=float, help="seconds per dialogue (default 600)")
-    p.add_argument("--seed", type=int)
-    p.add_argument("--out", type=Path, help="output folder (default transcripts/)")
-    p.add_argument("--run-id")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    add_flags(p, [*MEMORY_FLAGS, "progress"])
     p.set_defaults(func=cmd_memory)

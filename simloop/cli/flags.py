@@ -1,0 +1,133 @@
+"""Flags → RunConfig, in one place for every command that builds a run config.
+
+A command lists which of its argparse destinations set which config fields (a mapping
+``dest -> dotted path``) and calls ``config_from_flags``.  Precedence, lowest first:
+defaults < TOML file < ``SIMLOOP_*`` environment < flags (DESIGN §11).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from ..config import RunConfig, apply_overrides, load_config, merge_trees
+from ..errors import BadInputError
+from .args import parse_params
+
+__all__ = ["RUN_FLAGS", "EVERY_ROLE", "CLEAR", "add_flags", "config_from_flags", "flag_overrides"]
+
+EVERY_ROLE = "llm.*."  # "llm.*.model": the default role and every role override
+CLEAR = "\0clear"  # a flag value (store_const) that sets its field to None, e.g. --no-cache
+
+# Every flag of `simloop run`; other commands take the subset they offer.
+RUN_FLAGS: dict[str, str] = {
+    "simulator": "simulator.name", "simulator_param": "simulator.params",
+    "assistant": "assistant.name", "assistant_param": "assistant.params",
+    "topics": "scenarios.topics", "personas": "scenarios.personas_dir", "persona": "scenarios.persona_ids",
+    "topic": "scenarios.topic_ids", "limit": "scenarios.limit", "repeat": "scenarios.repeat",
+    "concurrency": "concurrency", "max_turns": "max_turns", "timeout": "dialogue_timeout_s", "seed": "seed",
+    "out": "out", "run_id": "run_id", "backend": "backend", "address": "ray_address", "progress": "progress",
+    "index": "retrieval.index", "k": "retrieval.k",
+    "base_url": EVERY_ROLE + "base_url", "model": EVERY_ROLE + "model", "rpm": "llm.default.rpm", "cache": "llm.cache",
+}
+
+
+# How each of those flags is spelled and parsed (one definition for every command).
+_OPTIONS: dict[str, tuple[str, dict[str, Any]]] = {
+    "simulator": ("--simulator", {"help": "simulator name or module:attr"}),
+    "simulator_param": ("--simulator-param", {"action": "append", "metavar": "KEY=VALUE",
+                                              "help": "simulator parameter (repeatable)"}),
+    "assistant": ("--assistant", {"help": "assistant name or module:attr"}),
+    "assistant_param": ("--assistant-param", {"action": "append", "metavar": "KEY=VALUE",
+                                              "help": "assistant parameter (repeatable)"}),
+    "topics": ("--topics", {"type": Path, "help": "an iKAT topic file (2023/2024/2025) to use instead of personas/"}),
+    "personas": ("--personas", {"type": Path, "help": "folder of persona TOML files (default personas/)"}),
+    "persona": ("--persona", {"action": "append", "help": "only this persona id (repeatable)"}),
+    "topic": ("--topic", {"action": "append", "help": "only this topic id (repeatable)"}),
+    "limit": ("--limit", {"type": int, "help": "run at most N scenarios"}),
+    "repeat": ("--repeat", {"type": int, "help": "run each persona x topic N times with different seeds"}),
+    "base_url": ("--base-url", {"help": "OpenAI-compatible base URL for every LLM role"}),
+    "model": ("--model", {"help": "model name for every LLM role"}),
+    "rpm": ("--rpm", {"type": float, "help": "LLM requests per minute per endpoint"}),
+    "concurrency": ("--concurrency", {"type": int, "help": "dialogues at once (default 8)"}),
+    "max_turns": ("--max-turns", {"type": int, "help": "safety cap on turns per dialogue (default 30)"}),
+    "timeout": ("--timeout", {"type": float, "help": "seconds per dialogue (default 600)"}),
+    "seed": ("--seed", {"type": int}),
+    "index": ("--index", {"type": Path, "help": "Lucene index dir (default: the demo Wikipedia index)"}),
+    "k": ("--k", {"type": int, "help": "passages retrieved per turn (default 10)"}),
+    "out": ("--out", {"type": Path, "help": "output folder (default transcripts/)"}),
+    "run_id": ("--run-id", {}),
+    "cache": ("--cache", {"type": Path, "help": "sqlite file caching LLM calls"}),
+    "backend": ("--backend", {"choices": ["local", "ray"]}),
+    "address": ("--address", {"help": "Ray cluster address (with --backend ray)"}),
+    "progress": ("--no-progress", {"action": "store_false", "default": None, "help": "no progress bar"}),
+}
+
+
+def add_flags(parser: argparse.ArgumentParser, dests: Iterable[str]) -> None:
+    """The flags for ``dests`` (keys of ``RUN_FLAGS``), spelled the same in every command.
+    ``--cache`` comes with ``--no-cache``."""
+    for dest in dests:
+        flag, options = _OPTIONS[dest]
+        if dest == "cache":
+            group = parser.add_mutually_exclusive_group()
+            group.add_argument(flag, **options)
+            group.add_argument("--no-cache", dest="cache", action="store_const", const=CLEAR,
+                               help="no LLM cache, whatever the config file says")
+        else:
+            parser.add_argument(flag, dest=dest, **options)
+
+
+def _put(tree: dict[str, Any], path: str, value: Any) -> None:
+    *parents, leaf = path.split(".")
+    for p in parents:
+        tree = tree.setdefault(p, {})
+    tree[leaf] = value
+
+
+def flag_overrides(args: argparse.Namespace, mapping: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(nested overrides, settings for every LLM role) from the flags that were given."""
+    tree: dict[str, Any] = {}
+    every: dict[str, Any] = {}
+    for dest, path in mapping.items():
+        value = getattr(args, dest, None)
+        if value is None or value == []:
+            continue
+        if value == CLEAR:
+            value = None
+        elif path.endswith(".params"):
+            value = parse_params(value, "--" + dest.replace("_", "-"))
+        if path.startswith(EVERY_ROLE):
+            every[path[len(EVERY_ROLE):]] = value
+        else:
+            _put(tree, path, value)
+    return tree, every
+
+
+def config_from_flags(args: argparse.Namespace, mapping: Mapping[str, str], *, config: Path | None = None,
+                      base: RunConfig | None = None, environ: Mapping[str, str] | None = None,
+                      fixed: Mapping[str, Any] | None = None) -> RunConfig:
+    """The RunConfig of ``config`` (a TOML file) < the ``SIMLOOP_*`` environment < the flags
+    in ``mapping`` that were given (None / empty = not given).
+
+    ``mapping`` is ``{argparse dest: dotted config path}``.  A path ending in ``.params``
+    takes repeatable ``KEY=VALUE`` strings; ``EVERY_ROLE + key`` sets ``key`` for every LLM
+    role at once (``--base-url``/``--model``), overrides included; the value ``CLEAR`` sets
+    the field to None.  With ``base`` the flags apply to that config instead of the file
+    and the environment (``--resume``).  ``fixed`` holds settings a command makes itself
+    (``rehearse`` sets its simulator); flags win over it.  Nothing given is ever changed in place.
+    """
+    tree, every = flag_overrides(args, mapping)
+    if fixed:
+        tree = merge_trees(fixed, tree)
+    if base is not None:
+        if config is not None:
+            raise BadInputError("a config file cannot be combined with a resumed run's config")
+        cfg = apply_overrides(base, tree)
+    else:
+        cfg = load_config(config, tree, environ)
+    if every:
+        cfg = cfg.model_copy(update={"llm": cfg.llm.with_every_role(**every)})
+    return cfg
+

@@ -1,0 +1,71 @@
+"""Atomic file writes (the one helper every file simloop writes whole goes through), and the
+JSON envelope for plugin memory that outlives a process.
+
+Content goes to a temp file next to the target, is flushed and fsynced, and is renamed
+over the target: a reader never sees half a file, and a crash (even a power cut, after
+the fsync) leaves either the old file or the new one.  Appends (``dialogues.jsonl``) are
+not whole-file writes; the recorder fsyncs those itself.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import pickle
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any, Iterator
+
+__all__ = ["atomic_open", "atomic_write", "pack_memory", "unpack_memory"]
+
+
+@contextmanager
+def atomic_open(path: Path | str, mode: str = "w", encoding: str = "utf-8") -> Iterator[IO[Any]]:
+    """A file handle (``"w"`` text or ``"wb"`` binary) whose content replaces ``path`` when
+    the block ends without an exception; on an exception nothing changes."""
+    if mode not in ("w", "wb"):
+        raise ValueError("atomic_open writes a whole file: mode 'w' or 'wb'")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Not mkstemp: its 0600 mode would survive the rename and surprise other users.
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        with open(tmp, "xb" if mode == "wb" else "x", encoding=None if mode == "wb" else encoding) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def atomic_write(path: Path | str, data: str | bytes) -> None:
+    """Replace ``path`` with ``data`` atomically (see ``atomic_open``)."""
+    with atomic_open(path, "wb" if isinstance(data, bytes) else "w") as fh:
+        fh.write(data)
+
+def pack_memory(memory: dict[str, Any]) -> dict[str, Any]:
+    """A plugin's per-dialogue memory in a JSON-safe envelope (sessions that outlive a process).
+
+    Plain JSON when the memory is JSON (the policy keeps it so); otherwise pickled, so a
+    plugin that keeps an RNG or an array still survives a restart of the process that
+    wrote it (the file is only read back by the same deployment).
+    """
+    try:
+        text = json.dumps(memory)
+        if json.loads(text) == memory:
+            return {"json": memory}
+    except (TypeError, ValueError):
+        pass
+    return {"pickle": base64.b64encode(pickle.dumps(memory)).decode()}
+
+
+def unpack_memory(packed: dict[str, Any] | None) -> dict[str, Any]:
+    if not packed:
+        return {}
+    if "json" in packed:
+        return dict(packed["json"])
+    return pickle.loads(base64.b64decode(packed["pickle"]))

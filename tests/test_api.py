@@ -1,0 +1,108 @@
+"""The public Python API (DESIGN §13): what ``simloop.__all__`` promises, and the four
+functions on the real stack, from inside a running event loop as in a notebook."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+import simloop
+from simloop import errors
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+# ----------------------------------------------------------------------------- __all__ (httpx style)
+
+
+def test_every_exported_name_exists_and_is_documented():
+    assert simloop.__all__ == sorted(set(simloop.__all__))
+    for name in simloop.__all__:
+        obj = getattr(simloop, name)
+        own_doc = vars(obj).get("__doc__") if inspect.isclass(obj) else obj.__doc__
+        assert own_doc and own_doc.strip(), f"simloop.{name} has no docstring of its own"
+
+
+def test_nothing_public_is_missing_from_all():
+    for name in simloop.__all__:
+        getattr(simloop, name)  # load everything lazy first
+    public = {n for n, v in vars(simloop).items() if not n.startswith("_") and not isinstance(v, types.ModuleType)}
+    assert public <= set(simloop.__all__)
+    assert dir(simloop) == simloop.__all__
+
+
+def test_all_lists_the_functions_models_protocols_and_every_error():
+    assert {"run", "arun", "read_transcripts", "evaluate", "Run"} <= set(simloop.__all__)
+    assert {"Transcript", "RunManifest", "RunConfig", "RunSummary", "DialogueScores", "MemoryResults"} <= set(
+        simloop.__all__)
+    assert {"UserSimulator", "Assistant", "Retriever", "Embedder", "MemoryStrategy"} <= set(simloop.__all__)
+    tree = {n for n, v in vars(errors).items() if inspect.isclass(v) and issubclass(v, errors.SimloopError)}
+    assert tree <= set(simloop.__all__)
+    with pytest.raises(AttributeError):
+        simloop.no_such_name  # noqa: B018
+
+
+def test_import_is_light():
+    code = ("import sys, simloop; heavy = [m for m in ('torch', 'pyserini', 'openai', 'jnius', 'numpy', "
+            "'sentence_transformers') if m in sys.modules]; print(heavy)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]"
+
+
+def test_bad_config_is_one_config_error_and_nothing_written(tmp_path: Path):
+    with pytest.raises(simloop.ConfigError, match="concurrency"):
+        simloop.run(concurrency=0, out=tmp_path)
+    with pytest.raises(TypeError, match="resume"):
+        simloop.run(resume=tmp_path, seed=3)
+    assert not any(tmp_path.iterdir())
+
+
+# ----------------------------------------------------------------------------- the real stack
+
+
+@pytest.mark.slow
+async def test_arun_read_and_evaluate_inside_a_running_event_loop(tmp_path: Path, demo_cache: Path):
+    """What a notebook does: the loop is already running when the run starts."""
+    asyncio.get_running_loop()  # as in Jupyter
+    config = {"scenarios": {"personas_dir": str(ROOT / "personas"), "limit": 1}, "out": str(tmp_path),
+              "progress": False}
+    run = await simloop.arun(config, run_id="api", max_turns=4)
+    assert isinstance(run, simloop.Run) and run.dir == tmp_path / "api"
+    assert run.manifest.status == "finished" and run.stats.dialogues == 1
+    transcripts = list(simloop.read_transcripts(run.dir))
+    assert len(transcripts) == 1 and isinstance(transcripts[0], simloop.Transcript)
+    assert transcripts[0].turns and transcripts[0].assistant.name == "bm25_extractive"
+
+    summary = simloop.evaluate(run.dir)  # blocking, yet fine inside the running loop
+    assert isinstance(summary, simloop.RunSummary) and summary.stats.dialogues == 1
+    written = json.loads((run.dir / "summary.json").read_text())
+    assert written["schema_version"] == summary.schema_version and (run.dir / "scores.jsonl").is_file()
+
+    with (run.dir / "dialogues.jsonl").open("a") as fh:  # a crash mid-write leaves a torn last line
+        fh.write('{"schema_version": "1.0", "run_id": "api", "dialo')
+    assert [t.dialogue_id for t in simloop.read_transcripts(run.dir)] == [transcripts[0].dialogue_id]
+
+
+def test_blocking_run_works_with_or_without_a_running_loop(tmp_path: Path):
+    """simloop.run from a script, and from code that already runs a loop (helper thread)."""
+    sim, asst = "conftest:ScriptedSimulator", "conftest:EchoAssistant"
+    config = {"scenarios": {"personas_dir": str(ROOT / "personas"), "limit": 2}, "out": str(tmp_path),
+              "simulator": {"name": sim}, "assistant": {"name": asst}, "progress": False}
+    plain = simloop.run(config, run_id="plain")
+
+    async def inside() -> simloop.Run:
+        return simloop.run(config, run_id="nested", concurrency=1)
+
+    nested = asyncio.run(inside())
+    for r in (plain, nested):
+        assert r.manifest.status == "finished" and r.stats.dialogues == 2
+    assert nested.manifest.config["concurrency"] == 1
+    resumed = simloop.run(resume=plain.dir, concurrency=3)  # nothing left to do: still a clean finish
+    assert resumed.dir == plain.dir and resumed.stats.dialogues == 0 and len(list(simloop.read_transcripts(plain.dir))) == 2

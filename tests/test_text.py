@@ -1,0 +1,51 @@
+"""The one text toolkit (simloop/text.py) that parts, memory, simulators and agents share."""
+
+from __future__ import annotations
+
+from simloop.text import (
+    STOPWORDS, clip_to_tokens, clip_words, content_terms, content_words, count_tokens, count_wordpunct, first_lower,
+    sentences, stem, term_coverage, truncate_wordpunct, words,
+)
+
+
+def test_words_keep_unicode_apostrophes_and_hyphens():
+    assert words("Don’t visit Belém's well-known café!") == ["don't", "visit", "belém's", "well-known", "café"]
+
+
+def test_stem_folds_plurals_and_verb_forms_case_insensitively():
+    assert stem("Universities") == stem("university") == "university"
+    assert stem("travelling") == stem("travels") == stem("travel") == "travel"
+    assert stem("sharks") == "shark" and stem("glass") == "glas" == stem("glasses")
+
+
+def test_content_words_and_terms():
+    text = "What are the best universities in Porto in 2024, and why do they currently rank 3 places up?"
+    assert content_words(text) == ["universities", "porto", "2024", "rank", "places"]
+    assert content_terms(text + " University ranks.") == ["university", "porto", "2024", "rank", "plac"]
+    assert not set(content_words(text)) & STOPWORDS
+
+
+def test_sentences_do_not_split_abbreviations_or_lowercase_continuations():
+    text = "Porto is in Portugal. It has e.g. port wine! Is it old? yes.\nTitle line"
+    assert sentences(text) == ["Porto is in Portugal.", "It has e.g. port wine!", "Is it old? yes.", "Title line"]
+
+
+def test_first_lower_and_term_coverage():
+    assert first_lower("What is it?") == "what is it?" and first_lower("I think so") == "I think so"
+    assert first_lower("NASA rockets") == "NASA rockets"
+    assert term_coverage(["peanut allergy", "snacks"], "A peanut allergy rules out some snacks.") == 1.0
+    assert term_coverage(["peanut allergy", "marathon"], "Peanuts are legumes.") == 0.0
+    assert term_coverage([], "anything") == 0.0
+
+
+def test_token_estimate_and_clipping_agree():
+    assert count_tokens("") == 0 and count_tokens("one") == 2 and count_tokens("a b c d e f g h i j") == 13
+    text = " ".join(f"w{i}" for i in range(100))
+    for budget in (0, 1, 13, 50, 500):
+        assert count_tokens(clip_to_tokens(text, budget)) <= budget
+    assert clip_words("  a  b c ", 5) == "a  b c" and clip_words("a b c", 2) == "a b"
+
+
+def test_wordpunct_counts_words_and_marks_and_truncates_there():
+    assert count_wordpunct("U.S. isn't far, is it?") == 12  # U . S . isn ' t far , is it ?
+    assert truncate_wordpunct("One, two three.", 3) == "One, two" and truncate_wordpunct("short", 9) == "short"
