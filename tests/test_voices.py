@@ -277,3 +277,27 @@ async def test_shipped_personas_talk_like_real_ikat_users():
     assert stats["backreference_share"] >= 0.10, stats
     assert 0.10 <= stats["non_question_share"] <= 0.40, stats
     assert stats["top_utterance_share"] <= 0.01, stats
+
+
+def test_realism_statistics_follow_their_definitions():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from bench_realism import statistics
+
+    q = "What is glycogen and where does the body store it?"
+    utts = [
+        ("OK, what is glycogen and where does the body store it?", q),  # word for word, inside a longer turn
+        ("What's glycogen?", q),
+        ("Tell me about glycogen.", q),
+        ("And is it stored in the liver?", q),  # "it" within the first four tokens
+        ("That's too general.", None),  # "That's" -> "that", "s"
+        ("Thanks, bye.", None),
+        ("Thanks, bye.", None),
+        ("How long would a very long question be before it mentions that?", None),  # pronouns too late
+    ]
+    s = statistics(utts)
+    assert s["utterances"] == 8
+    assert s["verbatim_rubric_share"] == 0.25  # 1 of the 4 turns that carry the question
+    assert s["backreference_share"] == 2 / 8
+    assert s["non_question_share"] == 4 / 8
+    assert s["top_utterance_share"] == 2 / 8 and s["top_utterance"] == "thanks bye"
+    assert s["words_per_utterance"] == round(sum(len(t.split()) for t, _ in utts) / 8, 3)

@@ -37,7 +37,9 @@ LINES: dict[str, list[str]] = {
         "I'm not sure {x}.", "I want to find out {x}.", "Could you explain {x}?", "Please explain {x}.",
         "I've never understood {x}.", "Any idea {x}?",
     ],
-    "and": ["And", "So", "Also,", "OK, and", "Then", "Now,", "And then", "One more:"],
+    # Connectors: "and" ones continue the thread (the question refers back), "next" ones move on.
+    "and": ["And", "So", "Also,", "OK, and", "And then", "But"],
+    "next": ["Now,", "Then", "One more:", "Next,", "Another thing:", "Oh, one more thing:", "OK, now"],
     # A re-ask: what the user is after.
     "spec": [
         "I need something on {kw}.", "What about {kw}?", "I mean {kw}.", "I'm after {kw}.",

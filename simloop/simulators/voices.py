@@ -62,6 +62,7 @@ class EmbedderSource:
         return cosine(vecs[:1], vecs[1:])[0]
 
 
+_BACK = {"it", "its", "they", "them", "their", "that", "this", "those", "these"}
 _DROPPABLE = {"the", "a", "an", "is", "are", "do", "does", "to", "of", "for", "it", "i"}
 
 
@@ -211,7 +212,9 @@ class TemplateVoice:
         if b.language_skill < 0.5 and rng.random() < 1.0 - b.language_skill:
             text = _vague(text)
         if action.turn > 1 and text.endswith("?") and rng.random() < 0.25:
-            text = _pick(rng, "and") + " " + first_lower(text)
+            # "And ..." continues a thread; a question on something new starts afresh ("Now, ...").
+            key = "and" if _BACK & set(words(text)[:4]) else "next"
+            text = _pick(rng, key) + " " + first_lower(text)
         return text
 
     def _follow_up(self, action: Action, context: SimContext, rng: random.Random) -> str:
