@@ -26,10 +26,10 @@ Statistics (``tokens`` = lower-cased ``[a-z0-9]+('[a-z]+)?`` matches unless said
 * ``backreference_share`` — share of utterances that lead with a back-reference: one of
   it, that, this, they, those among the first four letter-only tokens (``[a-z]+``, so
   "That's" gives "that" and "s"; "OK, and is it ..." counts, a pronoun deep in a long
-  question does not).  Real: 0.17.  Target ≥ 0.10.  A reaction such as "That's nice."
-  counts too (it does refer back), so the details also give ``backreference_request_share``:
-  the same test on the request alone, the last sentence with a "?" (else the last
-  sentence); real 0.11.
+  question does not; four is the lead length that gives the real 0.17 quoted in issue 11).
+  Target ≥ 0.10.  A reaction such as "That's nice." counts too (it does refer back), so the
+  details also give ``backreference_request_share``: the same test on the request alone,
+  the last sentence with a "?" (else the last sentence); real 0.11.
 * ``non_question_share`` — share of utterances with no "?" at all (statements, feedback,
   thanks).  Real 0.27.  Target 0.10-0.40.
 * ``top_utterance_share`` — occurrences of the most frequent utterance (compared by its

@@ -7,9 +7,11 @@ about 12 words), the rubric question reworded rather than repeated (``paraphrase
 one clause at a time, contractions, "Tell me about X.", "it" for what the conversation
 already named), back-references ("That's too general ...", "And is it ..."), statements
 and feedback as well as questions, and closing lines built from parts so that no line
-recurs across dialogues.  The shares below (how often each form is drawn) were set by
-looking at the statistics of ``2023_train_topics.json`` only; no real utterance is
-copied into a template.
+recurs across dialogues.  How often each form is drawn was set by hand until the shipped
+personas met the issue-11 targets (offline, policy fed seeded pass/fail grades; the same
+check is ``test_shipped_personas_talk_like_real_ikat_users``); the real values those
+targets come from pool 2023 train, 2023 test and 2024, so nothing here is fitted to one
+report set beyond them.  No real utterance is copied into a template.
 
 Persona facts come out one at a time as the ``reveal`` trait allows (never the PTKB
 wholesale), low ``language_skill`` makes the wording vague and misspelt, ``verbosity``
