@@ -35,7 +35,8 @@ _NP_BAD_TAIL = {"like", "of", "in", "for", "to", "from", "with", "and", "or", "a
 _NP_VERBY = {"like", "made", "up", "called", "used", "known", "located", "different", "related", "famous",
              "important", "dangerous", "safe", "good", "bad", "true", "possible", "better", "worse", "there"}
 # "Where does X come from" -> "where X comes from": only verbs whose third person is regular here.
-_DO = re.compile(r"^(what|where|when|why|how)\s+(does|do)\s+(?P<np>.+?)\s+(?P<verb>\w+)(?P<tail>\s+(?:from|to|in|on|for|with))?$", re.I)
+_DO = re.compile(r"^(what|where|when|why|how)\s+(does|do)\s+(?P<np>.+?)\s+(?P<verb>\w+)"
+                 r"(?P<tail>\s+(?:from|to|in|on|for|with))?$", re.I)
 _DO_VERBS = {"come", "live", "eat", "work", "grow", "mean", "originate", "flow", "happen", "do", "go", "begin"}
 
 # Topic elision: which words may surround a noun phrase that "it" can replace.
