@@ -1,15 +1,23 @@
-"""The template voice: varied, deterministic, persona-aware, never the whole PTKB."""
+"""The template voice: varied, deterministic, persona-aware, never the whole PTKB, and
+shaped like real iKAT users (short, reworded, referring back, not always a question)."""
 
 from __future__ import annotations
 
 import random
+import sys
+from collections import Counter
+from pathlib import Path
 
+from simloop.fakes.seams import HashEmbedder
+from simloop.inputs.personas import load_personas
 from simloop.schema import Behaviour, Persona, RubricQuestion, Scenario, Topic
-from simloop.simulators.policy import Action, Ending, SimContext
+from simloop.simulators.paraphrase import casual, clauses, elide_topic, indirect, misspell, subject
+from simloop.simulators.policy import Action, Ending, Observation, RubricPolicy, SimContext
 from simloop.simulators.cues import mentions_statement
 from simloop.text import content_terms, words
-from simloop.simulators.voices import TemplateVoice, elide_topic, misspell
-from simloop.fakes.seams import HashEmbedder
+from simloop.simulators.voices import TemplateVoice
+
+ROOT = Path(__file__).resolve().parents[1]
 
 PTKB = [
     "Ibuprofen allergies run in my family.",
@@ -21,6 +29,7 @@ RUBRIC = [
     RubricQuestion(id="q1", question="What are the side effects of aspirin?", keywords=["stomach", "bleeding"]),
     RubricQuestion(id="q2", question="Is aspirin safe for people with ibuprofen allergies?", keywords=["allergy"]),
     RubricQuestion(id="q3", question="How long does it take for aspirin to work?", keywords=["minutes"]),
+    RubricQuestion(id="q4", question="What is aspirin and where does it come from?", keywords=["willow"]),
 ]
 TOPIC = Topic(id="t", title="Aspirin", rubric=RUBRIC)
 
@@ -48,6 +57,50 @@ def facts_in(text: str) -> list[str]:
     return [f for f in PTKB if mentions_statement(text, f)]
 
 
+# ---------------------------------------------------------------------------- paraphrase
+
+
+def test_clauses_split_a_question_into_its_parts():
+    assert clauses("What is glycogen and where does the body store it?") == [
+        "What is glycogen", "where does the body store it"]
+    assert clauses("Where does the marathon come from, is it really from a legend?") == [
+        "Where does the marathon come from", "is it really from a legend"]
+    warsaw = "What is Warsaw, the city where Chopin grew up"
+    assert clauses(warsaw + "?") == [warsaw]  # an apposition, not a second question
+    assert clauses("Where and when was Go invented?") == ["Where and when was Go invented"]
+
+
+def test_casual_subject_and_indirect_forms():
+    assert casual("What exactly is a marathon") == "What's a marathon"
+    assert subject("What is the Rhine river") == "the Rhine river"
+    assert subject("Who was Johann Sebastian Bach") == "Johann Sebastian Bach"
+    assert subject("What is London like as a city") is None  # a predicate, not a noun phrase
+    assert subject("Where is Singapore located") is None
+    assert indirect("Where is Fiji") == "where Fiji is"
+    assert indirect("Where does cinnamon come from") == "where cinnamon comes from"
+    assert indirect("Where do penguins live") == "where penguins live"
+    assert indirect("How does a pipe organ produce sound") is None  # unsure of the verb: no guess
+
+
+def test_elide_topic_examples():
+    stems = set(content_terms("Traveling to Egypt"))
+    assert elide_topic("What vaccines do I need for Egypt?", stems) == "What vaccines do I need?"
+    assert elide_topic("Is ibuprofen safe for kids?", {"ibuprofen"}) == "Is it safe for kids?"
+    assert elide_topic("How long does it take for aspirin to work?", {"aspirin"}) == "How long does it take to work?"
+    assert elide_topic("Who discovered penicillin and when?", {"penicillin"}) == "Who discovered it and when?"
+    assert elide_topic("How much ibuprofen can I take?", {"ibuprofen"}) is None  # never "How much it"
+    assert elide_topic("What is a good hotel?", stems) is None
+
+
+def test_misspell_is_deterministic():
+    assert misspell("question", random.Random(3)) == misspell("question", random.Random(3))
+    assert misspell("question", random.Random(3)) != "question"
+    assert misspell("a", random.Random(3)) == "a"
+
+
+# ---------------------------------------------------------------------------- determinism, variety
+
+
 async def test_deterministic_per_seed_and_turn():
     v = voice()
     a = await say(v, ask(0, 1), scenario(seed=5))
@@ -58,7 +111,17 @@ async def test_varied_across_seeds():
     v = voice()
     firsts = {await say(v, ask(0, 1), scenario(seed=s, reveal="never")) for s in range(30)}
     reasks = {await say(v, ask(0, 2, "reask", attempt=2), scenario(seed=s)) for s in range(30)}
-    assert len(firsts) >= 6 and len(reasks) >= 6
+    assert len(firsts) >= 6 and len(reasks) >= 10
+
+
+async def test_asks_are_mostly_reworded_but_keep_what_a_retriever_needs():
+    v = voice()
+    texts = [await say(v, ask(3, 1), scenario(seed=s, reveal="never")) for s in range(40)]
+    verbatim = [t for t in texts if RUBRIC[3].question.lower().rstrip("?") in t.lower()]
+    assert len(verbatim) <= 8, verbatim  # the rubric question word for word is the exception
+    assert all("aspirin" in t.lower() for t in texts)  # nothing is known yet: the subject stays
+    assert any("?" not in t for t in texts)  # "Tell me about aspirin." happens
+    assert any("come" in t and "?" in t for t in texts)  # and so does the second part
 
 
 async def test_reask_is_more_specific_with_the_keywords():
@@ -77,13 +140,15 @@ async def test_later_questions_drop_the_topic_noun_when_it_is_clear():
     assert any("aspirin" in t for t in texts)  # but not every time
 
 
-def test_elide_topic_examples():
-    stems = set(content_terms("Traveling to Egypt"))
-    assert elide_topic("What vaccines do I need for Egypt?", stems) == "What vaccines do I need?"
-    assert elide_topic("Is ibuprofen safe for kids?", {"ibuprofen"}) == "Is it safe for kids?"
-    assert elide_topic("How long does it take for aspirin to work?", {"aspirin"}) == "How long does it take to work?"
-    assert elide_topic("How much ibuprofen can I take?", {"ibuprofen"}) is None  # never "How much it"
-    assert elide_topic("What is a good hotel?", stems) is None
+async def test_the_topic_is_not_elided_when_the_last_turns_did_not_name_it():
+    v = voice()
+    history = [("What are the side effects of aspirin?", "..."), ("Is it safe for kids?", "..."),
+               ("And for adults?", "...")]
+    texts = [await say(v, ask(2, 4), scenario(seed=s, reveal="never"), history) for s in range(20)]
+    assert all("aspirin" in t for t in texts)  # "it" would point at nothing an assistant can recover
+
+
+# ---------------------------------------------------------------------------- traits
 
 
 async def test_low_language_skill_is_vaguer_and_misspelt():
@@ -92,25 +157,29 @@ async def test_low_language_skill_is_vaguer_and_misspelt():
         good = await say(v, ask(0, 2, "reask", attempt=2), scenario(seed=s, language_skill=1.0, reveal="never"))
         poor = await say(v, ask(0, 2, "reask", attempt=2), scenario(seed=s, language_skill=0.1, reveal="never"))
         assert good != poor
-    vocabulary = set(words(" ".join(q.question for q in RUBRIC) + " stomach bleeding aspirin"))
-    poor_words = set()
+    good_words, poor_words = set(), set()
     for s in range(10):
+        good_words |= set(words(await say(v, ask(0, 1), scenario(seed=s, language_skill=1.0, reveal="never"))))
         poor_words |= set(words(await say(v, ask(0, 1), scenario(seed=s, language_skill=0.1, reveal="never"))))
-    assert poor_words - vocabulary - set(words("hi hello hey there quick question i hope you can help was wondering "
-                                               "looking into can help me with something"))  # misspellings
-
-
-def test_misspell_is_deterministic():
-    assert misspell("question", random.Random(3)) == misspell("question", random.Random(3))
-    assert misspell("question", random.Random(3)) != "question"
-    assert misspell("a", random.Random(3)) == "a"
+    misspelt = {w for w in poor_words - good_words if len(w) > 3 and not any(w in g or g in w for g in good_words)}
+    assert misspelt  # misspellings
 
 
 async def test_verbosity_low_is_terse_high_is_chatty():
     v = voice()
-    terse = [await say(v, ask(1, 2), scenario(seed=s, verbosity=0.0, reveal="never")) for s in range(10)]
-    chatty = [await say(v, ask(1, 2), scenario(seed=s, verbosity=1.0, reveal="never")) for s in range(10)]
-    assert sum(map(len, terse)) < sum(map(len, chatty))
+    terse = [await say(v, ask(1, 2), scenario(seed=s, verbosity=0.0, reveal="never")) for s in range(20)]
+    chatty = [await say(v, ask(1, 2), scenario(seed=s, verbosity=1.0, reveal="never")) for s in range(20)]
+    assert sum(map(len, terse)) < 0.8 * sum(map(len, chatty))
+
+
+async def test_mood_changes_the_wording():
+    v = voice()
+    calm = {await say(v, ask(0, 2, "reask", mood="calm"), scenario(seed=s, reveal="never")) for s in range(10)}
+    angry = {await say(v, ask(0, 2, "reask", mood="frustrated"), scenario(seed=s, reveal="never")) for s in range(10)}
+    assert sum("!" in t for t in angry) > sum("!" in t for t in calm)
+
+
+# ---------------------------------------------------------------------------- persona facts
 
 
 async def test_reveal_never_volunteers_nothing():
@@ -159,14 +228,10 @@ async def test_answering_the_assistants_question_uses_a_persona_fact():
     assert facts_in(text) == ["Ibuprofen allergies run in my family."]
 
 
-async def test_mood_changes_the_wording():
-    v = voice()
-    calm = {await say(v, ask(0, 2, "reask", mood="calm"), scenario(seed=s, reveal="never")) for s in range(10)}
-    angry = {await say(v, ask(0, 2, "reask", mood="frustrated"), scenario(seed=s, reveal="never")) for s in range(10)}
-    assert sum("!" in t for t in angry) > sum("!" in t for t in calm)
+# ---------------------------------------------------------------------------- closing lines
 
 
-async def test_closing_lines_never_ask_or_answer():
+async def test_closing_lines_never_ask_or_answer_and_rarely_repeat():
     v = voice()
     happy = Action("farewell", turn=4, end=Ending("user_satisfied", ""))
     unhappy = Action("farewell", turn=4, end=Ending("user_gave_up", ""))
@@ -175,4 +240,66 @@ async def test_closing_lines_never_ask_or_answer():
         for action in (happy, unhappy, give_up):
             text = await say(v, action, scenario(seed=s))
             assert "?" not in text and facts_in(text) == []
-    assert "thank" in (await say(v, happy, scenario(seed=0))).lower()
+    thanks = [await say(v, happy, scenario(seed=s)) for s in range(100)]
+    assert all("thank" in t.lower() for t in thanks)
+    assert Counter(thanks).most_common(1)[0][1] <= 4  # not one stock line for every dialogue
+
+
+# ---------------------------------------------------------------------------- realism, whole dialogues
+
+
+async def _shipped_dialogues(repeats: int = 2) -> list[tuple[str, str | None]]:
+    """Every shipped persona x topic, ``repeats`` seeds each, the policy fed a seeded mix of
+    passing and failing grades: (utterance, its rubric question or None) for every line."""
+    v, out = voice(), []
+    for persona in load_personas(ROOT / "personas"):
+        for topic in persona.topics:
+            for r in range(repeats):
+                seed = len(out) * 7919 + r
+                sc = Scenario(dialogue_id="d", persona=persona, topic=topic, behaviour=persona.behaviour, seed=seed)
+                policy, memory, history = RubricPolicy(topic.rubric, persona.behaviour, seed), {}, []
+                action, grades = policy.start(memory), random.Random(seed)
+                while action.kind != "end":
+                    text, _ = await v.speak(action, SimContext(scenario=sc, history=list(history), memory=memory))
+                    closing = action.kind in ("farewell", "give_up")
+                    out.append((text, None if closing else action.rubric.question))
+                    history.append((text, "..."))
+                    action = policy.step(memory, Observation(4.0 if grades.random() < 0.8 else 2.0))
+    return out
+
+
+async def test_shipped_personas_talk_like_real_ikat_users():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from bench_realism import statistics  # the bench's definitions (scripts/bench_realism.py)
+
+    stats = statistics(await _shipped_dialogues())
+    assert 0.7 * 12.44 <= stats["words_per_utterance"] <= 1.3 * 12.44, stats  # real mean 12.44
+    assert stats["distinct2"] >= 0.55, stats
+    assert stats["verbatim_rubric_share"] <= 0.20, stats
+    assert stats["backreference_share"] >= 0.10, stats
+    assert 0.10 <= stats["non_question_share"] <= 0.40, stats
+    assert stats["top_utterance_share"] <= 0.01, stats
+
+
+def test_realism_statistics_follow_their_definitions():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from bench_realism import statistics
+
+    q = "What is glycogen and where does the body store it?"
+    utts = [
+        ("OK, what is glycogen and where does the body store it?", q),  # word for word, inside a longer turn
+        ("What's glycogen?", q),
+        ("Tell me about glycogen.", q),
+        ("And is it stored in the liver?", q),  # "it" within the first four tokens
+        ("That's too general.", None),  # "That's" -> "that", "s"
+        ("Thanks, bye.", None),
+        ("Thanks, bye.", None),
+        ("How long would a very long question be before it mentions that?", None),  # pronouns too late
+    ]
+    s = statistics(utts)
+    assert s["utterances"] == 8
+    assert s["verbatim_rubric_share"] == 0.25  # 1 of the 4 turns that carry the question
+    assert s["backreference_share"] == 2 / 8
+    assert s["non_question_share"] == 4 / 8
+    assert s["top_utterance_share"] == 2 / 8 and s["top_utterance"] == "thanks bye"
+    assert s["words_per_utterance"] == round(sum(len(t.split()) for t, _ in utts) / 8, 3)
