@@ -73,7 +73,7 @@ def cmd_report(a: argparse.Namespace) -> int:
         raise BadInputError(f"{out_path.parent}: output folder does not exist")
     views = load_views(a.run_dirs)
     out = _console()
-    out.print(rich_compare([v.name for v in views], [v.summary for v in views]))
+    out.print(rich_compare([v.name for v in views], [v.summary for v in views], [v.diag for v in views]))
     for v in views:
         ref = rich_reference(v.summary)
         if ref is not None:
