@@ -175,7 +175,7 @@ def test_validator_finds_every_broken_rule():
 def test_incomplete_or_repeated_replays_are_refused(tmp_path: Path):
     source = _topic_files(tmp_path)[-1]
     run = _replay_run(tmp_path, source, drop_last=True)
-    with pytest.raises(BadInputError, match="1 of 2 turns .* no answer .*first: 1-1_2"):
+    with pytest.raises(BadInputError, match="1 of 2 turns .* no answer .*first: 1-1_2, its dialogue ended early"):
         export_run(run, "ikat25-run")
     g = load_ikat_topics(source)[0].topics[0].gold_turns
     twice = [transcript([turn(1, gold=g[0]), turn(2, gold=g[1])], persona="1-1", topic="1-1", repeat=r) for r in (0, 1)]

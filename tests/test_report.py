@@ -68,7 +68,7 @@ def test_memory_section_has_fact_kept_in_query_and_marks_the_stand_in(tmp_path: 
     (b / "memory.json").write_text(json.dumps(MEMORY))
     html = render_html(load_views([b]))
     memory = html[html.index('<section id="memory">'):html.index('<section id="plots">')]
-    assert "fact kept in query d=20" in memory and "recall d=5" in memory
+    assert "fact kept in query @ 20" in memory and "recall @ 5" in memory
     assert "summary (offline stand-in)" in memory and "full (offline stand-in)" not in memory
     assert re.search(r"<td>window</td><td>300</td>(<td>[^<]*</td>){3}<td>0.0000</td>", memory)
     assert 'alt="memory recall and fact kept in query' in memory
@@ -118,7 +118,7 @@ def test_start_up_turns_are_left_out_of_latency(tmp_path: Path):
     html = render_html(load_views([run]))
     assert "turn latency p99 ms (start-up excluded)</td><td class=num>120</td>" in html
     assert "start-up turns (excluded)</td><td class=num>3</td>" in html
-    assert "3 start-up turns excluded (up to 66.0 s)" in html  # the latency plot's caption
+    assert "3 start-up turns left out (up to 66.0 s)" in html  # the latency plot's caption
     assert "66,000" not in html.split('<section id="dialogues">')[0]  # no table shows it as a latency
 
 

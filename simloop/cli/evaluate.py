@@ -80,7 +80,7 @@ def cmd_report(a: argparse.Namespace) -> int:
             ref.title = f"{v.name}: {ref.title}"
             out.print(ref)
         if v.memory:
-            out.print(rich_memory(v.name, v.memory))
+            out.print(rich_memory(v.name, v.memory, kept=True))
         if v.memory_note:
             out.print(f"[yellow]{v.name}:[/] {v.memory_note}")
     path = write_report(views, out_path)

@@ -250,6 +250,14 @@ def _by_turn_id(ts: Sequence[Transcript], source: str) -> dict[str, tuple[Transc
     return out
 
 
+def _why_missing(ts: Sequence[Transcript], turn_id: str) -> str:
+    topic = turn_id.rsplit("_", 1)[0]
+    t = next((t for t in ts if t.scenario.topic_id == topic), None)
+    if t is None:
+        return f"no dialogue of topic {topic} in the export"
+    return f"its dialogue ended early: {t.stop.reason}" + (f", {t.error.type}" if t.error is not None else "")
+
+
 @dataclass
 class RunTag:
     """Who submits a run (the ``metadata`` of every line): the team, the run's name (default:
@@ -278,8 +286,8 @@ def ikat25_run(ts: Sequence[Transcript], topics: dict[str, Persona], tag: RunTag
     missing = [tid for tid in expected if tid not in answered]
     if missing:
         raise BadInputError(f"{source}: {len(missing)} of {len(expected)} turns of the topic file have no answer "
-                            f"in the run (first: {missing[0]}); finish the run (`simloop run --resume RUN "
-                            "--retry-errors`) or export without filters")
+                            f"in the run (first: {missing[0]}, {_why_missing(ts, missing[0])}); finish the run "
+                            "(`simloop run --resume RUN --retry-errors`) or export without filters")
     extra = sorted(set(answered) - set(expected))
     if extra:
         raise BadInputError(f"{source}: the run answers {len(extra)} turn(s) that are not in the topic file "

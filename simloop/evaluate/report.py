@@ -188,7 +188,8 @@ def _memory_html(views: Sequence[RunView]) -> str:
             continue
         header, rows = memory_rows(v.memory)
         parts.append(f"<h3>memory stress test — {_e(v.name)}</h3>{_table(header, rows)}"
-                     f'<img alt="memory recall and fact kept in query — {_e(v.name)}" src="{memory_plot(v.name, v.memory)}">'
+                     f'<img alt="memory recall and fact kept in query — {_e(v.name)}"'
+                     f' src="{memory_plot(v.name, v.memory)}">'
                      '<p class="note">"Fact kept in query": the share of probes whose rewritten query still carried '
                      "the planted fact — what the memory kept, whatever the corpus can answer.</p>")
     return "".join(parts)
@@ -208,8 +209,9 @@ main{max-width:1200px;margin:0 auto;padding:1.5em 2em;background:#fff;min-height
 h1{margin:0 0 .2em}h2{border-bottom:2px solid #d0d7de;padding-bottom:.2em;margin-top:1.6em}h3{margin:1.2em 0 .4em}
 nav{position:sticky;top:0;background:#fff;padding:.5em 0;border-bottom:1px solid #d0d7de;font-size:14px;z-index:1}
 nav a{margin-right:1em;color:#0969da;text-decoration:none}
-table{border-collapse:collapse;margin:.6em 0;font-size:13px}td,th{border:1px solid #d0d7de;padding:3px 8px;text-align:left}
-th{background:#f0f3f6}tr:nth-child(even) td{background:#fafbfc}td.num,td.delta{text-align:right;font-variant-numeric:tabular-nums}
+table{border-collapse:collapse;margin:.6em 0;font-size:13px}
+td,th{border:1px solid #d0d7de;padding:3px 8px;text-align:left}th{background:#f0f3f6}tr:nth-child(even) td{background:#fafbfc}
+td.num,td.delta{text-align:right;font-variant-numeric:tabular-nums}
 td.gain{color:#1a7f37;font-weight:600}td.loss{color:#cf222e;font-weight:600}
 .note{color:#7d4e00;background:#fff8c5;padding:.3em .6em;border-radius:4px;font-size:13px}
 figure{display:inline-block;margin:.5em 1em .5em 0;vertical-align:top}figcaption{font-size:12px;color:#57606a}
@@ -222,7 +224,7 @@ img{max-width:100%}.scroll{max-height:26em;overflow:auto;display:inline-block}
 .turn{margin:.6em 0;padding-bottom:.5em;border-bottom:1px dashed #d0d7de}
 .user,.asst{margin:.2em 0}.who{font-weight:600;display:inline-block;min-width:5.5em}.asst .who{color:#0969da}
 .meta{margin-left:5.5em;font-size:12px}.kv{margin:.2em 0}.kv ol{margin:.1em 0 .1em 1.2em;padding:0}
-ul.inline{display:inline;padding:0;margin:0}ul.inline li{display:inline-block;margin:0 .9em 0 0}
+ul.inline{display:inline;padding:0;margin:0 0 0 .5em}ul.inline li{display:inline-block;margin:0 .9em 0 0}
 .dim{color:#6e7781}.used{font-weight:600}.cited{font-weight:600}.tags{color:#6e7781;font-size:12px}
 .grade{font-size:11px;padding:0 5px;border-radius:8px;background:#eaeef2}.grade.pass{background:#dafbe1}
 .grade.fail{background:#ffebe9}.badge{padding:0 6px;border-radius:8px;background:#eaeef2}

@@ -123,12 +123,13 @@ def run_plots(names: Sequence[str], summaries: Sequence[RunSummary], runs: Seque
     tokens = [[float(sum(s.prompt_tokens + s.completion_tokens for s in x.stages if is_llm_call(s)))
                for t in ts for x in t.turns] for ts in runs]
     cold = [x for d in diags for x in d.startup_turns]
-    latency = "turn latency percentiles" + (f", {len(cold)} start-up turns excluded (up to {max(cold) / 1000:,.1f} s)"
-                                            if cold else "")
-    plots = [("scores", _score_plot(names, summaries)), ("stop reasons", _stop_plot(names, runs)),
+    latency = "ms per answered turn, by percentile" + (
+        f"; {len(cold)} start-up turns left out (up to {max(cold) / 1000:,.1f} s)" if cold else "")
+    plots = [("PTKB, passage and judge scores, each in [0, 1]", _score_plot(names, summaries)),
+             ("dialogues per stop reason", _stop_plot(names, runs)),
              (latency, _latency_plot(names, diags)),
-             ("turns", _boxplot("turns per dialogue", "turns", names, turns)),
-             ("tokens", _boxplot("LLM tokens per turn", "tokens", names, tokens))]
+             ("user turns per dialogue", _boxplot("turns per dialogue", "turns", names, turns)),
+             ("tokens of real LLM calls per turn", _boxplot("LLM tokens per turn", "tokens", names, tokens))]
     return [(title, uri) for title, uri in plots if uri]
 
 

@@ -130,27 +130,30 @@ def rich_reference(summary: RunSummary) -> Table | None:
     return t
 
 
-def memory_rows(memory: MemoryResults) -> tuple[list[str], list[list[Any]]]:
+def memory_rows(memory: MemoryResults, kept: bool = True) -> tuple[list[str], list[list[Any]]]:
     """memory.json (`simloop memory`) as a table: per strategy its context tokens per turn,
     recall per distance, and "fact kept in query" per distance (the share of probes whose
     rewritten query still carried the planted fact: the clean signal of what memory kept)."""
     strategies = memory.strategies
     dists = sorted({float(d) for s in strategies.values() for d in s.recall_by_distance})
-    kept_any = any(v is not None for s in strategies.values() for v in s.query_recall_by_distance.values())
+    kept_any = kept and any(v is not None for s in strategies.values() for v in s.query_recall_by_distance.values())
     rows = []
     for name, s in strategies.items():
         rec = {float(d): r for d, r in s.recall_by_distance.items()}
         kept = {float(d): r for d, r in s.query_recall_by_distance.items()}
         stand_in = any(m.startswith(OFFLINE_MODEL_PREFIX) for m in s.memory_models)
         label = f"{name} (offline stand-in)" if stand_in else name
-        rows.append([label, s.tokens_per_turn, *(rec.get(d) for d in dists), *((kept.get(d) for d in dists) if kept_any else ())])
-    header = ["strategy", "context tokens per turn", *[f"recall d={d:g}" for d in dists]]
-    header += [f"fact kept in query d={d:g}" for d in dists] if kept_any else []
+        kept_cells = [kept.get(d) for d in dists] if kept_any else []
+        rows.append([label, s.tokens_per_turn, *(rec.get(d) for d in dists), *kept_cells])
+    header = ["strategy", "tokens per turn", *[f"recall @ {d:g}" for d in dists]]
+    header += [f"fact kept in query @ {d:g}" for d in dists] if kept_any else []
     return header, rows
 
 
-def rich_memory(name: str, memory: MemoryResults) -> Table:
-    header, rows = memory_rows(memory)
+def rich_memory(name: str, memory: MemoryResults, kept: bool = False) -> Table:
+    """The memory table for a terminal; ``kept`` adds the "fact kept in query" columns
+    (`simloop memory` prints those in a table of their own)."""
+    header, rows = memory_rows(memory, kept)
     t = Table(title=f"memory stress test — {name}", title_justify="left")
     for col in header:
         t.add_column(col)
@@ -267,7 +270,7 @@ def stop_rows(by_key: dict[str, Group]) -> tuple[list[str], list[list[Any]]]:
     def satisfied(item: tuple[str, Group]) -> tuple[float, str]:
         return item[1].stops.get("user_satisfied", 0) / max(1, len(item[1].turns)), item[0]
 
-    rows = [[key, len(g.turns), sum(g.turns) / len(g.turns) if g.turns else None,
-             sum(g.grades) / len(g.grades) if g.grades else None, *(g.stops.get(r, 0) for r in reasons)]
+    rows = [[key, len(g.turns), f"{sum(g.turns) / len(g.turns):.1f}" if g.turns else None,
+             f"{sum(g.grades) / len(g.grades):.2f}" if g.grades else None, *(g.stops.get(r, 0) for r in reasons)]
             for key, g in sorted(by_key.items(), key=satisfied)]
     return ["", "dialogues", "mean turns", "mean grade", *reasons], rows
