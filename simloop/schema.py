@@ -54,6 +54,7 @@ class RubricQuestion(_Model):
     id: str
     question: str
     keywords: list[str] = Field(default_factory=list, description="terms an answer should mention")
+    reference: str | None = None
 
 
 class GoldTurn(_Model):

@@ -175,8 +175,20 @@ def test_filters(run: Path):
     assert dialogues(stop_reasons=["user_gave_up"]) == ["p1--t1--1"]
     assert dialogues(min_grade=4.5) == ["p1--t1--0"]  # mean of 4 and 5
     assert dialogues(min_turns=2) == ["p1--t1--0"]
-    assert dialogues(personas=["nobody"]) == []
     assert dialogues(topics=["t1"], repeat=1) == ["p1--t1--1"]
+    assert dialogues(stop_reasons=["max_turns"]) == []  # a known reason no dialogue ended with
+
+
+@pytest.mark.parametrize("flag,value,known", [
+    ("--stop-reason", "satisfied", "known: user_satisfied, user_gave_up, max_turns, timeout, error"),
+    ("--persona", "nobody", "known: p1)"),
+    ("--topic", "t9", "known: t1)"),
+])
+def test_unknown_filter_values_exit_2_listing_the_known_ones(run: Path, capsys, flag, value, known):
+    assert main(["export", str(run), "--format", "sharegpt", flag, value]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"unknown {flag} {value!r}" in err and known in err
+    assert not (run / "export.sharegpt.jsonl").exists()
 
 
 def test_min_judge_needs_and_uses_judge_scores(run: Path):

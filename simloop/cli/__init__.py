@@ -123,6 +123,7 @@ _EXTRA_COMMANDS: list[str] = [
     "cli.serve",
     "cli.rehearse",
     "cli.memory",
+    "cli.personas",
 ]
 
 

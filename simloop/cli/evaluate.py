@@ -73,14 +73,14 @@ def cmd_report(a: argparse.Namespace) -> int:
         raise BadInputError(f"{out_path.parent}: output folder does not exist")
     views = load_views(a.run_dirs)
     out = _console()
-    out.print(rich_compare([v.name for v in views], [v.summary for v in views]))
+    out.print(rich_compare([v.name for v in views], [v.summary for v in views], [v.diag for v in views]))
     for v in views:
         ref = rich_reference(v.summary)
         if ref is not None:
             ref.title = f"{v.name}: {ref.title}"
             out.print(ref)
         if v.memory:
-            out.print(rich_memory(v.name, v.memory))
+            out.print(rich_memory(v.name, v.memory, kept=True))
         if v.memory_note:
             out.print(f"[yellow]{v.name}:[/] {v.memory_note}")
     path = write_report(views, out_path)
@@ -90,7 +90,7 @@ def cmd_report(a: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------------- export
 def cmd_export(a: argparse.Namespace) -> int:
-    from ..evaluate.export import FORMATS, ExportFilter, export_run
+    from ..evaluate.export import FORMATS, ExportFilter, RunTag, export_run
 
     if a.format not in FORMATS:
         raise BadInputError(f"unknown export format {a.format!r} (choose from {', '.join(FORMATS)})")
@@ -100,7 +100,8 @@ def cmd_export(a: argparse.Namespace) -> int:
     _positive("--repeat", a.repeat)
     filt = ExportFilter(stop_reasons=a.stop_reason or [], min_grade=a.min_grade, min_turns=a.min_turns,
                         personas=a.persona or [], topics=a.topic or [], min_judge=a.min_judge, repeat=a.repeat)
-    res = export_run(a.run_dir, a.format, a.out, filt, personas_dir=a.personas, topics=a.topics)
+    tag = RunTag(team_id=a.team_id, run_id=a.ikat_run_id, run_type=a.run_type)
+    res = export_run(a.run_dir, a.format, a.out, filt, personas_dir=a.personas, topics=a.topics, tag=tag)
     out = _console()
     for note in res.notes:
         out.print(f"[yellow]note:[/] {note}")
@@ -131,10 +132,10 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_export(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("export", help="iKAT topics, TREC runs, chat fine-tuning JSONL, ShareGPT or parquet")
+    p = sub.add_parser("export", help="iKAT topics, the iKAT 2025 run format, TREC runs, chat fine-tuning JSONL, ShareGPT or parquet")
     p.add_argument("run_dir", type=Path)
     p.add_argument("--format", required=True, metavar="FORMAT",
-                   help="ikat | trec-run | ptkb-run | openai-chat | sharegpt | parquet")
+                   help="ikat | ikat25-run | trec-run | ptkb-run | openai-chat | sharegpt | parquet")
     p.add_argument("--out", type=Path, help="output file (default RUN_DIR/export.<ext>)")
     p.add_argument("--stop-reason", action="append", metavar="R", help="only dialogues that ended so (repeatable)")
     p.add_argument("--min-grade", type=float, metavar="X", help="only dialogues whose mean user grade is >= X")
@@ -145,6 +146,9 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repeat", type=int, metavar="K", help="only repeat K of each scenario")
     p.add_argument("--personas", type=Path, metavar="DIR", help="persona folder (default: the one in run.json)")
     p.add_argument("--topics", type=Path, metavar="FILE", help="iKAT topic file (default: the one in run.json)")
+    p.add_argument("--team-id", default="simloop", help="ikat25-run metadata.team_id (default simloop)")
+    p.add_argument("--run-id", dest="ikat_run_id", metavar="ID", help="ikat25-run metadata.run_id (default: the run's id)")
+    p.add_argument("--run-type", default="automatic", help="ikat25-run metadata.run_type: automatic | manual | generation-only")
     p.set_defaults(func=cmd_export)
 
 

@@ -1,4 +1,5 @@
-"""`simloop export`: a run's dialogues as iKAT topics, TREC runs, chat fine-tuning data or parquet.
+"""`simloop export`: a run's dialogues as iKAT topics, the iKAT 2025 run format (export_ikat25.py),
+TREC runs, chat fine-tuning data or parquet.
 
 Every format is built in memory, checked, then written to a temp file and renamed, so a
 failure never leaves half a file where a training job or trec_eval would pick it up.
@@ -7,22 +8,25 @@ failure never leaves half a file where a training job or trec_eval would pick it
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, get_args
 
 from ..errors import BadInputError, DataFileError
 from .provenance import ikat_qid
 from .stats import mean_grade
 from ..files import atomic_open, atomic_write
 from .summary import load_run, load_scores, resolve_source
-from ..schema import Behaviour, Persona, RunManifest, Transcript
+from ..schema import Behaviour, Persona, RunManifest, StopReason, Transcript
+from .export_ikat25 import RunTag, ikat25_run
 
-__all__ = ["FORMATS", "ExportFilter", "ExportResult", "export_run", "validate_chat", "select", "scenario_sources"]
+__all__ = ["FORMATS", "ExportFilter", "ExportResult", "RunTag", "export_run", "validate_chat", "select",
+           "check_filter", "scenario_sources"]
 
 # format -> default file suffix (trec-run and ptkb-run differ so both fit in one run dir)
 FORMATS = {
-    "ikat": "json", "trec-run": "run", "ptkb-run": "ptkb.run",
+    "ikat": "json", "ikat25-run": "ikat25.jsonl", "trec-run": "run", "ptkb-run": "ptkb.run",
     "openai-chat": "openai.jsonl", "sharegpt": "sharegpt.jsonl", "parquet": "parquet",
 }
 
@@ -64,6 +68,25 @@ def _repeat_of(t: Transcript) -> int | None:
 def _passes(judge: dict[str, float | None] | None, dialogue_id: str, threshold: float) -> bool:
     score = (judge or {}).get(dialogue_id)
     return score is not None and score >= threshold  # unjudged (a failed judge call) never passes
+
+
+def _known(flag: str, given: Sequence[str], known: Sequence[str]) -> None:
+    unknown = [g for g in given if g not in known]
+    if unknown:
+        shown = ", ".join(known[:20]) + (f" ... ({len(known)} in all)" if len(known) > 20 else "")
+        raise BadInputError(f"unknown {flag} {unknown[0]!r} (known: {shown or 'none'})")
+
+
+def check_filter(transcripts: Sequence[Transcript], f: ExportFilter) -> None:
+    """A filter value that can never match is a typo, not an empty selection: say so."""
+    _known("--stop-reason", f.stop_reasons, list(get_args(StopReason)))
+    _known("--persona", f.personas, sorted({t.scenario.persona_id for t in transcripts}, key=_natural))
+    _known("--topic", f.topics, sorted({t.scenario.topic_id for t in transcripts}, key=_natural))
+
+
+def _natural(value: str) -> list:
+    """Sort key that puts "9-1" before "10-1" (iKAT numbers are numbers)."""
+    return [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", value)]
 
 
 def select(transcripts: Sequence[Transcript], f: ExportFilter, judge: dict[str, float | None] | None = None
@@ -280,13 +303,31 @@ def _text(lines: list[str]) -> str:
     return "".join(line + "\n" for line in lines)
 
 
+def _replayed_topics(run_dir: Path, manifest: RunManifest | None, topics: Path | None) -> dict[str, Persona]:
+    """The topic file a run replayed; a run of personas is bad input for the formats that
+    are keyed by the topic file's turns."""
+    scen = (manifest.config.get("scenarios") or {}) if manifest is not None else {}
+    if topics is None and not scen.get("topics"):
+        raise BadInputError(f"{run_dir}: not a replay of an iKAT topic file (it ran personas); this format needs "
+                            "a run of `simloop run --simulator replay --topics FILE`")
+    return scenario_sources(run_dir, manifest, None, topics)
+
+
+def _ikat25(run_dir: Path, manifest: RunManifest | None, ts: Sequence[Transcript], topics: Path | None,
+            tag: RunTag, notes: list[str]) -> list[str]:
+    replayed = _replayed_topics(run_dir, manifest, topics)
+    return ikat25_run(ts, replayed, tag, manifest.run_id if manifest else run_dir.name, str(run_dir), notes)
+
+
 def export_run(run_dir: Path, fmt: str, out: Path | None = None, filt: ExportFilter | None = None,
-               personas_dir: Path | None = None, topics: Path | None = None) -> ExportResult:
+               personas_dir: Path | None = None, topics: Path | None = None, tag: RunTag | None = None
+               ) -> ExportResult:
     if fmt not in FORMATS:
         raise BadInputError(f"unknown export format {fmt!r} (choose from {', '.join(FORMATS)})")
     run_dir = Path(run_dir)
     manifest, transcripts, _ = load_run(run_dir)
     filt = filt or ExportFilter()
+    check_filter(transcripts, filt)
     judge = _judge_scores(run_dir) if filt.min_judge is not None else None
     ts = select(transcripts, filt, judge)
     out = Path(out) if out is not None else run_dir / f"export.{FORMATS[fmt]}"
@@ -295,6 +336,7 @@ def export_run(run_dir: Path, fmt: str, out: Path | None = None, filt: ExportFil
     notes: list[str] = []
     writers: dict[str, Callable[[], tuple[int, str]]] = {
         "ikat": lambda: _write_json(_ikat(ts, scenario_sources(run_dir, manifest, personas_dir, topics)), out),
+        "ikat25-run": lambda: _write_lines(_ikat25(run_dir, manifest, ts, topics, tag or RunTag(), notes), out, "turns"),
         "trec-run": lambda: _write_lines(_trec_run(ts, ptkb=False), out, "lines"),
         "ptkb-run": lambda: _write_lines(_trec_run(ts, ptkb=True), out, "lines"),
         "openai-chat": lambda: _write_lines(_chats(ts, _soft_sources(run_dir, manifest, personas_dir, topics, notes),

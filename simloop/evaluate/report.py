@@ -1,17 +1,19 @@
-"""`simloop report`: one self-contained HTML file comparing runs side by side.
+"""`simloop report`: one self-contained HTML file to diagnose runs, side by side.
 
-Self-contained means one file a reviewer can mail around: CSS inline, plots as base64
-PNG data URIs drawn with matplotlib's Agg renderer, no script and no external asset.
-Scores come from each run's summary.json; a run not yet evaluated is evaluated on the
-fly (without the judge, which costs money) and nothing is written into its directory.
+Self-contained: CSS inline, plots as base64 PNG data URIs (report_plots.py), no script and
+no external asset, so it can be mailed around and opened anywhere.  Scores come from each
+run's summary.json; a run not yet evaluated is evaluated on the fly (without the judge,
+which costs money) and nothing is written into its directory.
+
+Sections (each an ``id`` the browser test checks): runs, side by side (differences to
+the first run with their sign), PTKB against the official 2023 runs, passage coverage,
+stop reasons per persona and topic, the memory test, plots, and every dialogue.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import html
-import io
 from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -24,13 +26,18 @@ from ..errors import first_error
 from ..files import atomic_write
 from ..memorytest.formats import MemoryResults
 from ..schema import Transcript
+from .diagnostics import RunDiagnostics, diagnose
 from .formats import RunSummary
+from .report_dialogues import dialogues_html
+from .report_plots import memory_plot, run_plots
 from .summary import EvalOptions, evaluate_transcripts, load_run, load_summary
-from .tables import compare_rows, fmt, memory_rows, reference_rows
+from .tables import compare_header, compare_rows, fmt, memory_rows, reference_rows, signed, stop_rows
 
-__all__ = ["RunView", "load_view", "load_views", "render_html", "write_report", "MEMORY"]
+__all__ = ["RunView", "load_view", "load_views", "render_html", "write_report", "MEMORY", "SECTIONS"]
 
 MEMORY = "memory.json"
+# Section ids in page order; "reference", "passages" and "memory" appear only when a run has them.
+SECTIONS = ("runs", "compare", "reference", "passages", "stops", "memory", "plots", "dialogues")
 
 
 @dataclass
@@ -42,6 +49,11 @@ class RunView:
     memory: MemoryResults | None
     memory_note: str | None = None
     evaluated_now: bool = False
+    diag: RunDiagnostics | None = None
+
+    def __post_init__(self) -> None:
+        if self.diag is None:
+            self.diag = diagnose(self.transcripts)
 
 
 def _read_memory(run_dir: Path) -> tuple[MemoryResults | None, str | None]:
@@ -72,6 +84,8 @@ def load_view(run_dir: Path) -> RunView:
     evaluated_now = summary is None
     if summary is None:
         summary = asyncio.run(evaluate_transcripts(transcripts, EvalOptions(), manifest, run_dir=run_dir)).summary
+    if manifest is not None and summary.assistant is None:  # evaluated now: no header yet
+        summary = summary.model_copy(update={"assistant": manifest.assistant.name, "simulator": manifest.simulator.name})
     name = manifest.run_id if manifest is not None else run_dir.name
     memory, note = _read_memory(run_dir)
     return RunView(name, run_dir, summary, transcripts, memory, note, evaluated_now)
@@ -87,115 +101,47 @@ def load_views(run_dirs: Sequence[Path]) -> list[RunView]:
     return views
 
 
-# ----------------------------------------------------------------------------- plots
-def _png(fig) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
-
-
-def _figure(width: float = 7.0, height: float = 3.2):
-    # Figure without pyplot: no global state, no GUI backend, Agg picked for PNG output.
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(width, height))
-    return fig, fig.add_subplot()
-
-
-def _boxplot(title: str, ylabel: str, names: Sequence[str], data: Sequence[list[float]]) -> str | None:
-    if not any(v for d in data for v in d):  # all zero (e.g. an offline run has no tokens): no plot
-        return None
-    fig, ax = _figure()
-    ax.boxplot([d or [0.0] for d in data], showfliers=True)
-    ax.set_xticks(range(1, len(names) + 1), names, rotation=15, fontsize=8)
-    ax.set_title(title)
-    ax.set_ylabel(ylabel)
-    return _png(fig)
-
-
-def _stop_plot(views: Sequence[RunView]) -> str | None:
-    reasons = sorted({t.stop.reason for v in views for t in v.transcripts})
-    if not reasons:
-        return None
-    fig, ax = _figure()
-    width = 0.8 / len(views)
-    for i, v in enumerate(views):
-        counts = Counter(t.stop.reason for t in v.transcripts)
-        ax.bar([r + i * width for r in range(len(reasons))], [counts[r] for r in reasons], width, label=v.name)
-    ax.set_xticks([r + 0.4 - width / 2 for r in range(len(reasons))], reasons, fontsize=8)
-    ax.yaxis.get_major_locator().set_params(integer=True)
-    ax.set_title("stop reasons")
-    ax.set_ylabel("dialogues")
-    ax.legend(fontsize=7)
-    return _png(fig)
-
-
-def _score_plot(views: Sequence[RunView]) -> str | None:
-    """Bars of the headline scores each run has (PTKB, passages, judge)."""
-    keys = [("ptkb", "nDCG@3"), ("ptkb", "P@3"), ("ptkb", "R@3"), ("ptkb", "F1"),
-            ("passages", "nDCG@3"), ("passages", "P@5"), ("judge", "overall")]
-    present = [(s, m) for s, m in keys if any(isinstance(v.summary.lookup(s, m), (int, float)) for v in views)]
-    if not present:
-        return None
-    fig, ax = _figure()
-    width = 0.8 / len(views)
-    for i, v in enumerate(views):
-        vals = [v.summary.lookup(s, m) or 0.0 for s, m in present]
-        ax.bar([x + i * width for x in range(len(present))], vals, width, label=v.name)
-    ax.set_xticks([x + 0.4 - width / 2 for x in range(len(present))], [f"{s} {m}" for s, m in present],
-                  rotation=15, fontsize=8)
-    ax.set_ylim(0, 1)
-    ax.set_title("scores")
-    ax.legend(fontsize=7)
-    return _png(fig)
-
-
-def _memory_plot(v: RunView) -> str | None:
-    fig, ax = _figure()
-    for name, s in v.memory.strategies.items():
-        pts = sorted((float(d), float(r)) for d, r in s.recall_by_distance.items())
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
-    ax.set_xlabel("distance (turns between fact and probe)")
-    ax.set_ylabel("recall")
-    ax.set_ylim(0, 1.05)
-    ax.set_title(f"memory recall vs distance — {v.name}")
-    ax.legend(fontsize=7)
-    return _png(fig)
-
-
-def _plots(views: Sequence[RunView]) -> list[tuple[str, str]]:
-    names = [v.name for v in views]
-    turns = [[float(len(t.turns)) for t in v.transcripts] for v in views]
-    tokens = [[float(sum(s.prompt_tokens + s.completion_tokens for s in x.stages)) for t in v.transcripts for x in t.turns]
-              for v in views]
-    latency = [[x.latency_ms for t in v.transcripts for x in t.turns] for v in views]
-    plots = [("scores", _score_plot(views)), ("stop reasons", _stop_plot(views)),
-             ("turns", _boxplot("turns per dialogue", "turns", names, turns)),
-             ("tokens", _boxplot("LLM tokens per turn", "tokens", names, tokens)),
-             ("latency", _boxplot("turn latency", "ms", names, latency))]
-    plots += [(f"memory {v.name}", _memory_plot(v)) for v in views if v.memory]
-    return [(title, uri) for title, uri in plots if uri]
-
-
-# ----------------------------------------------------------------------------- HTML
-_CSS = """body{font-family:system-ui,sans-serif;margin:2em;color:#222}
-table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;font-size:14px}
-th{background:#f0f0f0}img{max-width:100%;display:block;margin:1em 0}.note{color:#8a5a00}"""
-
-
+# ----------------------------------------------------------------------------- HTML pieces
 def _e(value: Any) -> str:
-    return html.escape(fmt(value) if not isinstance(value, str) else value)
+    return html.escape(value if isinstance(value, str) else fmt(value))
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], cls: str = "") -> str:
     head = "".join(f"<th>{_e(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table><tr>{head}</tr>{body}</table>"
+    return f'<table class="{cls}"><tr>{head}</tr>{body}</table>'
 
 
-def _memory_table(v: RunView) -> str:
-    header, rows = memory_rows(v.memory)
-    return _table(header, rows)
+def _section(sid: str, title: str, body: str) -> str:
+    return f'<section id="{sid}"><h2>{_e(title)}</h2>{body}</section>'
+
+
+def _runs_html(views: Sequence[RunView]) -> str:
+    rows = [[v.name, v.summary.assistant or "-", v.summary.simulator or "-", len(v.transcripts), str(v.run_dir),
+             "evaluated now (no judge)" if v.evaluated_now else "summary.json"] for v in views]
+    notes = "".join(f'<p class="note">{_e(v.name)}: {_e(v.memory_note)}</p>' for v in views if v.memory_note)
+    return _table(["run", "assistant", "simulator", "dialogues", "directory", "scores from"], rows) + notes
+
+
+def _delta_cell(delta: float | None, better: int) -> str:
+    good = None if delta in (None, 0) or not better else (delta > 0) == (better > 0)
+    cls = "" if good is None else ("gain" if good else "loss")
+    return f'<td class="delta {cls}">{_e(signed(delta))}</td>'
+
+
+def _compare_html(views: Sequence[RunView]) -> str:
+    names = [v.name for v in views]
+    rows = compare_rows([v.summary for v in views], [v.diag for v in views])
+    head = "".join(f"<th>{_e(h)}</th>" for h in compare_header(names))
+    body = "".join(
+        f"<tr><td>{_e(r.label)}</td>{''.join(f'<td class=num>{_e(v)}</td>' for v in r.values)}"
+        f"{''.join(_delta_cell(d, r.better) for d in r.deltas())}</tr>" for r in rows)
+    note = ('<p class="note">Differences are each run minus the first; green is better, red is worse. '
+            "Start-up turns (those waiting for the index and models to load) are left out of turn latency.</p>"
+            if len(views) > 1 else
+            '<p class="note">Start-up turns (those waiting for the index and models to load) are left out of '
+            "turn latency.</p>")
+    return f'<table class="compare"><tr>{head}</tr>{body}</table>{note}'
 
 
 def _reference_html(views: Sequence[RunView]) -> str:
@@ -208,23 +154,106 @@ def _reference_html(views: Sequence[RunView]) -> str:
     return "".join(parts)
 
 
+def _passages_html(views: Sequence[RunView]) -> str:
+    parts = []
+    for v in views:
+        p = v.summary.passages
+        if p is None:
+            continue
+        cover = (f"{p.turns} of the run's {p.turns_total} turns are in the qrels; {p.matched_turns} of those "
+                 "retrieved at least one judged passage")
+        note = f'<p class="note">{_e(p.note)}</p>' if p.note else ""
+        parts.append(f"<p><b>{_e(v.name)}</b>: {_e(cover)}.</p>{note}")
+    return "".join(parts)
+
+
+def _stops_html(views: Sequence[RunView]) -> str:
+    parts = []
+    for v in views:
+        pairs = {(t.scenario.persona_id, t.scenario.topic_id) for t in v.transcripts}
+        one_to_one = len(pairs) == len(v.diag.by_persona) == len(v.diag.by_topic)
+        for label, by in (("persona", v.diag.by_persona), ("topic", v.diag.by_topic)):
+            if label == "topic" and one_to_one:
+                continue  # one topic per persona (an iKAT run): the persona table says it all
+            header, rows = stop_rows(by)
+            parts.append(f'<h3>{_e(v.name)}: by {label} (least satisfied first)</h3>'
+                         f'<div class="scroll">{_table([label, *header[1:]], rows, "stops")}</div>')
+    return "".join(parts)
+
+
+def _memory_html(views: Sequence[RunView]) -> str:
+    parts = []
+    for v in views:
+        if not v.memory:
+            continue
+        header, rows = memory_rows(v.memory)
+        parts.append(f"<h3>memory stress test — {_e(v.name)}</h3>{_table(header, rows)}"
+                     f'<img alt="memory recall and fact kept in query — {_e(v.name)}"'
+                     f' src="{memory_plot(v.name, v.memory)}">'
+                     '<p class="note">"Fact kept in query": the share of probes whose rewritten query still carried '
+                     "the planted fact — what the memory kept, whatever the corpus can answer.</p>")
+    return "".join(parts)
+
+
+def _plots_html(views: Sequence[RunView]) -> str:
+    plots = run_plots([v.name for v in views], [v.summary for v in views], [v.transcripts for v in views],
+                      [v.diag for v in views])
+    return "".join(f'<figure><img alt="{_e(t)}" src="{uri}"><figcaption>{_e(t)}</figcaption></figure>'
+                   for t, uri in plots) or "<p>nothing to plot</p>"
+
+
+# ----------------------------------------------------------------------------- the page
+_CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:0;color:#1f2328;background:#f6f8fa}
+main{max-width:1200px;margin:0 auto;padding:1.5em 2em;background:#fff;min-height:100vh}
+h1{margin:0 0 .2em}h2{border-bottom:2px solid #d0d7de;padding-bottom:.2em;margin-top:1.6em}h3{margin:1.2em 0 .4em}
+nav{position:sticky;top:0;background:#fff;padding:.5em 0;border-bottom:1px solid #d0d7de;font-size:14px;z-index:1}
+nav a{margin-right:1em;color:#0969da;text-decoration:none}
+table{border-collapse:collapse;margin:.6em 0;font-size:13px}
+td,th{border:1px solid #d0d7de;padding:3px 8px;text-align:left}th{background:#f0f3f6}tr:nth-child(even) td{background:#fafbfc}
+td.num,td.delta{text-align:right;font-variant-numeric:tabular-nums}
+td.gain{color:#1a7f37;font-weight:600}td.loss{color:#cf222e;font-weight:600}
+.note{color:#7d4e00;background:#fff8c5;padding:.3em .6em;border-radius:4px;font-size:13px}
+figure{display:inline-block;margin:.5em 1em .5em 0;vertical-align:top}figcaption{font-size:12px;color:#57606a}
+img{max-width:100%}.scroll{max-height:26em;overflow:auto;display:inline-block}
+.dlgs{font-size:13px;border:1px solid #d0d7de;border-radius:6px}
+.dlghead,.dlg>summary{display:grid;grid-template-columns:3fr 1.2fr 1.2fr 1.4fr .6fr .8fr .7fr;gap:.5em;padding:4px 8px}
+.dlghead{font-weight:600;background:#f0f3f6}.dlg>summary{cursor:pointer;border-top:1px solid #eaeef2}
+.dlg>summary:hover{background:#f6f8fa}.dlg[open]>summary{background:#ddf4ff}
+.body{padding:.5em 1em 1em 2em;border-top:1px solid #d0d7de;background:#fcfcfd}
+.turn{margin:.6em 0;padding-bottom:.5em;border-bottom:1px dashed #d0d7de}
+.user,.asst{margin:.2em 0}.who{font-weight:600;display:inline-block;min-width:5.5em}.asst .who{color:#0969da}
+.meta{margin-left:5.5em;font-size:12px}.kv{margin:.2em 0}.kv ol{margin:.1em 0 .1em 1.2em;padding:0}
+ul.inline{display:inline;padding:0;margin:0 0 0 .5em}ul.inline li{display:inline-block;margin:0 .9em 0 0}
+.dim{color:#6e7781}.used{font-weight:600}.cited{font-weight:600}.tags{color:#6e7781;font-size:12px}
+.grade{font-size:11px;padding:0 5px;border-radius:8px;background:#eaeef2}.grade.pass{background:#dafbe1}
+.grade.fail{background:#ffebe9}.badge{padding:0 6px;border-radius:8px;background:#eaeef2}
+.badge.user_satisfied{background:#dafbe1}.badge.user_gave_up{background:#fff1e5}.badge.error,.badge.timeout,
+.badge.max_turns{background:#ffebe9}.closing{font-style:italic}.error{color:#cf222e}.stop{color:#57606a;font-size:12px}
+"""
+_TITLES = {"runs": "runs", "compare": "side by side", "reference": "PTKB against the official 2023 runs",
+           "passages": "passage metrics coverage", "stops": "how dialogues ended, per persona and topic",
+           "memory": "memory stress test", "plots": "plots", "dialogues": "dialogues"}
+
+
+def _bodies(views: Sequence[RunView]) -> dict[str, str]:
+    return {"runs": _runs_html(views), "compare": _compare_html(views), "reference": _reference_html(views),
+            "passages": _passages_html(views), "stops": _stops_html(views), "memory": _memory_html(views),
+            "plots": _plots_html(views),
+            "dialogues": "".join(dialogues_html(v.name, v.transcripts) for v in views)}
+
+
 def render_html(views: Sequence[RunView]) -> str:
     names = [v.name for v in views]
-    sources = [[v.name, str(v.run_dir), "evaluated now (no judge)" if v.evaluated_now else "summary.json"]
-               for v in views]
-    notes = "".join(f'<p class="note">{_e(v.memory_note)}</p>' for v in views if v.memory_note)
-    memory = "".join(f"<h3>memory stress test — {_e(v.name)}</h3>{_memory_table(v)}" for v in views if v.memory)
-    plots = "".join(f'<h3>{_e(title)}</h3><img alt="{_e(title)}" src="{uri}">' for title, uri in _plots(views))
+    bodies = {sid: body for sid, body in _bodies(views).items() if body}
+    nav = "".join(f'<a href="#{sid}">{_e(_TITLES[sid])}</a>' for sid in SECTIONS if sid in bodies)
+    sections = "".join(_section(sid, _TITLES[sid], bodies[sid]) for sid in SECTIONS if sid in bodies)
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     return (
-        "<!DOCTYPE html><html><head><meta charset='utf-8'>"
-        f"<title>simloop report: {_e(', '.join(names))}</title><style>{_CSS}</style></head><body>"
-        f"<h1>simloop report</h1><p>{len(views)} run(s), generated {stamp}</p>"
-        f"<h2>runs</h2>{_table(['run', 'directory', 'scores from'], sources)}"
-        f"<h2>side by side</h2>{_table(['', *names], [[label, *vals] for label, vals in compare_rows([v.summary for v in views])])}"
-        f"{_reference_html(views)}{notes}"
-        f"{'<h2>memory</h2>' + memory if memory else ''}"
-        f"<h2>plots</h2>{plots or '<p>nothing to plot</p>'}</body></html>"
+        "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+        f"<title>simloop report: {_e(', '.join(names))}</title><style>{_CSS}</style></head><body><main>"
+        f"<h1>simloop report</h1><p class='dim'>{_e(', '.join(names))} — {len(views)} run(s), generated {stamp}</p>"
+        f"<nav>{nav}</nav>{sections}</main></body></html>"
     )
 
 

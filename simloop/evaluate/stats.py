@@ -12,9 +12,20 @@ from typing import Iterable, Sequence
 
 from ..schema import Stage, Transcript
 
-__all__ = ["run_stats", "percentiles", "stage_role", "dialogue_latency_ms", "mean_grade"]
+__all__ = ["run_stats", "percentiles", "stage_role", "dialogue_latency_ms", "mean_grade", "is_llm_call",
+           "OFFLINE_MODEL_PREFIX"]
 
 _PCTS = (50, 90, 99)
+# Offline stand-ins for a model (the extractive summariser, memory/offline.py: "offline-extractive")
+# put a model name on their stages so token figures compare with a real call's; they are
+# not LLM calls.
+OFFLINE_MODEL_PREFIX = "offline"
+
+
+def is_llm_call(stage: Stage) -> bool:
+    """Did this stage ask a language model (or find its answer in the cache)?  Only if it
+    names a model, and that model is not an offline stand-in."""
+    return stage.model is not None and not stage.model.startswith(OFFLINE_MODEL_PREFIX)
 
 
 def percentiles(values: Sequence[float], pcts: Iterable[int] = _PCTS) -> dict[str, float | None]:
@@ -66,7 +77,7 @@ class _Bucket:
         # A cached answer cost nothing now; count it apart so "calls" means requests sent.
         if s.cached:
             self.cached += 1
-        elif s.model is not None:
+        elif is_llm_call(s):
             self.calls += 1
         self.retries += s.retries
         self.prompt_tokens += s.prompt_tokens
@@ -90,18 +101,21 @@ def _usage(transcripts: Sequence[Transcript]) -> dict:
     models: dict[str, _Bucket] = defaultdict(_Bucket)
     total = _Bucket()
     stage_errors: Counter[str] = Counter()
+    retries = 0  # every stage's: a voice regenerating an invalid utterance retries without a model too
     for t in transcripts:
         for turn in t.turns:
             for s in turn.stages:
-                total.add(s)
-                if s.model is not None:  # retrieval and other local stages have no tokens or cost
-                    roles[stage_role(s)].add(s)
-                    models[s.model].add(s)
+                retries += s.retries
                 if s.error:
                     stage_errors[s.error] += 1
+                if not is_llm_call(s):  # retrieval, graders, offline stand-ins: no LLM usage
+                    continue
+                total.add(s)
+                roles[stage_role(s)].add(s)
+                models[s.model].add(s)
     tot = total.as_dict()
     return {
-        "llm_calls": tot["calls"], "cached_calls": tot["cached"], "retries": tot["retries"],
+        "llm_calls": tot["calls"], "cached_calls": tot["cached"], "retries": retries,
         "tokens": {"prompt": tot["prompt_tokens"], "completion": tot["completion_tokens"], "total": tot["tokens"]},
         "cost_usd": tot["cost_usd"],
         "by_role": {k: v.as_dict() for k, v in sorted(roles.items())},
@@ -129,7 +143,8 @@ def _grades(transcripts: Sequence[Transcript]) -> dict:
 
 
 def _tokens_per_turn(transcripts: Sequence[Transcript]) -> dict:
-    values = [sum(s.prompt_tokens + s.completion_tokens for s in x.stages) for t in transcripts for x in t.turns]
+    values = [sum(s.prompt_tokens + s.completion_tokens for s in x.stages if is_llm_call(s))
+              for t in transcripts for x in t.turns]
     context = [x.assistant.context.tokens for t in transcripts for x in t.turns]
     return {
         "mean": round(sum(values) / len(values), 1) if values else 0.0,

@@ -6,17 +6,21 @@ numbers under the same names.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Any, Sequence, get_args
 
 from pydantic import BaseModel
 from rich.table import Table
 
 from ..memorytest.formats import MemoryResults
+from ..schema import StopReason
+from .diagnostics import Group, RunDiagnostics
 from .formats import JudgeSummary, RunStats, RunSummary
+from .stats import OFFLINE_MODEL_PREFIX
 
 __all__ = [
-    "fmt", "sections", "compare_rows", "rich_summary", "rich_compare", "rich_reference", "reference_rows",
-    "memory_rows", "rich_memory",
+    "fmt", "signed", "sections", "CompareRow", "compare_rows", "compare_header", "rich_summary", "rich_compare",
+    "rich_reference", "reference_rows", "memory_rows", "rich_memory", "stop_rows",
 ]
 
 Row = tuple[str, Any]
@@ -48,14 +52,14 @@ def _stats_rows(s: RunStats) -> list[Row]:
         ("turn latency ms p50/p90/p99", " / ".join(fmt(v) for v in (lat.turn.p50, lat.turn.p90, lat.turn.p99))),
         ("dialogue latency ms p50/p90/p99",
          " / ".join(fmt(v) for v in (lat.dialogue.p50, lat.dialogue.p90, lat.dialogue.p99))),
-        ("tokens per turn (mean)", s.tokens_per_turn.mean),
-        ("LLM calls", s.llm_calls),
-        ("cached calls", s.cached_calls),
-        ("retries", s.retries),
-        ("tokens", s.tokens.total),
-        ("cost USD", s.cost_usd),
-        ("errors", s.errors or "none"),
     ]
+    # LLM rows only when the run made LLM calls: an offline run has no tokens to report.
+    if s.llm_calls or s.cached_calls:
+        rows += [("LLM tokens per turn (mean)", s.tokens_per_turn.mean), ("LLM calls", s.llm_calls),
+                 ("cached calls", s.cached_calls), ("tokens", s.tokens.total), ("cost USD", s.cost_usd)]
+    if s.retries:
+        rows.append(("retries", s.retries))
+    rows.append(("errors", s.errors or "none"))
     for kind, buckets in (("role", s.by_role), ("model", s.by_model)):
         for name, b in buckets.items():
             rows.append((f"{kind} {name}", f"{b.calls} calls, {b.tokens} tok, ${fmt(b.cost_usd)}"))
@@ -126,19 +130,30 @@ def rich_reference(summary: RunSummary) -> Table | None:
     return t
 
 
-def memory_rows(memory: MemoryResults) -> tuple[list[str], list[list[Any]]]:
-    """memory.json (`simloop memory`) as a table: strategy, tokens per turn, recall per distance."""
+def memory_rows(memory: MemoryResults, kept: bool = True) -> tuple[list[str], list[list[Any]]]:
+    """memory.json (`simloop memory`) as a table: per strategy its context tokens per turn,
+    recall per distance, and "fact kept in query" per distance (the share of probes whose
+    rewritten query still carried the planted fact: the clean signal of what memory kept)."""
     strategies = memory.strategies
     dists = sorted({float(d) for s in strategies.values() for d in s.recall_by_distance})
+    kept_any = kept and any(v is not None for s in strategies.values() for v in s.query_recall_by_distance.values())
     rows = []
     for name, s in strategies.items():
         rec = {float(d): r for d, r in s.recall_by_distance.items()}
-        rows.append([name, s.tokens_per_turn, *(rec.get(d) for d in dists)])
-    return ["strategy", "tokens per turn", *[f"recall @ {d:g}" for d in dists]], rows
+        kept = {float(d): r for d, r in s.query_recall_by_distance.items()}
+        stand_in = any(m.startswith(OFFLINE_MODEL_PREFIX) for m in s.memory_models)
+        label = f"{name} (offline stand-in)" if stand_in else name
+        kept_cells = [kept.get(d) for d in dists] if kept_any else []
+        rows.append([label, s.tokens_per_turn, *(rec.get(d) for d in dists), *kept_cells])
+    header = ["strategy", "tokens per turn", *[f"recall @ {d:g}" for d in dists]]
+    header += [f"fact kept in query @ {d:g}" for d in dists] if kept_any else []
+    return header, rows
 
 
-def rich_memory(name: str, memory: MemoryResults) -> Table:
-    header, rows = memory_rows(memory)
+def rich_memory(name: str, memory: MemoryResults, kept: bool = False) -> Table:
+    """The memory table for a terminal; ``kept`` adds the "fact kept in query" columns
+    (`simloop memory` prints those in a table of their own)."""
+    header, rows = memory_rows(memory, kept)
     t = Table(title=f"memory stress test — {name}", title_justify="left")
     for col in header:
         t.add_column(col)
@@ -147,44 +162,115 @@ def rich_memory(name: str, memory: MemoryResults) -> Table:
     return t
 
 
-# Rows of the side-by-side comparison: (section, label, path into summary.json).
-_COMPARE: list[tuple[str, str, tuple[str, ...]]] = [
-    ("stats", "dialogues", ("stats", "dialogues")),
-    ("stats", "turns mean", ("stats", "turns", "mean")),
-    ("stats", "turns max", ("stats", "turns", "max")),
-    ("stats", "mean user grade", ("stats", "grades", "mean")),
-    ("stats", "stop reasons", ("stats", "stop_reasons")),
-    ("stats", "tokens per turn", ("stats", "tokens_per_turn", "mean")),
-    ("stats", "turn latency p50 ms", ("stats", "latency_ms", "turn", "p50")),
-    ("stats", "turn latency p90 ms", ("stats", "latency_ms", "turn", "p90")),
-    ("stats", "dialogue latency p50 ms", ("stats", "latency_ms", "dialogue", "p50")),
-    ("stats", "LLM calls", ("stats", "llm_calls")),
-    ("stats", "cost USD", ("stats", "cost_usd")),
-    ("stats", "errors", ("stats", "errors")),
-    *[("ptkb", f"PTKB {m}", ("ptkb", m)) for m in ("nDCG@3", "P@3", "R@3", "nDCG@5", "P", "R", "F1", "turns")],
-    *[("passages", f"passages {m}", ("passages", m))
-      for m in ("nDCG@3", "nDCG@5", "nDCG@10", "P@5", "P@10", "MAP", "Recall@100", "turns", "matched_turns")],
-    ("judge", "judge rubric score", ("judge", "rubric", "score")),
-    ("judge", "judge dialogue score", ("judge", "dialogue", "score")),
-    ("judge", "judge overall", ("judge", "overall")),
+# ----------------------------------------------------------------------------- side by side
+@dataclass
+class CompareRow:
+    """One row of the side-by-side table: a value per run and which direction is better
+    (+1 higher, -1 lower, 0 neither), so a difference can be read as a gain or a loss."""
+
+    label: str
+    values: list[Any]
+    better: int = 0
+
+    def deltas(self) -> list[float | None]:
+        """Each later run minus the first (None where either is not a number)."""
+        base = self.values[0]
+        return [v - base if _number(v) and _number(base) else None for v in self.values[1:]]
+
+
+def _number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def signed(delta: float | None) -> str:
+    """A difference with its sign: +0.0123, −3, ±0."""
+    if delta is None:
+        return "-"
+    if delta == 0:
+        return "±0"
+    return ("+" if delta > 0 else "\u2212") + fmt(abs(delta) if isinstance(delta, float) else abs(int(delta)))
+
+
+_STOP_BETTER = {"user_satisfied": 1, "user_gave_up": -1, "max_turns": -1, "timeout": -1, "error": -1}
+_REASONS = list(get_args(StopReason))
+
+
+def _reason_order(reason: str) -> tuple[int, str]:
+    """Stop reasons in the order the transcript format lists them (unknown ones last)."""
+    return (_REASONS.index(reason) if reason in _REASONS else len(_REASONS), reason)
+_METRICS: list[tuple[str, list[str]]] = [
+    ("ptkb", ["nDCG@3", "P@3", "R@3", "nDCG@5", "P", "R", "F1"]),
+    ("passages", ["nDCG@3", "nDCG@5", "nDCG@10", "P@5", "P@10", "MAP", "Recall@100"]),
 ]
 
 
-def compare_rows(summaries: Sequence[RunSummary]) -> list[tuple[str, list[Any]]]:
-    """(label, value per run) for every row at least one run has."""
-    rows = []
-    for section, label, path in _COMPARE:
-        if not any(getattr(s, section) is not None for s in summaries):
-            continue
-        rows.append((label, [s.lookup(*path) for s in summaries]))
+def _stat_rows(summaries: Sequence[RunSummary], diags: Sequence[RunDiagnostics] | None) -> list[CompareRow]:
+    st = [s.stats for s in summaries]
+    rows = [CompareRow("dialogues", [s.dialogues for s in st]), CompareRow("turns mean", [s.turns.mean for s in st]),
+            CompareRow("mean user grade", [s.grades.mean for s in st], 1)]
+    reasons = sorted({r for s in st for r in s.stop_reasons}, key=_reason_order)
+    rows += [CompareRow(f"stopped: {r}", [s.stop_reasons.get(r, 0) for s in st], _STOP_BETTER.get(r, 0))
+             for r in reasons]
+    if diags is not None:  # start-up excluded (the report reads the transcripts)
+        rows += [CompareRow(f"turn latency {p} ms (start-up excluded)", [d.turn_latency[p] for d in diags], -1)
+                 for p in ("p50", "p90", "p99")]
+        rows += [CompareRow("start-up turns (excluded)", [len(d.startup_turns) for d in diags]),
+                 CompareRow("dialogue latency p50 ms", [d.dialogue_latency["p50"] for d in diags], -1)]
+    else:
+        rows += [CompareRow(f"turn latency {p} ms", [getattr(s.latency_ms.turn, p) for s in st], -1)
+                 for p in ("p50", "p90", "p99")]
+    if any(s.llm_calls or s.cached_calls for s in st):  # an offline run has no LLM rows at all
+        rows += [CompareRow("LLM tokens per turn", [s.tokens_per_turn.mean for s in st], -1),
+                 CompareRow("LLM calls", [s.llm_calls for s in st]),
+                 CompareRow("cached calls", [s.cached_calls for s in st])]
+    if any(s.retries for s in st):
+        rows.append(CompareRow("retries", [s.retries for s in st], -1))
+    if any(s.cost_usd is not None for s in st):
+        rows.append(CompareRow("cost USD", [s.cost_usd for s in st], -1))
+    rows.append(CompareRow("dialogues with errors", [sum(s.errors.values()) for s in st], -1))
     return rows
 
 
-def rich_compare(names: Sequence[str], summaries: Sequence[RunSummary]) -> Table:
+def compare_rows(summaries: Sequence[RunSummary], diags: Sequence[RunDiagnostics] | None = None) -> list[CompareRow]:
+    """The rows of the side-by-side table that at least one run has a value for."""
+    rows = _stat_rows(summaries, diags)
+    for block, metrics in _METRICS:
+        if any(getattr(s, block) is not None for s in summaries):
+            rows += [CompareRow(f"{block} {m}", [s.lookup(block, m) for s in summaries], 1) for m in metrics]
+            rows.append(CompareRow(f"{block} judged turns", [s.lookup(block, "turns") for s in summaries]))
+    if any(s.passages is not None for s in summaries):
+        rows.append(CompareRow("passages matched turns", [s.lookup("passages", "matched_turns") for s in summaries]))
+    if any(s.judge is not None for s in summaries):
+        rows += [CompareRow("judge rubric score", [s.lookup("judge", "rubric", "score") for s in summaries], 1),
+                 CompareRow("judge dialogue score", [s.lookup("judge", "dialogue", "score") for s in summaries], 1),
+                 CompareRow("judge overall", [s.lookup("judge", "overall") for s in summaries], 1)]
+    return [r for r in rows if any(v is not None for v in r.values)]
+
+
+def compare_header(names: Sequence[str]) -> list[str]:
+    return ["", *names, *(f"\u0394 {n} \u2212 {names[0]}" for n in names[1:])]
+
+
+def rich_compare(names: Sequence[str], summaries: Sequence[RunSummary],
+                 diags: Sequence[RunDiagnostics] | None = None) -> Table:
     t = Table(title="runs side by side", title_justify="left")
-    t.add_column("")
-    for n in names:
-        t.add_column(n)
-    for label, values in compare_rows(summaries):
-        t.add_row(label, *(fmt(v) for v in values))
+    for col in compare_header(names):
+        t.add_column(col)
+    for row in compare_rows(summaries, diags):
+        t.add_row(row.label, *(fmt(v) for v in row.values), *(signed(d) for d in row.deltas()))
     return t
+
+
+# ----------------------------------------------------------------------------- stop reasons
+def stop_rows(by_key: dict[str, Group]) -> tuple[list[str], list[list[Any]]]:
+    """(header, rows): per persona (or topic) its dialogues, mean turns and grade, and how
+    many ended each way; the least satisfied first."""
+    reasons = sorted({r for g in by_key.values() for r in g.stops}, key=_reason_order)
+
+    def satisfied(item: tuple[str, Group]) -> tuple[float, str]:
+        return item[1].stops.get("user_satisfied", 0) / max(1, len(item[1].turns)), item[0]
+
+    rows = [[key, len(g.turns), f"{sum(g.turns) / len(g.turns):.1f}" if g.turns else None,
+             f"{sum(g.grades) / len(g.grades):.2f}" if g.grades else None, *(g.stops.get(r, 0) for r in reasons)]
+            for key, g in sorted(by_key.items(), key=satisfied)]
+    return ["", "dialogues", "mean turns", "mean grade", *reasons], rows

@@ -57,7 +57,8 @@ def parse_ikat_topics(data: Any, path: str | Path = "<topics>") -> list[Persona]
     """Like ``load_ikat_topics`` for already-decoded JSON."""
     where = _Where(Path(path))
     if not isinstance(data, list) or not data:
-        raise DataFileError(f"{path}: expected a non-empty JSON array of conversations")
+        kind = "an empty array" if data == [] else f"a JSON {type(data).__name__}".replace("dict", "object")
+        raise DataFileError(f"{path}: top level: expected a non-empty JSON array of iKAT conversations, not {kind}")
     personas: list[Persona] = []
     seen: set[str] = set()
     for i, conv in enumerate(data):
