@@ -13,7 +13,8 @@ from simloop.schema import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared"
+# Beside the main checkout; worktrees sit one level deeper, so look up the ancestors.
+SHARED = next((p / "shared" for p in ROOT.parents if (p / "shared" / "data").is_dir()), ROOT.parent / "shared")
 IKAT = SHARED / "data" / "ikat"
 
 
