@@ -146,7 +146,7 @@ async def test_a_reference_answer_keeps_the_right_answer_and_lowers_the_others(m
 @pytest.mark.skipif(not (IKAT / "2024" / "2024_test_topics.json").is_file(), reason="iKAT 2024 topics not present")
 async def test_minilm_separates_ikat_gold_responses_from_shuffled_ones(minilm_grader):
     conversations = json.loads((IKAT / "2024" / "2024_test_topics.json").read_text())
-    pairs = [(t["resolved_utterance"], t["response"]) for c in conversations for t in c["turns"]][::3]  # CPU time
+    pairs = [(t["resolved_utterance"], t["response"]) for c in conversations for t in c["turns"]][::6]  # CPU time
     shuffled = [r for _, r in pairs]
     random.Random(0).shuffle(shuffled)
 
@@ -157,7 +157,7 @@ async def test_minilm_separates_ikat_gold_responses_from_shuffled_ones(minilm_gr
 
     gold = await pass_rate(pairs)
     other = await pass_rate([(q, r) for (q, _), r in zip(pairs, shuffled)])
-    assert gold > 0.6 and other < 0.1, (gold, other)
+    assert gold > 0.6 and other < 0.1, (gold, other)  # scripts/bench_grader.py measures all turns
 
 
 async def test_empty_asking_echoing_and_evasive_replies_are_capped():
