@@ -54,7 +54,7 @@ class RubricQuestion(_Model):
     id: str
     question: str
     keywords: list[str] = Field(default_factory=list, description="terms an answer should mention")
-    reference: str | None = None
+    reference: str | None = Field(None, description="a reference answer; the graders compare answers with it")
 
 
 class GoldTurn(_Model):

@@ -1,4 +1,8 @@
-"""The embedding grader: calibration on real MiniLM (slow) and its fixed rules (fast)."""
+"""The embedding grader: validity on real MiniLM (slow) and its fixed rules (fast).
+
+Validity on real iKAT answers (restatements, other turns, padding, clarifying questions)
+is measured by scripts/bench_grader.py; these tests pin the behaviour on hand-made cases.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +12,18 @@ import random
 
 import pytest
 
-from simloop.schema import RubricQuestion
-from simloop.simulators.graders import EmbeddingGrader, is_evasive
+from simloop.fakes.adversaries import clarifying_question, restate
 from simloop.fakes.seams import HashEmbedder
+from simloop.schema import RubricQuestion
+from simloop.simulators.graders import EmbeddingGrader, is_asking, is_evasive, residual
+from simloop.simulators.policy import SimContext
 
 from conftest import IKAT
 
 # (question, keywords, {kind: response}): on-point Wikipedia-style answers must pass (> 3);
-# topical-but-not-answering, other-aspect, off-topic and evasive replies must fail (<= 3).
+# off-topic and evasive replies must fail (<= 3); topical-but-not-answering and other-aspect
+# replies grade below the on-point one (on real iKAT answers such replies overlap the human
+# answers' grades, so their pass/fail is a threshold trade-off measured by the bench).
 CALIBRATION = [
     ("What are the side effects of ibuprofen?", ["side effects"], {
         "on": "Common side effects of ibuprofen include stomach pain, heartburn, nausea, vomiting, headache, dizziness "
@@ -70,6 +78,10 @@ CALIBRATION = [
     }),
 ]
 CASES = [(q, kw, kind, text) for q, kw, replies in CALIBRATION for kind, text in replies.items()]
+OFF_TOPIC = [
+    "The Great Barrier Reef is the world's largest coral reef system, off the coast of Queensland.",
+    "Mount Everest is Earth's highest mountain above sea level, located in the Himalayas.",
+]
 
 
 @pytest.fixture
@@ -81,49 +93,115 @@ async def minilm_grader():
     await embedder.aclose()
 
 
+async def _grade(grader, question, response, **fields) -> float:
+    return (await grader.explain(RubricQuestion(id="q", question=question, **fields), response)).grade
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("question,keywords,kind,response", CASES, ids=[f"{q[:20]}-{k}" for q, _, k, _ in CASES])
 async def test_minilm_calibration(minilm_grader, question, keywords, kind, response):
+    on = next(r["on"] for q, _, r in CALIBRATION if q == question)
     for kw in (keywords, []):  # with and without rubric keywords
-        parts = await minilm_grader.explain(RubricQuestion(id="q", question=question, keywords=kw), response)
+        grade = await _grade(minilm_grader, question, response, keywords=kw)
         if kind == "on":
-            assert parts.grade > 3.0, parts
+            assert grade > 3.0
+        elif kind in ("off", "evasive"):
+            assert grade <= 3.0
         else:
-            assert parts.grade <= 3.0, parts
+            assert grade < await _grade(minilm_grader, question, on, keywords=kw)
     grade, stages = await minilm_grader.grade(RubricQuestion(id="q", question=question), response)
     assert 0.0 <= grade <= 5.0 and stages[0].name == "simulator.grade"
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("question,keywords,replies", CALIBRATION, ids=[q[:20] for q, _, _ in CALIBRATION])
+async def test_restatements_clarifying_questions_and_padding_never_pass(minilm_grader, question, keywords, replies):
+    for seed in range(4):
+        rng = random.Random(seed)
+        for kw in (keywords, []):
+            assert await _grade(minilm_grader, question, restate(question, rng), keywords=kw) <= 3.0
+            assert await _grade(minilm_grader, question, clarifying_question(question, rng), keywords=kw) <= 1.0
+    on = await _grade(minilm_grader, question, replies["on"])
+    padded = await _grade(minilm_grader, question, " ".join([replies["on"], *OFF_TOPIC]))
+    assert padded <= 3.0 and padded < on
+    # the keywords a user spelled out, parroted back, are not an answer either
+    said = f"{question} I mean specifically {', '.join(keywords)}."
+    parrot = f"So you want to know: {said} Plenty has been written about this."
+    q = RubricQuestion(id="q", question=question, keywords=keywords)
+    graded, _ = await minilm_grader.grade(q, parrot, SimContext(scenario=None, history=[(said, parrot)]))
+    assert graded <= 3.0
+
+
+@pytest.mark.slow
+async def test_a_reference_answer_keeps_the_right_answer_and_lowers_the_others(minilm_grader):
+    without, with_ref = [], []
+    for question, _, replies in CALIBRATION:
+        assert await _grade(minilm_grader, question, replies["on"], reference=replies["on"]) > 3.0
+        for kind in ("topical", "aspect"):
+            if kind in replies:
+                without.append(await _grade(minilm_grader, question, replies[kind]))
+                with_ref.append(await _grade(minilm_grader, question, replies[kind], reference=replies["on"]))
+    assert sum(with_ref) < 0.8 * sum(without), (with_ref, without)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (IKAT / "2024" / "2024_test_topics.json").is_file(), reason="iKAT 2024 topics not present")
 async def test_minilm_separates_ikat_gold_responses_from_shuffled_ones(minilm_grader):
     conversations = json.loads((IKAT / "2024" / "2024_test_topics.json").read_text())
-    pairs = [(t["resolved_utterance"], t["response"]) for c in conversations for t in c["turns"]][::3]  # CPU time
+    pairs = [(t["resolved_utterance"], t["response"]) for c in conversations for t in c["turns"]][::6]  # CPU time
     shuffled = [r for _, r in pairs]
     random.Random(0).shuffle(shuffled)
 
     async def pass_rate(items):
         # concurrent calls are coalesced into model batches by the embedder
-        parts = await asyncio.gather(*(minilm_grader.explain(RubricQuestion(id="x", question=q), r) for q, r in items))
-        return sum(p.grade > 3.0 for p in parts) / len(parts)
+        grades = await asyncio.gather(*(_grade(minilm_grader, q, r) for q, r in items))
+        return sum(g > 3.0 for g in grades) / len(grades)
 
     gold = await pass_rate(pairs)
     other = await pass_rate([(q, r) for (q, _), r in zip(pairs, shuffled)])
-    assert gold > 0.6 and other < 0.1, (gold, other)  # all 218 turns: 0.77 and 0.02
+    assert gold > 0.6 and other < 0.1, (gold, other)  # scripts/bench_grader.py measures all turns
 
 
-async def test_empty_and_evasive_replies_fail_whatever_the_similarity():
+async def test_empty_asking_echoing_and_evasive_replies_are_capped():
     g = EmbeddingGrader(embedder=HashEmbedder())
     q = RubricQuestion(id="q", question="What are the side effects of ibuprofen?")
+    assert (await g.explain(q, "   ")).capped == "empty"
     assert (await g.grade(q, "   "))[0] == 0.0
+    asking = await g.explain(q, "Which side effects do you mean? Please tell me more about your situation")
+    assert asking.capped == "asking" and asking.grade == 0.0
+    assert (await g.explain(q, "Sure. What dose of ibuprofen do you take?")).capped == "asking"
+    assert (await g.explain(q, "The side effects of ibuprofen, you ask.")).capped == "echo"
     parrot = "I'm not sure about the side effects of ibuprofen."
     assert is_evasive(parrot)
     assert (await g.grade(q, parrot))[0] <= 1.0
 
 
+def test_residual_drops_every_word_of_the_question_and_person_words():
+    q = "How long does my cat sleep?"
+    assert residual("Your cat sleeps about 15 hours a day.", q) == "about 15 hours a day."
+    assert residual("How long does your cat sleep?", q) == ""
+
+
+def test_asking_sentences_are_questions_and_requests():
+    assert is_asking("Do you mean the drug or the brand?")
+    assert is_asking("Please tell me which country you live in.")
+    assert is_asking("Could you say more about your budget.")
+    assert not is_asking("You can stay close to Vatican City.")
+    assert not is_asking("Ibuprofen can upset the stomach.")
+
+
+async def test_one_encode_call_per_grade():
+    embedder = HashEmbedder()
+    g = EmbeddingGrader(embedder=embedder)
+    q = RubricQuestion(id="q", question="What are the side effects of ibuprofen?", reference="Stomach pain and nausea.")
+    await g.grade(q, "Ibuprofen can cause stomach pain. It may also cause nausea and dizziness. Would you like more?")
+    assert embedder.calls == 1
+
+
 async def test_keyword_coverage_raises_the_grade():
     g = EmbeddingGrader(embedder=HashEmbedder())
     q = RubricQuestion(id="q", question="What are the side effects of ibuprofen?", keywords=["stomach", "kidney"])
-    base = "Ibuprofen has side effects that some people notice."
+    base = "Ibuprofen has side effects that some patients notice after several days."
     with_keywords = base + " The stomach and kidney are affected most."
     assert (await g.grade(q, with_keywords))[0] > (await g.grade(q, base))[0]
 
@@ -131,3 +209,20 @@ async def test_keyword_coverage_raises_the_grade():
 def test_bad_calibration_constants_are_rejected():
     with pytest.raises(ValueError):
         EmbeddingGrader(embedder=HashEmbedder(), cos_floor=0.8, cos_full=0.5)
+    with pytest.raises(ValueError):
+        EmbeddingGrader(embedder=HashEmbedder(), off_weight=1.5)
+
+
+async def test_the_llm_grader_is_shown_the_reference_when_there_is_one():
+    from scripted_chat import ScriptedChat
+
+    from simloop.run.plugins import Context
+    from simloop.simulators.llm import LLMGrader
+
+    chat = ScriptedChat(['{"grade": 4}', '{"grade": 4}'])
+    grader = LLMGrader(Context(config=None, overrides={"chat:simulator": chat}))
+    q = RubricQuestion(id="q", question="What are the side effects of ibuprofen?")
+    assert (await grader.grade(q, "Stomach pain."))[0] == 4.0
+    assert "Reference answer" not in chat.prompt()
+    await grader.grade(q.model_copy(update={"reference": "Stomach pain, nausea and dizziness."}), "Stomach pain.")
+    assert "Stomach pain, nausea and dizziness." in chat.prompt()

@@ -1,12 +1,27 @@
 """Graders: how well does the assistant's response answer the rubric question (0-5)?
 
-``EmbeddingGrader`` is the offline grader: MiniLM cosine between the question and the
-response (the best window of a few sentences, so a long answer is not diluted by its
-preamble), mixed with how many of the question's keywords and content words the response
-covers.  Refusals and "it depends" non-answers are capped.  The constants were fitted on
-real all-MiniLM-L6-v2 with hand-made Wikipedia-style examples (see tests/test_graders.py):
-on-point answers score about 0.78-0.84 cosine, topical-but-not-answering ones 0.33-0.51,
-off-topic ones about 0, evasive ones 0.02-0.38.
+``EmbeddingGrader`` is the offline grader.  It must not be gameable (DESIGN §5): a
+restatement of the question, padding with off-topic sentences, or a clarifying question
+in place of an answer never passes (> 3.0).  One MiniLM call per grade encodes the
+question, the reference (if any), the answer, its *residual* and each of its sentences:
+
+* the **answer** is the response without its questions: what the assistant asks back
+  ("Would you like to know more?") answers nothing;
+* the **residual** is the answer with every word of the question removed.  Its cosine with
+  the question measures what the answer adds *beyond the question's own words*: a
+  restatement leaves only filler ("is an interesting subject"), a real answer keeps its
+  facts ("in winter, October to April").  Relevance is the lesser of the answer's and
+  the residual's (ramped) cosine, so echoing the question earns nothing by itself;
+* a sentence is **off topic** when it is far from the question (and the reference) and
+  from every sentence that is on topic; the grade is scaled by the on-topic share of the
+  answer's words, so an answer that is 40% padding can never pass;
+* an answer with fewer than ``min_novel`` content words beyond the question's is capped
+  (a bare clarifying question, "Good luck!"), as are refusals and "it depends" replies.
+
+With ``question.reference`` the relevance is the mean of the question-side and the
+reference-side relevance (answer and residual against the reference); rubric
+``keywords`` add their coverage.  How every constant was chosen is noted where it is set:
+on ``2023_train_topics.json`` only (scripts/bench_grader.py reports 2023 test and 2024).
 
 A grader returns ``None`` when it could not produce a grade (the LLM grader's reply did
 not parse); the policy then asks for clarification, as iKAT does.
@@ -16,17 +31,19 @@ from __future__ import annotations
 
 import re
 import time
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from ..search.embeddings import Embedder
 from ..schema import RubricQuestion, Stage
+from ..search.embeddings import Embedder
+from ..text import content_words, sentences, stem, word_count, words
 from .policy import SimContext
-from ..text import content_terms, sentences, term_coverage
+from ..text import term_coverage
 from .voices import EmbedderSource
 
-__all__ = ["Grader", "EmbeddingGrader", "GradeParts", "is_evasive"]
+__all__ = ["Grader", "EmbeddingGrader", "GradeParts", "is_evasive", "is_asking", "residual"]
 
 # A reply that declines or defers, with no substance after it.
 _EVASIVE = re.compile(
@@ -34,6 +51,14 @@ _EVASIVE = re.compile(
     r"cannot (?:say|answer|help)|not able to|unable to|no information|hard to say|it depends|depends on many|"
     r"everyone is different|i can'?t help|as an ai)\b"
 )
+# A request to the user written without a question mark ("Please tell me more about ...").
+_REQUEST = re.compile(
+    r"^(?:\W*)(?:please (?:tell|let|share|say|give|describe|specify|clarify)|let me know|tell me (?:more|what|which|how|if)"
+    r"|could you|can you|would you|will you|do you|are you|have you|did you)\b",
+    re.IGNORECASE,
+)
+# Person words swap between a user's question and a reply ("my cat" / "your cat"): never new content.
+_PERSONS = frozenset("i me my mine myself you your yours yourself we us our ours".split())
 
 
 @runtime_checkable
@@ -45,79 +70,157 @@ class Grader(Protocol):
 
 def is_evasive(response: str) -> bool:
     """A short reply built around a refusal or a non-committal phrase."""
-    return bool(_EVASIVE.search(response.lower())) and len(content_terms(response)) < 25
+    return bool(_EVASIVE.search(response.lower())) and len(content_words(response)) < 25
 
 
+def is_asking(sentence: str) -> bool:
+    """The sentence asks the user something (a question, or a request without "?")."""
+    return sentence.rstrip().endswith("?") or bool(_REQUEST.match(sentence))
+
+
+def residual(text: str, question: str) -> str:
+    """``text`` without any word of ``question`` (nor person words): what it adds."""
+    gone = {stem(w) for w in words(question)} | _PERSONS
+    kept = [tok for tok in text.split() if not (ws := words(tok)) or any(stem(w) not in gone for w in ws)]
+    return " ".join(kept)
+
+
+def novel_terms(text: str, question: str) -> set[str]:
+    """Content-word stems of ``text`` that the question does not contain."""
+    asked = {stem(w) for w in content_words(question)}
+    return {stem(w) for w in content_words(text)} - asked
+
+
+@dataclass(frozen=True)
 class GradeParts:
-    """The ingredients of a grade, kept for calibration reports and tests."""
+    """The ingredients of a grade, for calibration reports and tests."""
 
-    __slots__ = ("cosine", "keywords", "terms", "evasive", "grade")
-
-    def __init__(self, cosine: float, keywords: float | None, terms: float, evasive: bool, grade: float):
-        self.cosine, self.keywords, self.terms, self.evasive, self.grade = cosine, keywords, terms, evasive, grade
-
-    def __repr__(self) -> str:
-        kw = "-" if self.keywords is None else f"{self.keywords:.2f}"
-        return f"GradeParts(cos={self.cosine:.3f}, kw={kw}, terms={self.terms:.2f}, evasive={self.evasive}, grade={self.grade})"
+    cosine: float  # answer vs question
+    residual: float  # residual vs question
+    reference: float | None  # relevance against the reference answer, when there is one
+    keywords: float | None  # share of rubric keywords covered, when there are any
+    off_topic: float  # share of the answer's words in off-topic sentences
+    novel: int  # content words beyond the question's
+    capped: str | None  # "empty", "asking", "echo" or "evasive" when a cap applied
+    grade: float
 
 
 class EmbeddingGrader:
-    """Offline 0-5 grade: similarity (weight ``w_sim``) plus term coverage.
+    """Offline 0-5 grade from MiniLM similarities (see the module notes).
 
-    ``cos_floor``/``cos_full`` map cosine linearly onto 0..1: at or below the floor the
-    response is unrelated, at or above ``cos_full`` it is as close as on-point answers get.
+    Relevance is the lesser of two ramps: the answer's cosine with the question mapped
+    from ``cos_floor``..``cos_full`` onto 0..1, and the residual's from
+    ``res_floor``..``res_full`` (an answer must be on the question *and* add to it).
+    With a reference, the same pair against the reference (``ref_floor``..``ref_full``
+    for both) is averaged in.  Keywords are mixed in with weight ``w_keywords``; the
+    result is multiplied by ``1 - off_weight * off_topic`` and by 5.
+
+    Constants, chosen on iKAT 2023 train (84 answered turns, 6 candidates each): the ramps
+    trade the human answers' pass rate (0.68) against the AUC of a human answer vs the
+    answer of another turn (0.84, flat between 0.83 and 0.85 over the grid tried) and
+    pass no restatement.  The reference ramp: with the human answer as reference, the
+    first half of a long human answer passes 72% (63% without reference) and another
+    turn's answer 12% (21% without).  ``min_novel`` = 3 caps all 84 clarifying questions
+    and, of the human answers, only three acknowledgements ("Best of luck!") and two that
+    ask back.  The off-topic constants: see ``_off_topic_share``.
     """
 
     def __init__(
         self,
         ctx: Any = None,
         embedder: Embedder | None = None,
-        cos_floor: float = 0.25,
-        cos_full: float = 0.75,
-        w_sim: float = 0.7,
-        window: int = 3,
-        evasive_cap: float = 1.0,
+        cos_floor: float = 0.2,
+        cos_full: float = 0.65,
+        res_floor: float = 0.1,
+        res_full: float = 0.35,
+        ref_floor: float = 0.3,
+        ref_full: float = 0.7,
+        w_keywords: float = 0.3,
+        off_cos: float = 0.2,
+        anchor_cos: float = 0.3,
+        off_coherence: float = 0.4,
+        off_weight: float = 1.0,
+        min_novel: int = 3,
+        cap: float = 1.0,
     ):
-        if not cos_floor < cos_full:
-            raise ValueError("cos_floor must be below cos_full")
+        if not (cos_floor < cos_full and res_floor < res_full and ref_floor < ref_full):
+            raise ValueError("each floor (cos_floor, res_floor, ref_floor) must be below its full mark")
+        if not 0.0 <= w_keywords <= 1.0 or not 0.0 <= off_weight <= 1.0:
+            raise ValueError("w_keywords and off_weight are shares between 0 and 1")
         self.embeddings = EmbedderSource(ctx, embedder)
-        self.cos_floor, self.cos_full = cos_floor, cos_full
-        self.w_sim = w_sim
-        self.window = window
-        self.evasive_cap = evasive_cap
+        self.cos_ramp, self.res_ramp, self.ref_ramp = (cos_floor, cos_full), (res_floor, res_full), (ref_floor, ref_full)
+        self.w_keywords = w_keywords
+        self.off_cos, self.anchor_cos, self.off_coherence, self.off_weight = off_cos, anchor_cos, off_coherence, off_weight
+        self.min_novel, self.cap = min_novel, cap
 
     async def grade(
         self, question: RubricQuestion, response: str, context: SimContext | None = None
     ) -> tuple[float | None, list[Stage]]:
         t0 = time.perf_counter()
-        parts = await self.explain(question, response)
+        parts = await self.explain(question, response, _utterance(context, response))
         stage = Stage(name="simulator.grade", latency_ms=round((time.perf_counter() - t0) * 1000, 3))
         return parts.grade, [stage]
 
-    async def explain(self, question: RubricQuestion, response: str) -> GradeParts:
-        """The grade with its ingredients."""
-        if not response.strip():
-            return GradeParts(0.0, None, 0.0, True, 0.0)
-        cos = await self._best_cosine(question.question, response)
-        sim = float(np.clip((cos - self.cos_floor) / (self.cos_full - self.cos_floor), 0.0, 1.0))
-        terms = term_coverage(content_terms(question.question), response)
-        keywords = term_coverage(question.keywords, response) if question.keywords else None
-        coverage = terms if keywords is None else (terms + keywords) / 2
-        grade = 5.0 * (self.w_sim * sim + (1.0 - self.w_sim) * coverage)
-        evasive = is_evasive(response)
-        if evasive:
-            grade = min(grade, self.evasive_cap)
-        return GradeParts(cos, keywords, terms, evasive, round(grade, 2))
+    async def explain(self, question: RubricQuestion, response: str, utterance: str = "") -> GradeParts:
+        """The grade with its ingredients.  ``utterance`` is what the user said for this
+        answer: its words, like the question's, are echo rather than content (a parrot
+        repeating the keywords a user spelled out has still said nothing new)."""
+        said = [s for s in sentences(response) if not is_asking(s)]
+        if not said:
+            return GradeParts(0.0, 0.0, None, None, 0.0, 0, "asking" if response.strip() else "empty", 0.0)
+        answer = " ".join(said)
+        ref = (question.reference or "").strip() or None
+        goals = [question.question, *([ref] if ref else [])]
+        # One encode call; the question and reference repeat every turn and hit the embedder's cache.
+        echo = f"{question.question} {utterance}"
+        vecs = await self._encode([*goals, answer, residual(answer, echo), *said])
+        goal, ans, res, sents = vecs[: len(goals)], vecs[len(goals)], vecs[len(goals) + 1], vecs[len(goals) + 2:]
+        cos, res_cos = float(goal[0] @ ans), float(goal[0] @ res)
+        sim = min(_ramp(cos, *self.cos_ramp), _ramp(res_cos, *self.res_ramp))
+        ref_sim = None
+        if ref:
+            ref_sim = min(_ramp(float(goal[1] @ ans), *self.ref_ramp), _ramp(float(goal[1] @ res), *self.ref_ramp))
+            sim = (sim + ref_sim) / 2
+        keywords = term_coverage(question.keywords, answer) if question.keywords else None
+        if keywords is not None:
+            sim = (1 - self.w_keywords) * sim + self.w_keywords * keywords
+        off = self._off_topic_share(goal, sents, [word_count(s) for s in said])
+        grade = 5.0 * sim * (1.0 - self.off_weight * off)
+        novel = len(novel_terms(answer, echo))
+        capped = self._cap_reason(response, said, novel)
+        if capped:
+            grade = min(grade, self.cap)
+        return GradeParts(round(cos, 4), round(res_cos, 4), ref_sim, keywords, round(off, 4), novel, capped,
+                          round(grade, 2))
 
-    def _windows(self, response: str) -> list[str]:
-        """The whole response plus overlapping windows of ``window`` sentences."""
-        sents = sentences(response)
-        if len(sents) <= self.window:
-            return [response]
-        step = max(1, self.window - 1)
-        wins = [" ".join(sents[i : i + self.window]) for i in range(0, len(sents) - 1, step)]
-        return [response, *wins]
+    async def _encode(self, texts: list[str]) -> np.ndarray:
+        return np.asarray(await (await self.embeddings.get()).encode(texts), dtype=np.float32)
 
-    async def _best_cosine(self, question: str, response: str) -> float:
-        sims = await self.embeddings.similarities(question, self._windows(response))
-        return float(np.max(sims))
+    def _cap_reason(self, response: str, said: list[str], novel: int) -> str | None:
+        """Why the grade is capped: too little beyond the question's words (a bare
+        clarifying question, an echo, "Good luck!"), or a refusal."""
+        if novel < self.min_novel:
+            return "asking" if len(said) < len(sentences(response)) else "echo"
+        return "evasive" if is_evasive(response) else None
+
+    def _off_topic_share(self, goals: np.ndarray, sents: np.ndarray, counts: list[int]) -> float:
+        """Share of words in sentences far from the question (and reference) and from every
+        on-topic sentence.  On 2023 train, thresholds 0.2 / 0.3 / 0.4 flag 4.5% of the human
+        answers' sentences and 92% of the sentences inserted from other topics."""
+        to_goal = (sents @ goals.T).max(axis=1)
+        anchors = sents[to_goal >= self.anchor_cos]
+        coherence = (sents @ anchors.T).max(axis=1) if len(anchors) else np.zeros(len(sents))
+        off = (to_goal < self.off_cos) & (coherence < self.off_coherence)
+        total = sum(counts)
+        return float(sum(c for c, o in zip(counts, off) if o) / total) if total else 0.0
+
+
+def _utterance(context: SimContext | None, response: str) -> str:
+    """The user utterance that ``response`` answered, from the dialogue so far."""
+    if context is None:
+        return ""
+    return next((user for user, reply in reversed(context.history) if reply == response), "")
+
+
+def _ramp(x: float, floor: float, full: float) -> float:
+    return float(np.clip((x - floor) / (full - floor), 0.0, 1.0))

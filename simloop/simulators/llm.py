@@ -230,9 +230,10 @@ class LLMGrader:
         self, question: RubricQuestion, response: str, context: SimContext | None = None
     ) -> tuple[float | None, list[Stage]]:
         topic = f'Topic: "{context.scenario.topic.title}"\n' if context is not None else ""
+        reference = f"\n\nReference answer (the reply may word it differently):\n{question.reference}" if question.reference else ""
         messages = [
             {"role": "system", "content": _GRADER_SYSTEM},
-            {"role": "user", "content": f"{topic}Question: {question.question}\n\nReply:\n{response}"},
+            {"role": "user", "content": f"{topic}Question: {question.question}{reference}\n\nReply:\n{response}"},
         ]
         try:
             obj, stage = await self.ctx.chat("simulator").structured(

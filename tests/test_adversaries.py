@@ -1,0 +1,98 @@
+"""Adversarial assistants (issue 11 item 2): the offline user is never satisfied by a parrot,
+an off-topic answerer or an assistant that only asks back, while bm25_extractive still
+satisfies most users.  End to end through the real CLI, index, MiniLM and personas/."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from simloop.fakes.adversaries import OffTopic, Parrot, Asker, clarifying_question, restate, topic_phrase
+from simloop.run.plugins import Assistant
+from simloop.run.recorder import read_transcripts
+from simloop.schema import Behaviour, Persona, RubricQuestion, Scenario, Topic
+from simloop.text import sentences
+
+ROOT = Path(__file__).resolve().parents[1]
+ADVERSARIES = ["Parrot", "OffTopic", "Asker"]
+
+
+def test_restatements_are_seeded_varied_and_carry_the_question():
+    q = "How long does it take to learn to play the violin?"
+    assert restate(q, random.Random(3)) == restate(q, random.Random(3))
+    variants = {restate(q, random.Random(seed)) for seed in range(12)}
+    assert len(variants) >= 8
+    assert all("learn" in v and "violin" in v for v in variants)
+    assert topic_phrase(q) == "it take to learn to play the violin"
+    assert topic_phrase("I'm planning a trip. Can you tell me where my visa comes from?") == "your visa comes from"
+
+
+def test_clarifying_questions_only_ask():
+    q = "What are the side effects of ibuprofen?"
+    for seed in range(12):
+        text = clarifying_question(q, random.Random(seed))
+        assert text.endswith("?")
+        statements = [s for s in sentences(text) if not s.endswith("?")]
+        assert all(len(s.split()) <= 8 for s in statements), text  # at most a polite opener
+
+
+def _scenario(title: str, question: str) -> Scenario:
+    topic = Topic(id="t", title=title, rubric=[RubricQuestion(id="q1", question=question)])
+    persona = Persona(id="p", name="P", ptkb=["I live in Porto."], behaviour=Behaviour(), topics=[topic])
+    return Scenario(dialogue_id="d", persona=persona, topic=topic, behaviour=persona.behaviour, seed=5)
+
+
+def test_the_off_topic_subject_shares_no_word_with_the_topic():
+    from simloop.fakes.adversaries import OFF_SUBJECTS
+    from simloop.schema import DialogueState
+
+    for subject in OFF_SUBJECTS:
+        word = subject.split()[0]
+        state = DialogueState(dialogue_id="d", scenario=_scenario(f"The {word}", f"Who invented the {word}?"))
+        for _ in range(5):
+            assert word not in OffTopic(None).subject(state)
+
+
+def test_adversaries_are_assistants():
+    for cls in (Parrot, OffTopic, Asker):
+        assert isinstance(cls(None), Assistant)
+
+
+def _run(tmp_path: Path, assistant: str, limit: int = 6) -> list:
+    """The first topic of each demo persona, up to ``limit`` dialogues (suite time);
+    scripts/bench_grader.py runs all 41 demo dialogues per assistant."""
+    from simloop.inputs.personas import load_personas
+
+    topics = [a for p in load_personas(ROOT / "personas") for a in ("--topic", p.topics[0].id)]
+    cmd = [sys.executable, "-m", "simloop", "run", "--assistant", assistant, "--concurrency", "16",
+           "--no-progress", "--out", str(tmp_path), "--run-id", "r", "--limit", str(limit), *topics]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return list(read_transcripts(tmp_path / "r"))
+
+
+def _satisfied(transcripts: list) -> float:
+    assert transcripts and all(t.error is None for t in transcripts)
+    return sum(t.stop.reason == "user_satisfied" for t in transcripts) / len(transcripts)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ADVERSARIES)
+def test_no_adversary_satisfies_the_offline_user(tmp_path, name):
+    transcripts = _run(tmp_path, f"simloop.fakes.adversaries:{name}")
+    assert len(transcripts) == 6
+    assert _satisfied(transcripts) <= 0.05
+    grades = [turn.user.grade for t in transcripts for turn in t.turns if turn.user.grade is not None]
+    assert grades and sum(g > 3.0 for g in grades) / len(grades) <= 0.02
+
+
+@pytest.mark.slow
+def test_bm25_extractive_still_satisfies_most_users(tmp_path):
+    # Its long extractive answers make this the costliest run (7 of the first 10 and 29 of
+    # all 41 demo dialogues ended satisfied when this test was written).
+    transcripts = _run(tmp_path, "bm25_extractive")
+    assert len(transcripts) == 6 and _satisfied(transcripts) >= 0.5
