@@ -189,6 +189,12 @@ class ContextInfo(_Open):
     tokens: int = 0
 
 
+# Offline stand-ins (the extractive summariser, the offline rewriter) put a model name on
+# their stages, "offline-...", so token figures compare with a real call's; they are not
+# LLM calls.
+OFFLINE_MODEL_PREFIX = "offline"
+
+
 class Stage(_Open):
     """One pipeline step of a turn: its model, tokens, latency, retries, cost and error."""
 
@@ -202,6 +208,11 @@ class Stage(_Open):
     cost_usd: float | None = None
     role: str | None = None
     error: str | None = None
+
+    def is_llm_call(self) -> bool:
+        """Did this stage ask a language model (or find its answer in the cache)?  Only if it
+        names a model, and that model is not an offline stand-in."""
+        return self.model is not None and not self.model.startswith(OFFLINE_MODEL_PREFIX)
 
 
 class AssistantTurn(_Open):
@@ -236,7 +247,7 @@ class Usage(_Open):
 
     @classmethod
     def from_stages(cls, stages: list[Stage]) -> "Usage":
-        calls = [s for s in stages if s.model is not None and not s.cached]
+        calls = [s for s in stages if s.is_llm_call() and not s.cached]
         costs = [s.cost_usd for s in stages if s.cost_usd is not None]
         return cls(
             calls=len(calls),

@@ -195,3 +195,18 @@ async def test_lost_reply_is_recovered_through_session(tmp_path, nth):
     assert result.turns == sum(len(t.turns) for t in ts)
     mine = list(read_transcripts(prep.run_dir))
     assert [len(t.turns) for t in mine] == [len(t.turns) for t in ts] and all(t.error is None for t in mine)
+
+
+def test_sync_turns_keeps_provenance_of_a_reply_the_server_got_cut():
+    from simloop.schema import AssistantTurn, Stage, Turn, UserTurn
+    from simloop.simulators.simapi import sync_turns
+
+    long = " ".join(f"w{i}" for i in range(300))
+    mine = [Turn(index=1, user=UserTurn(utterance="q1"), assistant=AssistantTurn(response=long),
+                 stages=[Stage(name="generate")])]
+    cut = truncate_tokens(long, 250)
+    history = [{"role": "user", "content": "q1"}, {"role": "assistant", "content": cut}]
+    kept, intact = sync_turns(mine, history)  # compared as sent: the cut reply does not match
+    assert not intact and kept[0].stages == [] and kept[0].assistant.response == cut
+    kept, intact = sync_turns(mine, history, lambda r: truncate_tokens(r, 250))
+    assert intact and kept[0].stages[0].name == "generate" and kept[0].assistant.response == long

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 from typing import Callable
@@ -161,6 +162,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("simloop: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`simloop show RUN | head`): not an error of ours.  Point
+        # stdout at /dev/null so that the interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from ..memorytest.formats import MemoryResults
 from ..schema import Transcript
 from .diagnostics import RunDiagnostics
 from .formats import RunSummary
-from .stats import is_llm_call, percentiles
+from .stats import percentiles
 
 __all__ = ["Plot", "run_plots", "memory_plot"]
 
@@ -120,7 +120,7 @@ def _latency_plot(names: Sequence[str], diags: Sequence[RunDiagnostics]) -> str 
 def run_plots(names: Sequence[str], summaries: Sequence[RunSummary], runs: Sequence[Sequence[Transcript]],
               diags: Sequence[RunDiagnostics]) -> list[Plot]:
     turns = [[float(len(t.turns)) for t in ts] for ts in runs]
-    tokens = [[float(sum(s.prompt_tokens + s.completion_tokens for s in x.stages if is_llm_call(s)))
+    tokens = [[float(sum(s.prompt_tokens + s.completion_tokens for s in x.stages if s.is_llm_call()))
                for t in ts for x in t.turns] for ts in runs]
     cold = [x for d in diags for x in d.startup_turns]
     latency = "ms per answered turn, by percentile" + (

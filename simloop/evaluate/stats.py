@@ -12,22 +12,9 @@ from typing import Iterable, Sequence
 
 from ..schema import Stage, Transcript
 
-__all__ = ["run_stats", "percentiles", "stage_role", "dialogue_latency_ms", "mean_grade", "is_llm_call",
-           "OFFLINE_MODEL_PREFIX"]
+__all__ = ["run_stats", "percentiles", "stage_role", "dialogue_latency_ms", "mean_grade"]
 
 _PCTS = (50, 90, 99)
-# Offline stand-ins for a model (the extractive summariser, memory/offline.py: "offline-extractive")
-# put a model name on their stages so token figures compare with a real call's; they are
-# not LLM calls.
-OFFLINE_MODEL_PREFIX = "offline"
-
-
-def is_llm_call(stage: Stage) -> bool:
-    """Did this stage ask a language model (or find its answer in the cache)?  Only if it
-    names a model, and that model is not an offline stand-in."""
-    return stage.model is not None and not stage.model.startswith(OFFLINE_MODEL_PREFIX)
-
-
 def percentiles(values: Sequence[float], pcts: Iterable[int] = _PCTS) -> dict[str, float | None]:
     """Nearest-rank percentiles (no interpolation: every reported value was observed)."""
     data = sorted(values)
@@ -77,7 +64,7 @@ class _Bucket:
         # A cached answer cost nothing now; count it apart so "calls" means requests sent.
         if s.cached:
             self.cached += 1
-        elif is_llm_call(s):
+        elif s.is_llm_call():
             self.calls += 1
         self.retries += s.retries
         self.prompt_tokens += s.prompt_tokens
@@ -108,7 +95,7 @@ def _usage(transcripts: Sequence[Transcript]) -> dict:
                 retries += s.retries
                 if s.error:
                     stage_errors[s.error] += 1
-                if not is_llm_call(s):  # retrieval, graders, offline stand-ins: no LLM usage
+                if not s.is_llm_call():  # retrieval, graders, offline stand-ins: no LLM usage
                     continue
                 total.add(s)
                 roles[stage_role(s)].add(s)
@@ -143,7 +130,7 @@ def _grades(transcripts: Sequence[Transcript]) -> dict:
 
 
 def _tokens_per_turn(transcripts: Sequence[Transcript]) -> dict:
-    values = [sum(s.prompt_tokens + s.completion_tokens for s in x.stages if is_llm_call(s))
+    values = [sum(s.prompt_tokens + s.completion_tokens for s in x.stages if s.is_llm_call())
               for t in transcripts for x in t.turns]
     context = [x.assistant.context.tokens for t in transcripts for x in t.turns]
     return {

@@ -13,10 +13,9 @@ from pydantic import BaseModel
 from rich.table import Table
 
 from ..memorytest.formats import MemoryResults
-from ..schema import StopReason
+from ..schema import OFFLINE_MODEL_PREFIX, StopReason
 from .diagnostics import Group, RunDiagnostics
 from .formats import JudgeSummary, RunStats, RunSummary
-from .stats import OFFLINE_MODEL_PREFIX
 
 __all__ = [
     "fmt", "signed", "sections", "CompareRow", "compare_rows", "compare_header", "rich_summary", "rich_compare",

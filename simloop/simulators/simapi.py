@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 import httpx
 
@@ -86,13 +86,17 @@ def _same(a: UserUtterance, b: UserUtterance) -> bool:
     return (a.user_id, a.topic_id, a.utterance, len(a.history)) == (b.user_id, b.topic_id, b.utterance, len(b.history))
 
 
-def sync_turns(turns: list[Turn], history: list[dict[str, str]]) -> tuple[list[Turn], bool]:
+def sync_turns(turns: list[Turn], history: list[dict[str, str]],
+               sent: Callable[[str], str] = lambda response: response) -> tuple[list[Turn], bool]:
     """The finished turns as the server's ``history`` has them: local turns (with their
     provenance) as far as they agree with it, the rest rebuilt from the text alone.
-    Returns the turns and whether the local ones were all kept."""
+    ``sent`` maps a local response to what the server got (cut to its token limit), so a
+    cut reply still counts as agreeing.  Returns the turns and whether the local ones
+    were all kept."""
     pairs = [(history[i]["content"], history[i + 1]["content"]) for i in range(0, len(history) - 1, 2)]
     kept = 0
-    while kept < min(len(turns), len(pairs)) and (turns[kept].user.utterance, turns[kept].assistant.response) == pairs[kept]:
+    while kept < min(len(turns), len(pairs)) and (
+            turns[kept].user.utterance, sent(turns[kept].assistant.response)) == pairs[kept]:
         kept += 1
     rebuilt = [Turn(index=i, user=UserTurn(utterance=u), assistant=AssistantTurn(response=a))
                for i, (u, a) in enumerate(pairs[kept:], start=kept + 1)]
@@ -245,7 +249,7 @@ class _Lane:
         mine = saved if saved and (saved.get("user_id"), saved.get("topic_id")) == (utt.user_id, utt.topic_id) else {}
         turns = [Turn.model_validate(t) for t in mine.get("turns", [])]
         answered = (len(utt.history) - 1) // 2
-        state.turns, intact = sync_turns(turns, utt.history[: 2 * answered])
+        state.turns, intact = sync_turns(turns, utt.history[: 2 * answered], self.sim.sent_response)
         if intact and mine:  # memory of turns the server does not have would mislead
             state.assistant_memory = unpack_memory(mine.get("memory"))
 
@@ -327,6 +331,12 @@ class SimApiSimulator:
             await self._client.aclose()
             self._client = None
 
+    def sent_response(self, response: str) -> str:
+        """The reply as the server gets it: cut to ``max_response_tokens``."""
+        if count_wordpunct(response) <= self.max_response_tokens:
+            return response
+        return truncate_wordpunct(response, self.max_response_tokens)
+
     # ------------------------------------------------------------------ the protocol
     async def open(self, state: DialogueState) -> SimulatorTurn:
         lane = self.lane_of[state.dialogue_id]
@@ -339,10 +349,9 @@ class SimApiSimulator:
     async def next(self, state: DialogueState) -> SimulatorTurn:
         lane = self.lane_of[state.dialogue_id]
         turn = state.turns[-1]
-        response = turn.assistant.response
-        cut = count_wordpunct(response) > self.max_response_tokens
+        response = self.sent_response(turn.assistant.response)
+        cut = response != turn.assistant.response
         if cut:
-            response = truncate_wordpunct(response, self.max_response_tokens)
             lane.result.truncated += 1
         reply = AssistantReply(
             response=response, rewritten_query=turn.assistant.rewritten_query, passages=turn.assistant.passages,
