@@ -49,14 +49,14 @@ def progress_bar(enabled: bool) -> Progress:
 
 def run_with_progress(cfg: RunConfig, resume: Path | None = None, retry_errors: bool = False) -> int:
     from ..run.runner import execute, prepare_run
-    from .outcome import finished_code, repair_notes
+    from .outcome import finished_code, repair_notes, say_plain
 
     prep = prepare_run(cfg, resume=resume, retry_errors=retry_errors)
     for line in repair_notes(prep.repaired, prep.run_dir, prep.recorder.retried):
-        err.print(f"[yellow]note:[/] {line}", markup=True, highlight=False)
+        say_plain(f"note: {line}")
     todo = prep.total - len(prep.done)
     if resume is not None:
-        err.print(f"resuming {prep.run_dir}: {len(prep.done)} recorded, {todo} to go")
+        say_plain(f"resuming {prep.run_dir}: {len(prep.done)} recorded, {todo} to go")
     progress = progress_bar(cfg.progress)
     task = progress.add_task("run", total=todo, turns=0, errors=0)
     counters = {"turns": 0, "errors": 0}
@@ -75,8 +75,7 @@ def run_with_progress(cfg: RunConfig, resume: Path | None = None, retry_errors: 
     if stats.interrupted:
         err.print(f"[yellow]interrupted[/]: {prep.recorder.written} dialogues recorded; "
                   f"resume with: simloop run --resume {prep.run_dir}")
-    code = 130 if stats.interrupted else finished_code(prep.run_dir, cfg.max_error_share,
-                                                       lambda line: err.print(line, style="red", markup=False))
+    code = 130 if stats.interrupted else finished_code(prep.run_dir, cfg.max_error_share, say_plain)
     print(prep.run_dir)
     return code
 

@@ -7,13 +7,19 @@ to retry; 0 otherwise.  An interrupted run is 130 whatever its errors.
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Callable
 
 from ..run.recorder import INFRASTRUCTURE, ReadReport, read_manifest, read_transcripts
 
-__all__ = ["finished_code", "repair_notes"]
+__all__ = ["finished_code", "repair_notes", "say_plain"]
+
+
+def say_plain(line: str) -> None:
+    """One unwrapped line on stderr: commands in it must stay copy-pastable."""
+    print(line, file=sys.stderr, flush=True)
 
 
 def _commonest(run_dir: Path) -> tuple[str, int, bool]:

@@ -17,7 +17,7 @@ __all__ = ["run_ray"]
 def run_ray(cfg: RunConfig, resume: Path | None = None, retry_errors: bool = False) -> int:
     """Run over Ray; returns the exit code (0 finished, 130 interrupted, 1 failed or too many errors)."""
     from ..distributed.driver import run_ray as drive
-    from .outcome import finished_code
+    from .outcome import finished_code, say_plain
 
     done = drive(cfg, resume=resume, retry_errors=retry_errors, progress=progress_bar(cfg.progress),
                  notice=lambda line: err.print(line, style="yellow", markup=False))
@@ -29,6 +29,6 @@ def run_ray(cfg: RunConfig, resume: Path | None = None, retry_errors: bool = Fal
                   f"resume with: simloop run --resume {done.run_dir}")
     code = {"finished": 0, "interrupted": 130}.get(done.status, 1)
     if code == 0:
-        code = finished_code(done.run_dir, cfg.max_error_share, lambda line: err.print(line, style="red", markup=False))
+        code = finished_code(done.run_dir, cfg.max_error_share, say_plain)
     print(done.run_dir)
     return code
