@@ -49,10 +49,10 @@ def progress_bar(enabled: bool) -> Progress:
 
 def run_with_progress(cfg: RunConfig, resume: Path | None = None, retry_errors: bool = False) -> int:
     from ..run.runner import execute, prepare_run
-    from .outcome import finished_code, repair_notes, say_plain
+    from .outcome import finished_code, say_plain
 
     prep = prepare_run(cfg, resume=resume, retry_errors=retry_errors)
-    for line in repair_notes(prep.repaired, prep.run_dir, prep.recorder.retried):
+    for line in (prep.repaired or ReadReport()).repair_notes(prep.run_dir, prep.recorder.retried):
         say_plain(f"note: {line}")
     todo = prep.total - len(prep.done)
     if resume is not None:

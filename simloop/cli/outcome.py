@@ -14,7 +14,7 @@ from typing import Callable
 
 from ..run.recorder import INFRASTRUCTURE, ReadReport, read_manifest, read_transcripts
 
-__all__ = ["finished_code", "repair_notes", "say_plain"]
+__all__ = ["finished_code", "say_plain"]
 
 
 def say_plain(line: str) -> None:
@@ -49,19 +49,3 @@ def finished_code(run_dir: Path, max_error_share: float, say: Callable[[str], No
     else:
         say(f"the errors come from the plugins, not the infrastructure; see: simloop show {run_dir}")
     return 1
-
-
-def repair_notes(report: ReadReport | None, run_dir: Path, retried: int) -> list[str]:
-    """What resuming repaired, one line each."""
-    lines = []
-    if report is not None and report.torn_tail:
-        lines.append(f"{run_dir}/dialogues.jsonl ended with a torn line (a crash mid-write); "
-                     "it was moved to dialogues.rejected.jsonl and that dialogue will re-run")
-    if report is not None and report.bad_lines:
-        shown = ", ".join(map(str, report.bad_lines[:10])) + (" ..." if len(report.bad_lines) > 10 else "")
-        lines.append(f"{run_dir}/dialogues.jsonl: corrupt line(s) {shown} moved to dialogues.rejected.jsonl; "
-                     "their dialogues will re-run")
-    if retried:
-        lines.append(f"{retried} dialogue(s) that ended in an infrastructure error will re-run "
-                     "(their old lines are in dialogues.retried.jsonl)")
-    return lines

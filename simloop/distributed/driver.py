@@ -293,9 +293,8 @@ def run_ray(cfg: RunConfig, resume: Path | None = None, workers: int | None = No
 
     prep = prepare_run(cfg, resume=resume, retry_errors=retry_errors)
     ids = [s.dialogue_id for s in prep.pending()]
-    if prep.repaired and (prep.repaired.torn_tail or prep.repaired.bad_lines):
-        notice(f"note: {prep.run_dir}/dialogues.jsonl had corrupt or torn lines; they were moved to "
-               "dialogues.rejected.jsonl and those dialogues will re-run")
+    for line in prep.repaired.repair_notes(prep.run_dir, prep.recorder.retried) if prep.repaired else []:
+        notice(f"note: {line}")
     if resume is not None:
         notice(f"resuming {prep.run_dir}: {len(prep.done)} recorded, {len(ids)} to go")
     status, driver, started = "failed", None, False

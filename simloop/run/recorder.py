@@ -92,6 +92,21 @@ class ReadReport:
     bad_lines: list[int] = field(default_factory=list)  # corrupt lines (the torn tail not included)
     reasons: dict[int, str] = field(default_factory=dict)  # line number -> what is wrong with it
 
+    def repair_notes(self, run_dir: Path, retried: int = 0) -> list[str]:
+        """What resuming repaired, one line each (local and Ray runs print them)."""
+        lines = []
+        if self.torn_tail:
+            lines.append(f"{run_dir}/dialogues.jsonl ended with a torn line (a crash mid-write); "
+                         "it was moved to dialogues.rejected.jsonl and that dialogue will re-run")
+        if self.bad_lines:
+            shown = ", ".join(map(str, self.bad_lines[:10])) + (" ..." if len(self.bad_lines) > 10 else "")
+            lines.append(f"{run_dir}/dialogues.jsonl: corrupt line(s) {shown} moved to dialogues.rejected.jsonl; "
+                         "their dialogues will re-run")
+        if retried:
+            lines.append(f"{retried} dialogue(s) that ended in an infrastructure error will re-run "
+                         "(their old lines are in dialogues.retried.jsonl)")
+        return lines
+
     def notes(self) -> list[str]:
         """One line per problem, for a reader to print."""
         out = [f"line {n}: {self.reasons.get(n, 'corrupt')}; skipped" for n in self.bad_lines]
