@@ -120,7 +120,6 @@ class _Line:
     lineno: int
     raw: bytes
     transcript: Transcript | None  # None: corrupt or torn
-    torn: bool = False
 
 
 def _scan(path: Path, report: ReadReport) -> Iterator[tuple[_Line, int]]:
@@ -150,7 +149,7 @@ def _scan(path: Path, report: ReadReport) -> Iterator[tuple[_Line, int]]:
                 report.bad_lines.append(lineno)
                 report.reasons[lineno] = reason
                 log.warning("%s:%d: corrupt line skipped (%s)", path, lineno, reason)
-            yield _Line(lineno, raw, transcript, torn), start
+            yield _Line(lineno, raw, transcript), start
 
 
 def read_transcripts(run_dir: Path, report: ReadReport | None = None) -> Iterator[Transcript]:
@@ -174,7 +173,6 @@ class Tally:
     errors: int = 0
     infra_errors: int = 0
     reasons: Counter = field(default_factory=Counter)
-    error_kinds: Counter = field(default_factory=Counter)  # "source: Type: message" -> n
 
     def add(self, t: Transcript) -> None:
         self.dialogues += 1
@@ -183,7 +181,6 @@ class Tally:
         if t.error is not None:
             self.errors += 1
             self.infra_errors += t.error.source in INFRASTRUCTURE
-            self.error_kinds[f"{t.error.source or 'unknown'}: {t.error.type}: {t.error.message[:160]}"] += 1
 
     def counts(self) -> dict[str, int]:
         return {"dialogues": self.dialogues, "turns": self.turns, "errors": self.errors,
