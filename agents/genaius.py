@@ -23,6 +23,9 @@ __all__ = ["GenAIus"]
 
 
 class GenAIus:
+    # The LLM roles it calls: the run asks each one's endpoint for an answer before it starts.
+    llm_roles = ("assistant.ptkb", "assistant.rewrite", "assistant.generate")
+
     def __init__(self, ctx: Any, memory: Literal["full", "summary"] = "full", k: int = 20,
                  max_words: int = MAX_WORDS, summary_words: int = 150):
         if memory not in ("full", "summary"):

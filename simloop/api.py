@@ -53,12 +53,14 @@ def _config(config: ConfigLike, overrides: Mapping[str, Any]) -> RunConfig:
     return load_config(Path(config) if config is not None else None, overrides)
 
 
-async def arun(config: ConfigLike = None, /, *, resume: str | Path | None = None, **overrides: Any) -> Run:
+async def arun(config: ConfigLike = None, /, *, resume: str | Path | None = None, retry_errors: bool = False,
+               **overrides: Any) -> Run:
     """Run dialogues and record them; await it inside a running event loop (Jupyter, servers).
 
     ``config`` is a ``RunConfig``, a mapping, a TOML file or None (the offline demo);
     ``overrides`` are RunConfig fields.  ``resume`` finishes an interrupted run directory
-    with the config it started with (only ``concurrency`` may change).
+    with the config it started with (only ``concurrency`` may change); with ``retry_errors``
+    the dialogues that ended in an infrastructure error (llm, retrieval, engine) run again.
     """
     from .run.recorder import read_manifest
     from .run.runner import execute, prepare_run, resume_config
@@ -73,15 +75,17 @@ async def arun(config: ConfigLike = None, /, *, resume: str | Path | None = None
     else:
         cfg = _config(config, overrides)
     # Validation, plugin construction and the run directory touch the disk: off the loop.
-    prep = await asyncio.to_thread(prepare_run, cfg, Path(resume) if resume is not None else None)
+    prep = await asyncio.to_thread(prepare_run, cfg, Path(resume) if resume is not None else None,
+                                   retry_errors=retry_errors)
     stats = await execute(prep)
     return Run(prep.run_dir, read_manifest(prep.run_dir), stats)
 
 
-def run(config: ConfigLike = None, /, *, resume: str | Path | None = None, **overrides: Any) -> Run:
+def run(config: ConfigLike = None, /, *, resume: str | Path | None = None, retry_errors: bool = False,
+        **overrides: Any) -> Run:
     """``arun`` for scripts: blocks until the run ends.  Called where an event loop is
     already running, it runs the dialogues on a loop of its own in a helper thread."""
-    return _blocking(lambda: asyncio.run(arun(config, resume=resume, **overrides)))
+    return _blocking(lambda: asyncio.run(arun(config, resume=resume, retry_errors=retry_errors, **overrides)))
 
 
 def evaluate(run_dir: str | Path, *, ptkb_qrels: str | Path | None = None, qrels: str | Path | None = None,

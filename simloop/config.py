@@ -21,14 +21,14 @@ from .llm.config import LLMConfig
 from .search.config import RetrievalConfig
 
 __all__ = ["PluginSpec", "ScenarioSelection", "RunConfig", "load_config", "validate_config", "apply_overrides",
-           "merge_trees", "config_hash", "describe_validation_error"]
+           "merge_trees", "config_hash", "config_diff", "describe_validation_error"]
 
 ENV_PREFIX = "SIMLOOP_"
 # Fields that change how fast or where a run goes, not what it produces: excluded from the
 # config hash so a run can be resumed with another concurrency or output folder.
 # SIMLOOP_* variables that belong to other commands, not to a run config.
 _NOT_RUN_SETTINGS = {"SIMLOOP_CACHE", "SIMLOOP_SERVE_TOKENS", "SIMLOOP_TEST_CACHE"}
-_NOT_HASHED = {"concurrency", "out", "run_id", "backend", "progress", "ray_address"}
+_NOT_HASHED = {"concurrency", "out", "run_id", "backend", "progress", "ray_address", "max_error_share"}
 
 
 class _Section(BaseModel):
@@ -71,6 +71,7 @@ class RunConfig(_Section):
     backend: Literal["local", "ray"] = "local"
     ray_address: str | None = None
     progress: bool = True
+    max_error_share: float = Field(0.5, ge=0, le=1, description="exit 1 when more than this share of dialogues ended in an error")
 
 
 def merge_trees(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
@@ -151,3 +152,19 @@ def config_hash(cfg: RunConfig) -> str:
     """Hash of everything that changes what a run produces (not how fast or where)."""
     payload = cfg.model_dump(mode="json", exclude=_NOT_HASHED)
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _leaves(tree: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(tree, dict) and tree:
+        out: dict[str, Any] = {}
+        for key, value in tree.items():
+            out.update(_leaves(value, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {prefix: tree}
+
+
+def config_diff(a: RunConfig, b: RunConfig) -> list[str]:
+    """Dotted names of the hashed fields (what a run produces) where ``a`` and ``b`` differ."""
+    la = _leaves(a.model_dump(mode="json", exclude=_NOT_HASHED))
+    lb = _leaves(b.model_dump(mode="json", exclude=_NOT_HASHED))
+    return sorted(k for k in la.keys() | lb.keys() if la.get(k) != lb.get(k))

@@ -60,12 +60,14 @@ def test_existing_run_dir_is_not_overwritten(tmp_path: Path):
         Recorder.create(tmp_path, _manifest())
 
 
-def test_invalid_line_names_file_and_line(tmp_path: Path):
+def test_invalid_line_is_skipped_and_reported_with_file_and_line(tmp_path: Path, caplog):
     d = tmp_path / "r"
     d.mkdir()
-    (d / "dialogues.jsonl").write_text('{"schema_version": "1.0"}\n')
-    with pytest.raises(DataFileError, match=r"dialogues.jsonl:1: run_id"):
-        list(read_transcripts(d))
+    (d / "dialogues.jsonl").write_text(_t(0).model_dump_json() + '\n{"schema_version": "1.0"}\n')
+    report = ReadReport()
+    assert [t.dialogue_id for t in read_transcripts(d, report)] == ["d0"]
+    assert report.bad_lines == [2] and "run_id: Field required" in report.reasons[2]
+    assert "dialogues.jsonl:2: corrupt line skipped (not a transcript: run_id: Field required)" in caplog.text
 
 
 def test_bad_run_id(tmp_path: Path):

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import BadInputError, SimloopError
-from .flags import RUN_FLAGS, add_flags, config_from_flags
+from .flags import RUN_FLAGS, add_flags, config_from_flags, resumed_config
 
 __all__ = ["main", "build_parser"]
 
@@ -24,12 +24,13 @@ Handler = Callable[[argparse.Namespace], int]
 # ----------------------------------------------------------------------------- run
 def _load_run_config(a: argparse.Namespace):
     if a.resume is None:
+        if a.retry_errors:
+            raise BadInputError("--retry-errors goes with --resume RUN_DIR")
         return config_from_flags(a, RUN_FLAGS, config=a.config)
     from ..run.runner import resume_config
 
-    # A resumed run keeps its config; only speed/progress flags may change.
-    speed = {dest: RUN_FLAGS[dest] for dest in ("concurrency", "progress")}
-    return config_from_flags(a, speed, base=resume_config(a.resume))
+    # A resumed run keeps its config: other flags must agree with it (exit 2 naming the fields).
+    return resumed_config(a, RUN_FLAGS, a.resume, resume_config(a.resume), config=a.config)
 
 
 def cmd_run(a: argparse.Namespace) -> int:
@@ -39,15 +40,17 @@ def cmd_run(a: argparse.Namespace) -> int:
     if cfg.backend == "ray":
         from .ray import run_ray
 
-        return run_ray(cfg, resume=a.resume)
-    return run_with_progress(cfg, resume=a.resume)
+        return run_ray(cfg, resume=a.resume, retry_errors=a.retry_errors)
+    return run_with_progress(cfg, resume=a.resume, retry_errors=a.retry_errors)
 
 
 def _add_run(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="run dialogues (no arguments = the offline demo)")
     p.add_argument("config", nargs="?", type=Path, help="a run config TOML file")
     add_flags(p, RUN_FLAGS)
-    p.add_argument("--resume", type=Path, metavar="RUN_DIR", help="finish an interrupted run")
+    p.add_argument("--resume", type=Path, metavar="RUN_DIR", help="finish an interrupted run (same config)")
+    p.add_argument("--retry-errors", action="store_true",
+                   help="with --resume: re-run dialogues that ended in an infrastructure error (llm, retrieval, engine)")
     p.set_defaults(func=cmd_run)
 
 

@@ -47,15 +47,16 @@ def progress_bar(enabled: bool) -> Progress:
     )
 
 
-def run_with_progress(cfg: RunConfig, resume: Path | None = None) -> int:
+def run_with_progress(cfg: RunConfig, resume: Path | None = None, retry_errors: bool = False) -> int:
     from ..run.runner import execute, prepare_run
+    from .outcome import finished_code, say_plain
 
-    prep = prepare_run(cfg, resume=resume)
-    if prep.repaired and prep.repaired.torn_tail:
-        err.print(f"[yellow]note:[/] {prep.run_dir}/dialogues.jsonl ended with a torn line (a crash mid-write); it was cut and that dialogue will re-run")
+    prep = prepare_run(cfg, resume=resume, retry_errors=retry_errors)
+    for line in (prep.repaired or ReadReport()).repair_notes(prep.run_dir, prep.recorder.retried):
+        say_plain(f"note: {line}")
     todo = prep.total - len(prep.done)
     if resume is not None:
-        err.print(f"resuming {prep.run_dir}: {len(prep.done)} recorded, {todo} to go")
+        say_plain(f"resuming {prep.run_dir}: {len(prep.done)} recorded, {todo} to go")
     progress = progress_bar(cfg.progress)
     task = progress.add_task("run", total=todo, turns=0, errors=0)
     counters = {"turns": 0, "errors": 0}
@@ -74,8 +75,9 @@ def run_with_progress(cfg: RunConfig, resume: Path | None = None) -> int:
     if stats.interrupted:
         err.print(f"[yellow]interrupted[/]: {prep.recorder.written} dialogues recorded; "
                   f"resume with: simloop run --resume {prep.run_dir}")
+    code = 130 if stats.interrupted else finished_code(prep.run_dir, cfg.max_error_share, say_plain)
     print(prep.run_dir)
-    return 130 if stats.interrupted else 0
+    return code
 
 
 def print_list(personas_dir: Path, topics: Path | None) -> int:
@@ -160,6 +162,7 @@ def show_run(run_dir: Path, dialogue: str | None) -> int:
         if not match:
             raise BadInputError(f"no dialogue {dialogue!r} in {run_dir} (see `simloop show {run_dir}`)")
         _dialogue(match[0])
-    if report.torn_tail:
-        err.print("[yellow]note:[/] the last line of dialogues.jsonl is torn (crash mid-write); resume the run to repair it")
+    for note in report.notes():  # a corrupt line is never skipped without a word
+        err.print(f"note: dialogues.jsonl {note}; resume the run to move it to dialogues.rejected.jsonl",
+                  style="yellow", markup=False, highlight=False)
     return 0

@@ -8,14 +8,16 @@ defaults < TOML file < ``SIMLOOP_*`` environment < flags (DESIGN §11).
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from ..config import RunConfig, apply_overrides, load_config, merge_trees
-from ..errors import BadInputError
+from ..config import RunConfig, apply_overrides, config_diff, load_config, merge_trees
+from ..errors import BadInputError, ConfigError, ResumeError
 from .args import parse_params
 
-__all__ = ["RUN_FLAGS", "EVERY_ROLE", "CLEAR", "add_flags", "config_from_flags", "flag_overrides"]
+__all__ = ["RUN_FLAGS", "RESUME_MAY_CHANGE", "EVERY_ROLE", "CLEAR", "add_flags", "config_from_flags", "flag_overrides",
+           "resumed_config"]
 
 EVERY_ROLE = "llm.*."  # "llm.*.model": the default role and every role override
 CLEAR = "\0clear"  # a flag value (store_const) that sets its field to None, e.g. --no-cache
@@ -30,7 +32,11 @@ RUN_FLAGS: dict[str, str] = {
     "out": "out", "run_id": "run_id", "backend": "backend", "address": "ray_address", "progress": "progress",
     "index": "retrieval.index", "k": "retrieval.k",
     "base_url": EVERY_ROLE + "base_url", "model": EVERY_ROLE + "model", "rpm": "llm.default.rpm", "cache": "llm.cache",
+    "max_error_share": "max_error_share",
 }
+# What a resumed run may change: how fast it goes, how it shows progress and when it
+# counts as failed; never what its dialogues are (everything in the config hash).
+RESUME_MAY_CHANGE = ("concurrency", "progress", "backend", "address", "max_error_share")
 
 
 # How each of those flags is spelled and parsed (one definition for every command).
@@ -62,6 +68,8 @@ _OPTIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "backend": ("--backend", {"choices": ["local", "ray"]}),
     "address": ("--address", {"help": "Ray cluster address (with --backend ray)"}),
     "progress": ("--no-progress", {"action": "store_false", "default": None, "help": "no progress bar"}),
+    "max_error_share": ("--max-error-share", {"type": float, "metavar": "SHARE",
+                                              "help": "exit 1 when more than this share of dialogues ended in an error (default 0.5)"}),
 }
 
 
@@ -121,6 +129,12 @@ def config_from_flags(args: argparse.Namespace, mapping: Mapping[str, str], *, c
     tree, every = flag_overrides(args, mapping)
     if fixed:
         tree = merge_trees(fixed, tree)
+    env = os.environ if environ is None else environ
+    for kind in ("simulator", "assistant"):
+        section = tree.get(kind) or {}
+        named_elsewhere = base is not None or config is not None or f"SIMLOOP_{kind.upper()}__NAME" in env
+        if "params" in section and "name" not in section and not named_elsewhere:
+            raise ConfigError(f"--{kind}-param needs --{kind} NAME: the parameters are for one {kind}")
     if base is not None:
         if config is not None:
             raise BadInputError("a config file cannot be combined with a resumed run's config")
@@ -131,3 +145,41 @@ def config_from_flags(args: argparse.Namespace, mapping: Mapping[str, str], *, c
         cfg = cfg.model_copy(update={"llm": cfg.llm.with_every_role(**every)})
     return cfg
 
+
+
+def _shown(value: Any) -> str:
+    text = "unset" if value is None else str(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def resumed_config(args: argparse.Namespace, mapping: Mapping[str, str], run_dir: Path, base: RunConfig, *,
+                   config: Path | None = None, environ: Mapping[str, str] | None = None) -> RunConfig:
+    """The config to resume ``run_dir`` with: the run's own (``base``), with only the
+    ``RESUME_MAY_CHANGE`` flags applied.  Any other flag, or a config file, must agree
+    with the run's config, or a ``ResumeError`` names every field that differs.  The
+    ``SIMLOOP_*`` environment is read only together with a config file."""
+    given = type(args)(**{d: getattr(args, d, None) for d in mapping if d not in RESUME_MAY_CHANGE})
+    if config is not None:
+        candidate = config_from_flags(given, mapping, config=config, environ=environ)
+    else:
+        candidate = config_from_flags(given, mapping, base=base)
+    differ = config_diff(base, candidate)
+    if differ:
+        old, new = base.model_dump(mode="json"), candidate.model_dump(mode="json")
+
+        def at(tree: Any, dotted: str) -> Any:
+            for part in dotted.split("."):
+                tree = tree.get(part) if isinstance(tree, dict) else None
+            return tree
+
+        shown = "; ".join(f"{k} (run: {_shown(at(old, k))}, now: {_shown(at(new, k))})" for k in differ[:6])
+        more = f" and {len(differ) - 6} more" if len(differ) > 6 else ""
+        raise ResumeError(f"{run_dir}: a resumed run keeps its config, but {shown}{more} differ; "
+                          "drop those flags, or start a new run")
+    out, run_id = getattr(args, "out", None), getattr(args, "run_id", None)
+    if out is not None or run_id is not None:
+        named = Path(out if out is not None else base.out) / (run_id or base.run_id or "")
+        if named.resolve() != Path(run_dir).resolve():
+            raise ResumeError(f"--out/--run-id name {named}, but --resume names {run_dir}; give only --resume")
+    may = {d: mapping[d] for d in RESUME_MAY_CHANGE if d in mapping}
+    return config_from_flags(args, may, base=base)

@@ -14,11 +14,12 @@ from .console import err, out, progress_bar, summary_table
 __all__ = ["run_ray"]
 
 
-def run_ray(cfg: RunConfig, resume: Path | None = None) -> int:
-    """Run over Ray; returns the exit code (0 finished, 130 interrupted, 1 failed)."""
+def run_ray(cfg: RunConfig, resume: Path | None = None, retry_errors: bool = False) -> int:
+    """Run over Ray; returns the exit code (0 finished, 130 interrupted, 1 failed or too many errors)."""
     from ..distributed.driver import run_ray as drive
+    from .outcome import finished_code, say_plain
 
-    done = drive(cfg, resume=resume, progress=progress_bar(cfg.progress),
+    done = drive(cfg, resume=resume, retry_errors=retry_errors, progress=progress_bar(cfg.progress),
                  notice=lambda line: err.print(line, style="yellow", markup=False))
     if done.stats is not None:
         out.print(summary_table(done.stats, done.run_dir))
@@ -26,5 +27,8 @@ def run_ray(cfg: RunConfig, resume: Path | None = None) -> int:
         why = f"gave up after {done.gave_up}" if done.gave_up else "interrupted"
         err.print(f"[yellow]{why}[/]: {done.recorded} dialogues recorded; "
                   f"resume with: simloop run --resume {done.run_dir}")
+    code = {"finished": 0, "interrupted": 130}.get(done.status, 1)
+    if code == 0:
+        code = finished_code(done.run_dir, cfg.max_error_share, say_plain)
     print(done.run_dir)
-    return {"finished": 0, "interrupted": 130}.get(done.status, 1)
+    return code

@@ -14,7 +14,9 @@ to disk, and no error message repeats one.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import socket
 import sys
 from pathlib import Path
 from typing import Mapping
@@ -75,24 +77,51 @@ def _serve_config(a: argparse.Namespace) -> RunConfig:
     return config_from_flags(a, {d: RUN_FLAGS[d] for d in SERVE_FLAGS}, config=a.config, environ=environ)
 
 
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before anything else happens: a busy port is one line and
+    exit 2, with no state file left behind."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+    except OSError as exc:
+        raise BadInputError(f"--host {host}: {exc.strerror or exc}") from None
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        why = "already in use (another server? pick another --port)" if exc.errno == errno.EADDRINUSE else exc.strerror
+        raise BadInputError(f"cannot listen on {host}:{port}: {why}") from None
+    return sock
+
+
 def cmd_serve(a: argparse.Namespace) -> int:
     import uvicorn
 
     from ..simapi.app import ServeOptions, create_app
     from ..simapi.runs import RunService, ServeLimits
 
+    if a.max_body < 1024:
+        raise BadInputError(f"--max-body {a.max_body}: give at least 1024 bytes")
     cfg = _serve_config(a)
     tokens = collect_tokens(a.token, a.tokens_file, os.environ)
+    sock = bind(a.host, a.port)
     limits = ServeLimits(max_response_tokens=a.max_response_tokens, max_response_chars=a.max_response_chars,
                          run_budget=a.run_budget, debug_budget=a.debug_budget)
     debug_sim = PluginSpec(name=a.debug_simulator) if a.debug_simulator else None
-    opts = ServeOptions(limits=limits, debug_simulator=debug_sim, state=a.state, prefix=a.prefix.rstrip("/"))
-    app = create_app(cfg, tokens, opts)
+    opts = ServeOptions(limits=limits, debug_simulator=debug_sim, state=a.state, prefix=a.prefix.rstrip("/"),
+                        max_body=a.max_body)
+    try:
+        app = create_app(cfg, tokens, opts)
+    except BaseException:
+        sock.close()
+        raise
     service: RunService = app.state.service
     print(f"simloop serve: http://{a.host}:{a.port}{opts.prefix} | {len(service.queue)} user x topic pairs | "
           f"simulator {cfg.simulator.name} | teams {', '.join(sorted(tokens))} | "
           f"runs under {cfg.out}", file=sys.stderr, flush=True)
-    uvicorn.run(app, host=a.host, port=a.port, log_level="info", access_log=not a.no_access_log)
+    config = uvicorn.Config(app, host=a.host, port=a.port, log_level="info", access_log=not a.no_access_log)
+    uvicorn.Server(config).run(sockets=[sock])
     return 0
 
 
@@ -112,5 +141,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--run-budget", type=int, default=100, help="runs per team (default 100)")
     p.add_argument("--debug-budget", type=int, default=100, help="debug sessions per team (default 100)")
     p.add_argument("--prefix", default="", help="serve under this path, e.g. /simulation")
+    p.add_argument("--max-body", type=int, default=1 << 20, metavar="BYTES",
+                   help="largest request body; larger ones get 413 (default 1 MiB)")
     p.add_argument("--no-access-log", action="store_true")
     p.set_defaults(func=cmd_serve)

@@ -279,7 +279,7 @@ class RayRun:
 
 
 def run_ray(cfg: RunConfig, resume: Path | None = None, workers: int | None = None, progress: Any = None,
-            notice: Notice = log.warning) -> RayRun:
+            notice: Notice = log.warning, retry_errors: bool = False) -> RayRun:
     """``simloop run --backend ray``: a prepared run over Ray workers (the CLI reports it).
 
     ``workers``: worker actors (default: 2 on a local cluster, one per CPU on a given one).
@@ -291,11 +291,10 @@ def run_ray(cfg: RunConfig, resume: Path | None = None, workers: int | None = No
         raise ConfigError("--backend ray needs Ray: pip install 'simloop[ray]'")
     from ..run.runner import prepare_run
 
-    prep = prepare_run(cfg, resume=resume)
+    prep = prepare_run(cfg, resume=resume, retry_errors=retry_errors)
     ids = [s.dialogue_id for s in prep.pending()]
-    if prep.repaired and prep.repaired.torn_tail:
-        notice(f"note: {prep.run_dir}/dialogues.jsonl ended with a torn line (a crash mid-write); "
-               "it was cut and that dialogue will re-run")
+    for line in prep.repaired.repair_notes(prep.run_dir, prep.recorder.retried) if prep.repaired else []:
+        notice(f"note: {line}")
     if resume is not None:
         notice(f"resuming {prep.run_dir}: {len(prep.done)} recorded, {len(ids)} to go")
     status, driver, started = "failed", None, False

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 from pydantic import ValidationError
 
-from ..errors import BadInputError, ConfigError, first_error
+from ..errors import BadInputError, ConfigError, DataFileError, first_error
 from ..files import atomic_write
 from ..run.recorder import ReadReport, read_manifest, read_transcripts
 from ..schema import RunManifest, Transcript
@@ -173,7 +173,15 @@ async def evaluate_transcripts(transcripts: Sequence[Transcript], opts: EvalOpti
     the run's config.
     """
     summary = RunSummary(stats=RunStats.model_validate(run_stats(transcripts)))
-    ptkb = ptkb_scores(transcripts, read_ptkb_qrels(opts.ptkb_qrels) if opts.ptkb_qrels else None)
+    ptkb_qrels = read_ptkb_qrels(opts.ptkb_qrels) if opts.ptkb_qrels else None
+    ptkb = ptkb_scores(transcripts, ptkb_qrels)
+    if ptkb_qrels is not None and ptkb.summary is None and transcripts:
+        # Asked for explicitly, so never dropped without a word (DESIGN §12: bad input, exit 2).
+        example = next((ikat_qid(t, turn) for t in transcripts for turn in t.turns), "none")
+        raise DataFileError(
+            f"{opts.ptkb_qrels}: none of its {len(ptkb_qrels)} query ids (e.g. {next(iter(ptkb_qrels), 'none')!r}) "
+            f"names a turn of this run (e.g. {example!r}); PTKB qrels fit runs that replay the same iKAT topics "
+            "(--simulator replay --topics FILE)")
     if ptkb.summary is not None:
         summary.ptkb = PtkbMetrics.model_validate(ptkb.summary)
         if is_ikat2023_run(transcripts, manifest, run_dir):

@@ -1,9 +1,17 @@
 """Run directories: ``run.json`` + ``dialogues.jsonl`` (DESIGN §4), crash-safe.
 
 A dialogue is appended when it ends: one line, flushed and fsynced, so a SIGKILL loses at
-most the dialogue being written.  A torn last line (the process died mid-write) is
-reported and cut off on resume, never fatal.  Writes happen on a worker thread so the
-event loop never waits for the disk.
+most the dialogue being written.  Writes happen on a worker thread so the event loop never
+waits for the disk.
+
+Reading is tolerant but never silent: a corrupt line anywhere (not JSON, not a transcript,
+or a torn last line from a crash mid-write) is skipped and reported with its line number.
+Resuming repairs the file in one atomic rewrite: corrupt lines and repeated dialogue ids
+move to ``dialogues.rejected.jsonl``, and with ``retry_errors`` the lines of dialogues that
+ended in an infrastructure error move to ``dialogues.retried.jsonl``; those dialogues have
+no line any more, so the run re-runs them and the file keeps one line per dialogue.  The
+recorder tallies every line of the run (old and new), so ``run.json`` counts stay true
+for the whole run after any number of resumes.
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ import logging
 import os
 import platform
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
@@ -23,15 +32,20 @@ from typing import Iterator
 from pydantic import ValidationError
 
 from ..errors import DataFileError, ResumeError, first_error
-from ..files import atomic_write
+from ..files import atomic_open, atomic_write
 from ..schema import RunManifest, Transcript, utcnow
 
-__all__ = ["Recorder", "RunDir", "read_transcripts", "read_manifest", "new_run_id", "ReadReport"]
+__all__ = ["Recorder", "RunDir", "check_out_dir", "read_transcripts", "read_manifest", "new_run_id", "ReadReport", "Tally",
+           "INFRASTRUCTURE"]
 
 log = logging.getLogger(__name__)
 
 MANIFEST = "run.json"
 DIALOGUES = "dialogues.jsonl"
+REJECTED = "dialogues.rejected.jsonl"  # corrupt or repeated lines, moved out on resume
+RETRIED = "dialogues.retried.jsonl"  # infrastructure failures replaced by a re-run (--retry-errors)
+# error.source values that say the machinery failed, not the plugins: worth a retry.
+INFRASTRUCTURE = frozenset({"llm", "retrieval", "engine"})
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
@@ -44,6 +58,19 @@ def check_run_id(run_id: str) -> str:
     if not _RUN_ID.match(run_id):
         raise DataFileError(f"run id {run_id!r}: use letters, digits, '.', '_' or '-' (max 128)")
     return run_id
+
+
+def check_out_dir(out: Path) -> None:
+    """Fail early (before plugins load and long before a dialogue ends) when the output
+    folder cannot hold a run directory: a file in its place, or a folder we cannot write."""
+    out = Path(out)
+    probe = out
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise DataFileError(f"--out {out}: {probe} is a file, not a folder; give a folder for run directories")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise DataFileError(f"--out {out}: cannot write in {probe} (permission denied)")
 
 
 def versions() -> dict[str, str]:
@@ -62,44 +89,103 @@ class ReadReport:
 
     torn_tail: bool = False
     torn_offset: int | None = None  # byte offset where the torn line starts
-    bad_lines: list[int] = field(default_factory=list)
+    bad_lines: list[int] = field(default_factory=list)  # corrupt lines (the torn tail not included)
+    reasons: dict[int, str] = field(default_factory=dict)  # line number -> what is wrong with it
+
+    def repair_notes(self, run_dir: Path, retried: int = 0) -> list[str]:
+        """What resuming repaired, one line each (local and Ray runs print them)."""
+        lines = []
+        if self.torn_tail:
+            lines.append(f"{run_dir}/dialogues.jsonl ended with a torn line (a crash mid-write); "
+                         "it was moved to dialogues.rejected.jsonl and that dialogue will re-run")
+        if self.bad_lines:
+            shown = ", ".join(map(str, self.bad_lines[:10])) + (" ..." if len(self.bad_lines) > 10 else "")
+            lines.append(f"{run_dir}/dialogues.jsonl: corrupt line(s) {shown} moved to dialogues.rejected.jsonl; "
+                         "their dialogues will re-run")
+        if retried:
+            lines.append(f"{retried} dialogue(s) that ended in an infrastructure error will re-run "
+                         "(their old lines are in dialogues.retried.jsonl)")
+        return lines
+
+    def notes(self) -> list[str]:
+        """One line per problem, for a reader to print."""
+        out = [f"line {n}: {self.reasons.get(n, 'corrupt')}; skipped" for n in self.bad_lines]
+        if self.torn_tail:
+            out.append("last line is incomplete (a crash mid-write); skipped")
+        return out
 
 
-def _scan(path: Path, report: ReadReport) -> Iterator[tuple[int, dict]]:
-    """Yield (line number, object) for every complete JSON line; note torn/bad ones."""
+@dataclass
+class _Line:
+    lineno: int
+    raw: bytes
+    transcript: Transcript | None  # None: corrupt or torn
+
+
+def _scan(path: Path, report: ReadReport) -> Iterator[tuple[_Line, int]]:
+    """(line, byte offset) for every line; corrupt and torn ones are noted in ``report``
+    (and logged with their line number) and yielded too, with no transcript."""
     if not path.exists():
         return
     offset = 0
     with path.open("rb") as fh:
         for lineno, raw in enumerate(fh, start=1):
             start, offset = offset, offset + len(raw)
-            complete = raw.endswith(b"\n")
+            if not raw.strip():
+                continue
+            torn = not raw.endswith(b"\n")  # only the last line can lack its newline
+            transcript, reason = None, "not a JSON line"
             try:
-                obj = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                obj = None
-            if obj is not None and complete:
-                yield lineno, obj
-            elif not complete:  # only the last line can lack its newline: a torn write
+                transcript = Transcript.model_validate_json(raw)
+            except ValidationError as exc:
+                where, msg = first_error(exc)
+                if exc.errors()[0]["type"] != "json_invalid":
+                    reason = f"not a transcript: {where}: {msg}" if where else f"not a transcript: {msg}"
+            if torn:
+                transcript = None  # even if it parses: the write did not finish
                 report.torn_tail, report.torn_offset = True, start
-            elif raw.strip():
+                log.warning("%s:%d: last line is incomplete (a crash mid-write); skipped", path, lineno)
+            elif transcript is None:
                 report.bad_lines.append(lineno)
+                report.reasons[lineno] = reason
+                log.warning("%s:%d: corrupt line skipped (%s)", path, lineno, reason)
+            yield _Line(lineno, raw, transcript), start
 
 
 def read_transcripts(run_dir: Path, report: ReadReport | None = None) -> Iterator[Transcript]:
-    """Transcripts of a run, validated; a torn last line is skipped and reported."""
+    """Transcripts of a run, validated; a corrupt or torn line is skipped, logged with its
+    line number, and noted in ``report``."""
     report = report if report is not None else ReadReport()
     path = Path(run_dir) / DIALOGUES
     if not path.exists():
         raise DataFileError(f"{path}: no such file (is {run_dir} a run directory?)")
-    for lineno, obj in _scan(path, report):
-        try:
-            yield Transcript.model_validate(obj)
-        except ValidationError as exc:
-            where, msg = first_error(exc)
-            raise DataFileError(f"{path}:{lineno}: {where}: {msg}") from None
-    if report.torn_tail:
-        log.warning("%s: last line is incomplete (a crash mid-write); ignored", path)
+    for line, _ in _scan(path, report):
+        if line.transcript is not None:
+            yield line.transcript
+
+
+@dataclass
+class Tally:
+    """Counts over every line of a run (``run.json`` counts), kept as lines are read or written."""
+
+    dialogues: int = 0
+    turns: int = 0
+    errors: int = 0
+    infra_errors: int = 0
+    reasons: Counter = field(default_factory=Counter)
+
+    def add(self, t: Transcript) -> None:
+        self.dialogues += 1
+        self.turns += len(t.turns)
+        self.reasons[t.stop.reason] += 1
+        if t.error is not None:
+            self.errors += 1
+            self.infra_errors += t.error.source in INFRASTRUCTURE
+
+    def counts(self) -> dict[str, int]:
+        return {"dialogues": self.dialogues, "turns": self.turns, "errors": self.errors,
+                "errors.infrastructure": self.infra_errors,
+                **{f"stop.{k}": v for k, v in sorted(self.reasons.items())}}
 
 
 def read_manifest(run_dir: Path) -> RunManifest:
@@ -110,6 +196,13 @@ def read_manifest(run_dir: Path) -> RunManifest:
         raise DataFileError(f"{path}: no such file (is {run_dir} a run directory?)") from None
     except ValidationError as exc:
         raise DataFileError(f"{path}: not a simloop run manifest: {first_error(exc)[1]}") from None
+
+
+def _append_lines(path: Path, lines: list[bytes]) -> None:
+    with path.open("ab") as fh:
+        fh.writelines(lines)
+        fh.flush()
+        os.fsync(fh.fileno())
 
 
 class RunDir:
@@ -136,6 +229,8 @@ class Recorder:
         self._fh = None
         self._lock = asyncio.Lock()
         self.written = 0
+        self.retried = 0  # lines moved out by resume(retry_errors=True) for a re-run
+        self.tally = Tally()
 
     # ---------------------------------------------------------------- lifecycle
     @classmethod
@@ -149,8 +244,9 @@ class Recorder:
         return rec
 
     @classmethod
-    def resume(cls, run_dir: Path, expected_hash: str) -> tuple["Recorder", set[str], ReadReport]:
-        """Reopen a run: the ids already recorded, and what was repaired."""
+    def resume(cls, run_dir: Path, expected_hash: str,
+               retry_errors: bool = False) -> tuple["Recorder", set[str], ReadReport]:
+        """Reopen a run: the ids already recorded, and what was repaired (see the module doc)."""
         run_dir = Path(run_dir)
         manifest = read_manifest(run_dir)
         if manifest.config_hash != expected_hash:
@@ -158,15 +254,31 @@ class Recorder:
                 f"{run_dir}: config differs from the one the run started with "
                 f"(hash {manifest.config_hash} vs {expected_hash}); resume with the same config"
             )
+        rec = cls(run_dir, manifest)
         report = ReadReport()
-        done = {t.dialogue_id for t in read_transcripts(run_dir, report)} if RunDir(run_dir).dialogues.exists() else set()
-        if report.torn_tail and report.torn_offset is not None:
-            # Cut the torn line so the next append starts on a clean line.
-            with RunDir(run_dir).dialogues.open("r+b") as fh:
-                fh.truncate(report.torn_offset)
+        kept: list[bytes] = []
+        moved: dict[str, list[bytes]] = {REJECTED: [], RETRIED: []}
+        done: set[str] = set()
+        for line, _ in _scan(rec.dir.dialogues, report):
+            t = line.transcript
+            if t is None or t.dialogue_id in done:  # corrupt, torn, or a second line for one dialogue
+                moved[REJECTED].append(line.raw if line.raw.endswith(b"\n") else line.raw + b"\n")
+            elif retry_errors and t.error is not None and t.error.source in INFRASTRUCTURE:
+                moved[RETRIED].append(line.raw)
+                rec.retried += 1
+            else:
+                kept.append(line.raw)
+                done.add(t.dialogue_id)
+                rec.tally.add(t)
+        if moved[REJECTED] or moved[RETRIED]:
+            # Keep the moved lines first: a crash between the two steps leaves a copy, never a loss.
+            for name, lines in moved.items():
+                if lines:
+                    _append_lines(rec.dir.path / name, lines)
+            with atomic_open(rec.dir.dialogues, "wb") as fh:
+                fh.writelines(kept)
         manifest.status = "running"
         manifest.finished_at = None
-        rec = cls(run_dir, manifest)
         rec.written = len(done)
         rec.write_manifest()
         return rec, done, report
@@ -187,10 +299,19 @@ class Recorder:
         async with self._lock:  # one writer at a time keeps lines whole and ordered
             await asyncio.to_thread(self._append_sync, line)
             self.written += 1
+            self.tally.add(transcript)
+
+    def counts(self) -> dict[str, int]:
+        """Counts over every line of the run, this session's and earlier ones'."""
+        return {**self.tally.counts(), "recorded": self.written}
 
     def finish(self, status: str, counts: dict[str, int]) -> None:
+        """``counts`` from the caller (scenarios, ...) under the recorder's own whole-run counts."""
         self.manifest.status = status  # type: ignore[assignment]
         self.manifest.finished_at = utcnow()
+        counts = {**counts, **self.counts()}
+        if self.retried or "retried" in self.manifest.counts:
+            counts["retried"] = self.manifest.counts.get("retried", 0) + self.retried
         self.manifest.counts = counts
         self.write_manifest()
         self.close()

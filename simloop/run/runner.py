@@ -18,16 +18,17 @@ from typing import Any, Callable, Mapping
 
 from ..config import RunConfig, config_hash
 from ..errors import IndexMissingError
+from ..llm.preflight import check_endpoints
 from ..schema import PluginRef
 from ..search.corpus import is_lucene_index
 from .engine import Engine, EventSink, RunStats
 from .manifest import new_manifest
 from .plugins import Context, close_plugins, effective_params, load_plugin
 from .session import DialogueSpec
-from .recorder import ReadReport, Recorder, new_run_id, read_manifest
+from .recorder import ReadReport, Recorder, check_out_dir, new_run_id, read_manifest
 from .scenarios import count_scenarios, iter_scenarios, load_sources
 
-__all__ = ["PreparedRun", "prepare_run", "execute", "resume_config", "chooses_scenarios"]
+__all__ = ["PreparedRun", "prepare_run", "execute", "resume_config", "chooses_scenarios", "llm_roles"]
 
 
 def chooses_scenarios(simulator: Any) -> bool:
@@ -65,27 +66,47 @@ class PreparedRun:
         )
 
 
+def llm_roles(*plugins: Any) -> list[str]:
+    """The LLM roles the plugins say they call (``llm_roles``, an attribute or a property)."""
+    roles: list[str] = []
+    for plugin in plugins:
+        roles += [r for r in getattr(plugin, "llm_roles", ()) or () if r not in roles]
+    return roles
+
+
 def resume_config(run_dir: Path) -> RunConfig:
     """The config a run started with (for ``--resume``)."""
     return RunConfig.model_validate(read_manifest(run_dir).config)
 
 
 def prepare_run(cfg: RunConfig, resume: Path | None = None, overrides: dict[str, Any] | None = None,
-                secrets: Mapping[str, str] | None = None) -> PreparedRun:
+                secrets: Mapping[str, str] | None = None, retry_errors: bool = False,
+                preflight: bool = True) -> PreparedRun:
+    """Validate everything, then create (or reopen, ``resume``) the run directory.
+
+    ``preflight``: ask each LLM endpoint the plugins need for an answer first (exit 2 if
+    one does not); tests with fake chat models at the seams turn it off."""
+    if resume is None:
+        check_out_dir(cfg.out)
     ctx = Context(cfg, overrides=overrides or {}, secrets=dict(secrets or {}))
     simulator = load_plugin("simulator", cfg.simulator.name, cfg.simulator.params, ctx)
     assistant = load_plugin("assistant", cfg.assistant.name, cfg.assistant.params, ctx)
     remote = chooses_scenarios(simulator)
     personas = [] if remote else load_sources(cfg)
     total = None if remote else count_scenarios(cfg, personas)
+    check_sources = getattr(simulator, "check_sources", None)
+    if callable(check_sources) and not remote:
+        check_sources(personas, cfg)  # e.g. the rubric simulator on topics without rubric questions
     if cfg.retrieval.index is not None and not is_lucene_index(cfg.retrieval.index):
         raise IndexMissingError(
             f"{cfg.retrieval.index}: not a Lucene index; build one with "
             "`simloop index build --corpus FILE.jsonl --out DIR`, or leave retrieval.index unset for the demo index"
         )
+    if preflight and not any(k.startswith("chat:") or k == "llm_pool" for k in ctx.overrides):
+        check_endpoints(cfg.llm, llm_roles(simulator, assistant))
     chash = config_hash(cfg)
     if resume is not None:
-        recorder, done, report = Recorder.resume(resume, chash)
+        recorder, done, report = Recorder.resume(resume, chash, retry_errors=retry_errors)
         return PreparedRun(cfg, ctx, simulator, assistant, recorder, done, total, personas, report)
     run_id = cfg.run_id or new_run_id()
     cfg = cfg.model_copy(update={"run_id": run_id})

@@ -32,11 +32,14 @@ from .runs import Mode, RunService, ServeLimits
 from .sessions import Dialogues, SimRunner
 from .store import Store
 
-__all__ = ["TokenTable", "ServeOptions", "build_service", "create_app", "running", "STATE_FILE", "TOKENS_HINT"]
+__all__ = ["TokenTable", "ServeOptions", "build_service", "create_app", "running", "STATE_FILE", "TOKENS_HINT",
+           "MAX_BODY", "Guard"]
 
 STATE_FILE = "serve-state.sqlite"
 TOKENS_HINT = "give --token TEAM=TOKEN, --tokens-file FILE or SIMLOOP_SERVE_TOKENS"
 _VERSION = "1"
+MAX_BODY = 1 << 20  # bytes; `simloop serve --max-body`
+_PUBLIC = ("/", "/docs", "/docs/oauth2-redirect", "/openapi.json", "/redoc")
 
 
 class TokenTable:
@@ -54,12 +57,76 @@ class TokenTable:
         return found
 
 
+def _reply(status: int, detail: str, headers: list[tuple[bytes, bytes]] = ()):
+    body = json.dumps({"detail": detail}).encode()
+
+    async def send_it(send: Any) -> None:
+        await send({"type": "http.response.start", "status": status,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                                (b"connection", b"close"), *headers]})
+        await send({"type": "http.response.body", "body": body})
+    return send_it
+
+
+class Guard:
+    """ASGI middleware in front of every route: the token is checked before a byte of the
+    body is read (a stranger's 20 MB upload is refused from its headers), and a body over
+    ``max_body`` bytes is refused with 413, from ``Content-Length`` when sent, else as soon
+    as the bytes read pass the limit.  Under the limit the body is read here and handed on,
+    so FastAPI never sees more than ``max_body`` bytes.  Routes still resolve the team."""
+
+    def __init__(self, app: Any, table: TokenTable, max_body: int, prefix: str = ""):
+        self.app, self.table, self.max_body = app, table, max_body
+        self.public = {prefix + p for p in _PUBLIC} | {prefix}
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] in self.public:
+            return await self.app(scope, receive, send)
+        headers = dict(scope["headers"])
+        scheme, _, token = headers.get(b"authorization", b"").decode("latin-1").partition(" ")
+        challenge = [(b"www-authenticate", b"Bearer")]
+        if scheme.lower() != "bearer" or not token.strip():
+            return await _reply(401, "Not authenticated", challenge)(send)
+        if self.table.team_for(token.strip()) is None:
+            return await _reply(401, "Token is invalid.", challenge)(send)
+        too_big = _reply(413, f"request body too large (limit {self.max_body} bytes)")
+        try:
+            declared = int(headers.get(b"content-length", b"0") or 0)
+        except ValueError:
+            return await _reply(400, "bad Content-Length")(send)
+        if declared > self.max_body:
+            return await too_big(send)
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body:
+                return await too_big(send)
+            chunks.append(chunk)
+            if not message.get("more_body"):
+                break
+        replayed = False
+
+        async def replay() -> dict:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+
 @dataclass
 class ServeOptions:
     limits: ServeLimits = field(default_factory=ServeLimits)
     debug_simulator: PluginSpec | None = None  # default: the same as the run API's
     state: Path | None = None  # default <out>/serve-state.sqlite
     prefix: str = ""  # e.g. "/simulation", as the organisers serve it
+    max_body: int = MAX_BODY  # bytes per request body (413 above)
 
 
 def _catalog(cfg: RunConfig):
@@ -183,6 +250,7 @@ def create_app(cfg: RunConfig, tokens: Mapping[str, str], opts: ServeOptions | N
         return RedirectResponse(f"{opts.prefix}/docs")
 
     app.include_router(router, prefix=opts.prefix)
+    app.add_middleware(Guard, table=table, max_body=opts.max_body, prefix=opts.prefix)
     return app
 
 

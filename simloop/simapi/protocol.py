@@ -13,7 +13,7 @@ never sees the extension.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
 
@@ -41,14 +41,26 @@ class _Lenient(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
+# Field limits (answered with 422): far above what a real client sends, low enough that one
+# request cannot fill the disk (a run keeps the description in its run.json and sqlite row).
+# The whole body is capped too (``simloop serve --max-body``, 413).
+MAX_ID_CHARS = 256
+MAX_DESCRIPTION_CHARS = 4096
+MAX_RESPONSE_CHARS = 20_000  # the reply itself; --max-response-tokens judges its length later
+MAX_LIST_ITEMS = 1000
+MAX_STATEMENT_CHARS = 2000
+_Id = Annotated[StrictStr, Field(max_length=MAX_ID_CHARS)]
+_Statement = Annotated[StrictStr, Field(max_length=MAX_STATEMENT_CHARS)]
+
+
 class RunMeta(_Lenient):
     """Body of ``/run/start``: 2025 ``track_persona`` or 2026 ``extra.track_persona``."""
 
-    run_id: StrictStr
-    description: StrictStr
+    run_id: _Id
+    description: StrictStr = Field(max_length=MAX_DESCRIPTION_CHARS)
     track_persona: bool = False
     extra: dict[str, Any] | None = None
-    team_id: StrictStr | None = None
+    team_id: _Id | None = None
 
     def tracks_persona(self) -> bool:
         return bool(self.track_persona or (self.extra or {}).get("track_persona"))
@@ -70,11 +82,12 @@ class AssistantResponse(_Lenient):
     """Body of ``/run/continue``.  ``response`` may be empty or null when it is ignored
     (the call that opens the next topic)."""
 
-    run_id: StrictStr
-    response: StrictStr | None = None
-    citations: dict[StrictStr, float] | list[StrictStr] | None = None
-    ptkb_provenance: list[StrictStr] | None = None
-    relevant_ptkbs: list[StrictStr] | None = None  # the name the guidelines' example uses
+    run_id: _Id
+    response: StrictStr | None = Field(None, max_length=MAX_RESPONSE_CHARS)
+    citations: (Annotated[dict[_Id, float], Field(max_length=MAX_LIST_ITEMS)]
+                | Annotated[list[_Id], Field(max_length=MAX_LIST_ITEMS)] | None) = None
+    ptkb_provenance: Annotated[list[_Statement], Field(max_length=MAX_LIST_ITEMS)] | None = None
+    relevant_ptkbs: Annotated[list[_Statement], Field(max_length=MAX_LIST_ITEMS)] | None = None  # the guidelines' name
     meta: dict[str, Any] | None = None
 
     @field_validator("meta")

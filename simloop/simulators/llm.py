@@ -164,6 +164,7 @@ def _request_seed(context: SimContext, action: Action) -> int:
 
 class LLMVoice:
     """Writes the user's message with the simulator model; keeps the best of ``candidates``."""
+    llm_roles = ("simulator",)  # see RubricSimulator.llm_roles
 
     def __init__(self, ctx: Any, candidates: int = 1, invalid_retries: int = 2, temperature: float | None = None):
         if not 1 <= candidates <= 16:
@@ -222,6 +223,7 @@ _GRADER_SYSTEM = (
 
 class LLMGrader:
     """0-5 answerability of the rubric question by the response; unparsable -> None."""
+    llm_roles = ("simulator",)
 
     def __init__(self, ctx: Any):
         self.ctx = ctx

@@ -45,6 +45,23 @@ class RubricSimulator:
         self.voice = make_voice(voice, ctx, reveal_threshold=reveal_threshold, candidates=candidates)
         self.grader = make_grader(grader, ctx)
 
+    @property
+    def llm_roles(self) -> tuple[str, ...]:
+        """The LLM roles its voice and grader call (none for the template voice and embedding grader)."""
+        return tuple(dict.fromkeys((*getattr(self.voice, "llm_roles", ()), *getattr(self.grader, "llm_roles", ()))))
+
+    def check_sources(self, personas: list, cfg: Any) -> None:
+        """Before the run: every topic needs rubric questions (an iKAT topic file has none)."""
+        only = set(cfg.scenarios.topic_ids)
+        bare = [t.id if t.id == p.id else f"{p.id}/{t.id}"
+                for p in personas for t in p.topics if not t.rubric and (not only or t.id in only)]
+        if bare:
+            where = f" in {cfg.scenarios.topics}" if cfg.scenarios.topics else ""
+            raise BadInputError(
+                f"{len(bare)} topic(s){where} have no rubric questions (first: {bare[0]}), which this simulator "
+                "works through; replay them with --simulator replay, or turn them into personas with "
+                "`simloop personas from-ikat TOPICS.json --out DIR` and run with --personas DIR")
+
     def _policy(self, scenario: Scenario) -> RubricPolicy:
         if not scenario.topic.rubric:
             raise DialogueError(

@@ -1,0 +1,66 @@
+"""Preflight: ask each LLM endpoint a run needs for an answer before anything is written.
+
+A run whose simulator or assistant talks to a model would otherwise create its run
+directory and record every dialogue as an ``llm`` error when the server is down, the
+URL lacks its ``/v1`` or the key is missing.  One ``GET {base_url}/models`` per distinct
+endpoint (every OpenAI-compatible server answers it: OpenAI, vLLM, Ollama, llama.cpp,
+LiteLLM, ``simloop mock-llm``) finds those before the run starts (DESIGN §12: exit 2).
+
+Only "does not answer" fails: a connection error, a timeout, 401/403 (the key) or 404
+(not an OpenAI-compatible API at that URL).  A 429 or 5xx means the server is there and
+busy; the retry layer deals with that during the run.  The key is sent, never shown.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import httpx
+
+from ..errors import ConfigError
+from .config import LLMConfig, LLMRole
+
+__all__ = ["check_endpoints", "check_role", "PREFLIGHT_TIMEOUT_S"]
+
+PREFLIGHT_TIMEOUT_S = 10.0
+
+
+def _problem(role: LLMRole, client: httpx.Client) -> str | None:
+    url = role.endpoint() + "/models"
+    try:
+        resp = client.get(url, headers={"Authorization": f"Bearer {role.api_key()}"})
+    except httpx.TimeoutException:
+        return f"no answer within {PREFLIGHT_TIMEOUT_S:g} s"
+    except httpx.HTTPError as exc:
+        return f"cannot connect ({type(exc).__name__})"
+    if resp.status_code in (401, 403):
+        return f"HTTP {resp.status_code}: the key was refused (is ${role.api_key_env} set and valid?)"
+    if resp.status_code == 404:
+        return "HTTP 404 on GET /models: not an OpenAI-compatible API at this URL (it usually ends in /v1)"
+    return None
+
+
+def check_role(name: str, role: LLMRole, client: httpx.Client) -> None:
+    """Raise a ConfigError naming ``name``, the URL and the problem, if the endpoint does not answer."""
+    problem = _problem(role, client)
+    if problem is not None:
+        raise ConfigError(f"LLM role {name!r} at {role.endpoint()}: {problem}; "
+                          "check --base-url / [llm] in the config, or start the server")
+
+
+def check_endpoints(llm: LLMConfig, roles: Iterable[str]) -> None:
+    """One request per distinct (URL, key variable) among ``roles``; the first that fails raises."""
+    seen: set[tuple[str, str]] = set()
+    todo = []
+    for name in roles:
+        role = llm.resolve(name)
+        key = (role.endpoint(), role.api_key_env)
+        if key not in seen:
+            seen.add(key)
+            todo.append((name, role))
+    if not todo:
+        return
+    # Proxy variables are honoured, as the chat client itself does.
+    with httpx.Client(timeout=PREFLIGHT_TIMEOUT_S) as client:
+        for name, role in todo:
+            check_role(name, role, client)

@@ -1,0 +1,181 @@
+"""Bad input through the real CLI in a subprocess (DESIGN §12): one line on stderr, exit 2,
+no traceback, nothing written; and exit 1 when a run's dialogues mostly fail."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import closing, contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from conftest import IKAT
+from simloop.config import RunConfig
+from simloop.run.manifest import new_manifest
+from simloop.run.recorder import Recorder, read_manifest
+from simloop.schema import Behaviour, PluginRef, ScenarioRef, Stop, Transcript
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli(*args: str, timeout: float = 300, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "simloop", *map(str, args)], cwd=ROOT, text=True,
+                          capture_output=True, timeout=timeout, **kw)
+
+
+def one_line_exit_2(p: subprocess.CompletedProcess, *needles: str) -> str:
+    assert p.returncode == 2, (p.returncode, p.stderr)
+    assert "Traceback" not in p.stderr, p.stderr
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, p.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+def free_port() -> int:
+    with closing(socket.socket()) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def mock_llm(port: int, *flags: str):
+    """``simloop mock-llm`` in a subprocess, ready when ``/stats`` answers."""
+    p = subprocess.Popen([sys.executable, "-m", "simloop", "mock-llm", "--port", str(port), *flags], cwd=ROOT,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=2).read()
+                break
+            except OSError:
+                if p.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("mock-llm did not start")
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        p.terminate()
+        p.wait(timeout=30)
+
+
+def persona_run(tmp_path: Path) -> Path:
+    """A finished run directory of two persona dialogues (real files, as `simloop run` writes)."""
+    cfg = RunConfig(out=tmp_path, run_id="personas")
+    ref = PluginRef(name="offline")
+    rec = Recorder.create(tmp_path, new_manifest("personas", cfg, simulator=ref,
+                                                  assistant=PluginRef(name="bm25_extractive"), scenarios=2))
+    now = datetime.now(timezone.utc)
+    lines = [Transcript(run_id="personas", dialogue_id=f"p1--t{i}--0",
+                        scenario=ScenarioRef(persona_id="p1", topic_id=f"t{i}", behaviour=Behaviour(), seed=0),
+                        simulator=ref, assistant=PluginRef(name="bm25_extractive"), started_at=now, ended_at=now,
+                        stop=Stop(reason="user_satisfied", by="simulator")) for i in (1, 2)]
+    rec.dir.dialogues.write_text("".join(t.model_dump_json() + "\n" for t in lines))
+    rec.finish("finished", {"scenarios": 2})
+    return rec.dir.path
+
+
+def test_out_pointing_at_a_file(tmp_path):
+    target = tmp_path / "afile"
+    target.write_text("not a folder")
+    one_line_exit_2(cli("run", "--out", target, "--limit", "1", "--no-progress"), "is a file, not a folder")
+    assert target.read_text() == "not a folder"
+
+
+def test_assistant_param_without_assistant(tmp_path):
+    one_line_exit_2(cli("run", "--assistant-param", "k=5", "--out", tmp_path, "--limit", "1"),
+                    "--assistant-param needs --assistant NAME")
+    assert not any(tmp_path.iterdir())
+
+
+def test_export_unknown_stop_reason(tmp_path):
+    run = persona_run(tmp_path)
+    out = tmp_path / "x.json"
+    one_line_exit_2(cli("export", run, "--format", "openai-chat", "--stop-reason", "bogus", "--out", out),
+                    "bogus", "user_satisfied")
+    assert not out.exists()
+
+
+def test_ptkb_qrels_that_match_no_turn_of_a_persona_run(tmp_path):
+    run = persona_run(tmp_path)
+    qrels = tmp_path / "ptkb.qrels"
+    qrels.write_text("9-1_3 0 2 1\n9-1_3 0 4 0\n")
+    one_line_exit_2(cli("eval", run, "--ptkb-qrels", qrels), "ptkb.qrels", "9-1_3", "replay")
+    assert not (run / "summary.json").exists() and not (run / "scores.jsonl").exists()
+
+
+def test_offline_simulator_on_ikat_topics_points_to_replay_and_from_ikat(tmp_path):
+    topics = IKAT / "2023" / "2023_train_topics.json"
+    one_line_exit_2(cli("run", "--topics", topics, "--out", tmp_path, "--limit", "1"),
+                    "no rubric questions", "--simulator replay", "personas from-ikat")
+    assert not any(tmp_path.iterdir())
+
+
+def test_preflight_names_role_url_and_error_before_any_file(tmp_path):
+    dead = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there
+    line = one_line_exit_2(cli("run", "--simulator", "llm", "--base-url", dead, "--out", tmp_path, "--limit", "1"),
+                           "'simulator'", dead, "cannot connect")
+    assert "sk-" not in line
+    assert not any(tmp_path.iterdir())
+
+
+def test_preflight_404_says_the_url_is_not_an_openai_api(tmp_path):
+    port = free_port()
+    with mock_llm(port) as url:
+        wrong = url.removesuffix("/v1") + "/nope"
+        one_line_exit_2(cli("run", "--assistant", "genaius", "--base-url", wrong, "--out", tmp_path, "--limit", "1"),
+                        "'assistant.", wrong, "404")
+    assert not any(tmp_path.iterdir())
+
+
+def test_every_dialogue_failing_exits_1_with_the_commonest_error_and_the_retry_command(tmp_path):
+    port = free_port()
+    with mock_llm(port, "--fault-rate", "1.0", "--faults", "500") as url:
+        p = cli("run", "--simulator", "llm", "--base-url", url, "--out", tmp_path, "--run-id", "f", "--limit", "2",
+                "--no-progress", "--simulator-param", "grader=embedding",
+                env={**__import__("os").environ, "SIMLOOP_LLM__DEFAULT__MAX_ATTEMPTS": "1"})
+    assert p.returncode == 1, p.stderr
+    assert "Traceback" not in p.stderr
+    assert "2 of 2 dialogues ended in an error" in p.stderr and "llm: LLMStatusError" in p.stderr
+    assert f"simloop run --resume {tmp_path / 'f'} --retry-errors" in p.stderr
+    assert p.stdout.strip().splitlines()[-1] == str(tmp_path / "f")  # the run directory stays the last line
+    assert read_manifest(tmp_path / "f").counts["errors"] == 2
+
+
+def test_resume_with_other_flags_names_the_fields(tmp_path):
+    run = persona_run(tmp_path)
+    line = one_line_exit_2(cli("run", "--resume", run, "--limit", "5", "--max-turns", "3"),
+                           "scenarios.limit (run: unset, now: 5)", "max_turns (run: 30, now: 3)")
+    assert "keeps its config" in line
+    assert json.loads((run / "run.json").read_text())["status"] == "finished"  # untouched
+
+
+def test_resume_with_another_config_file_names_the_fields(tmp_path):
+    run = persona_run(tmp_path)
+    other = tmp_path / "other.toml"
+    other.write_text("seed = 7\n[retrieval]\nk = 3\n")
+    one_line_exit_2(cli("run", other, "--resume", run), "seed (run: 0, now: 7)", "retrieval.k")
+
+
+def test_retry_errors_without_resume(tmp_path):
+    one_line_exit_2(cli("run", "--retry-errors", "--out", tmp_path), "--retry-errors goes with --resume")
+
+
+@pytest.mark.parametrize("flags", [(), ("--max-body", "100")])
+def test_serve_on_a_busy_port_is_one_line_and_leaves_no_file(tmp_path, flags):
+    with closing(socket.socket()) as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        p = cli("serve", "--port", port, "--token", "t=secret-token", "--out", tmp_path, *flags, timeout=120)
+    want = "already in use" if not flags else "--max-body 100"
+    line = one_line_exit_2(p, want)
+    assert "secret-token" not in line
+    assert not (tmp_path / "serve-state.sqlite").exists() and not any(tmp_path.iterdir())
