@@ -1,6 +1,6 @@
 """acms: the Adaptive Context Management System (seed paper 001) as an iKAT assistant.
 
-PTKB statements by MiniLM similarity -> heuristic rewrite (no LLM: ACMS adds no rewrite
+PTKB statements by the no-LLM ranker (``simloop.parts.ptkb_rank``) -> heuristic rewrite (no LLM: ACMS adds no rewrite
 stage) -> BM25 -> personalised document score (ACMS level 2: similarity to the query, to
 the selected PTKB statements, and the BM25 rank as the domain prior) -> history/knowledge
 balance (level 3): alpha_history from dialogue length, query type and the best document
@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from simloop.memory import history_share, make_memory
 from simloop.parts.generate_llm import MAX_WORDS
-from simloop.parts.ptkb import rank_ptkb_by_embedding
+from simloop.parts.ptkb_rank import rank_ptkb_uses
 from simloop.parts.reply import current_utterance, grounded_reply
 from simloop.parts.retrieve import embedding_rerank, fit_passages, format_passage
 from simloop.parts.rewrite import heuristic_rewrite, is_dependent
@@ -46,8 +46,8 @@ class ACMS:
         stages: list = []
         embedder, retriever = await self.ctx.embedder(), await self.ctx.retriever()
         async with timed_stage("ptkb", stages):
-            selected = await rank_ptkb_by_embedding(embedder, utterance, state.ptkb)
-        statements = [p.statement for p in selected]
+            selected = await rank_ptkb_uses(embedder, utterance, [u for u, _ in state.history()], state.ptkb)
+        statements = [p.statement for p in selected if p.used]
         async with timed_stage("rewrite", stages):
             query = heuristic_rewrite(utterance, state.history(), statements)
         async with timed_stage("retrieve", stages, k=self.candidates):

@@ -1,7 +1,10 @@
 """bm25_extractive: the offline default assistant (DESIGN §6) — no LLM anywhere.
 
-PTKB statements are selected by MiniLM similarity to the utterance and the previous user
-turn (a "window" of one turn); the query is rewritten heuristically with context terms;
+PTKB statements are ranked by the no-LLM ranker (``simloop.parts.ptkb_rank``: MiniLM
+similarity to the utterance and, discounted, to the earlier user utterances); the whole
+ranking is the turn's ``ptkb_provenance`` and the ``used`` head of it (the top
+``ptkb_top_k`` scoring at least ``ptkb_threshold``, at least one) feeds the rewrite; the
+query is rewritten heuristically with context terms;
 BM25 retrieves; the response is the best sentences of the top passages.
 
 With ``memory`` set to a context strategy (``full``, ``summary``, ``window``,
@@ -14,14 +17,10 @@ like the user's own in the extractive answer (the user did say them).  So what a
 keeps is what the query can still use (``simloop memory`` measures exactly that).
 Without ``memory`` (the default) the agent behaves as it always did.
 
-Threshold calibration (all-MiniLM-L6-v2, query = utterance + previous user utterance):
-obviously related statements score 0.30-0.60 ("What is gout and what causes an attack?"
-vs "I had my first gout attack..." 0.59; "What exactly is a marathon...?" vs "I signed up
-for the Lisbon Marathon..." 0.48; "What does the pancreas do?" vs "I was diagnosed with
-type 2 diabetes..." 0.32), unrelated ones stay below 0.24 (the best statement for "What
-is the capital of Australia?" scores 0.15-0.23 across the shipped personas, for
-"Explain how photosynthesis works." 0.03-0.21).  On the iKAT 2023 PTKB qrels
-(ptkb_rel_nist, 98 turns, top-3) 0.30 gives P 0.67 / R 0.30 and 0.35 gives P 0.73 / R 0.20.
+PTKB parameters: ``ptkb_threshold`` / ``ptkb_top_k`` are the ranker's ``used_threshold`` /
+``used_top_k``, ``ptkb_params`` any other ``RankParams`` field; the defaults were chosen on
+the iKAT 2023 train topics only (``simloop/parts/ptkb_rank.py`` says how and what they
+score on the report sets).
 """
 
 from __future__ import annotations
@@ -30,7 +29,9 @@ from typing import Any, Sequence
 
 from simloop.memory import ContextPart, MemoryStrategy, make_memory
 from simloop.parts.generate import extractive_answer
-from simloop.parts.ptkb import DEFAULT_THRESHOLD, rank_ptkb_by_embedding
+from simloop.parts.ptkb import rank_ptkb_by_embedding
+from simloop.parts.ptkb_llm import used_only
+from simloop.parts.ptkb_rank import DEFAULT_PARAMS, RankParams, rank_ptkb_uses
 from simloop.parts.rewrite import heuristic_rewrite
 from simloop.parts.stages import timed_stage
 from simloop.text import content_words, count_tokens, sentences, stem
@@ -38,7 +39,7 @@ from simloop.schema import AssistantReply, ContextInfo, DialogueState, Passage, 
 
 __all__ = ["BM25Extractive", "DEFAULT_PTKB_THRESHOLD", "memory_statements"]
 
-DEFAULT_PTKB_THRESHOLD = DEFAULT_THRESHOLD  # 0.30, see the calibration notes above
+DEFAULT_PTKB_THRESHOLD = DEFAULT_PARAMS.used_threshold  # chosen on 2023 train (parts/ptkb_rank.py)
 _GENERATION_PASSAGES = 5  # the extractive answer reads the top few passages only
 _SNIPPET_CHARS = 300
 # Context statements compete only with each other (the PTKB has its own threshold), and a
@@ -86,7 +87,8 @@ class BM25Extractive:
         ctx: Any,
         k: int = 10,
         ptkb_threshold: float = DEFAULT_PTKB_THRESHOLD,
-        ptkb_top_k: int = 3,
+        ptkb_top_k: int = DEFAULT_PARAMS.used_top_k,
+        ptkb_params: dict[str, Any] | None = None,
         max_words: int = 220,
         memory: str | None = None,
         memory_params: dict[str, Any] | None = None,
@@ -103,6 +105,9 @@ class BM25Extractive:
         self.k, self.ptkb_threshold, self.ptkb_top_k, self.max_words = k, ptkb_threshold, ptkb_top_k, max_words
         self.memory = make_memory(memory, **(memory_params or {})) if memory is not None else None
         self.memory_threshold, self.memory_top_k = memory_threshold, memory_top_k
+        ranker = {**(ptkb_params or {}), "used_threshold": ptkb_threshold, "used_top_k": ptkb_top_k}
+        ranker["used_min"] = min(ranker.get("used_min", DEFAULT_PARAMS.used_min), ptkb_top_k)  # top_k 0: use none
+        self.ptkb_params = RankParams.from_mapping(ranker)
 
     async def respond(self, state: DialogueState) -> AssistantReply:
         utterance = state.user.utterance if state.user is not None else ""
@@ -114,9 +119,9 @@ class BM25Extractive:
         # the model load and JVM boot to one dialogue's stage latencies.
         embedder = await self.ctx.embedder()
         async with timed_stage("ptkb", stages):
-            selected = await rank_ptkb_by_embedding(
-                embedder, " ".join([utterance, *window]), state.ptkb, self.ptkb_threshold, self.ptkb_top_k
-            )
+            ranking = await rank_ptkb_uses(embedder, utterance, [u for u, _ in history], state.ptkb,
+                                           self.ptkb_params)
+        selected = used_only(ranking)  # what the rewrite and the answer rely on
         context: ContextInfo | None = None
         focus: str | None = None
         if self.memory is None:
@@ -143,7 +148,7 @@ class BM25Extractive:
                 Passage(rank=i, docid=h.docid, score=h.score, used=h.docid in cited, text=h.text[:_SNIPPET_CHARS])
                 for i, h in enumerate(hits, 1)
             ],
-            ptkb_provenance=selected,
+            ptkb_provenance=ranking,
             context=context or ContextInfo(strategy="window", tokens=count_tokens(" ".join(read))),
             stages=stages,
         )

@@ -39,7 +39,7 @@ class GenAIus:
         utterance = current_utterance(state)
         context, info, stages, _ = await self.memory.build(state, self.ctx)
         selected, st = await classify_ptkb_llm(self.ctx.chat("assistant.ptkb"), state.ptkb, utterance, context)
-        statements = [p.statement for p in selected]
+        statements = [p.statement for p in selected if p.used]
         query, st2 = await llm_rewrite(self.ctx.chat("assistant.rewrite"), utterance, context, statements)
         stages += [st, st2]
         retriever = await self.ctx.retriever()

@@ -2,10 +2,13 @@
 
 Context = the last three turns.  Rewrite with the whole PTKB (LLM) -> MiniLM picks
 statements for that rewrite -> rewrite again with only those (LLM): the paper's feedback
-loop.  PTKB ranking for the refined query: MiniLM pre-filter -> LLM re-ranker scores ->
+loop.  PTKB ranking for the refined query: pre-filter by the no-LLM ranker
+(``simloop.parts.ptkb_rank``: MiniLM against the query and the earlier user utterances,
+its top ``prefilter_top_k`` scoring at least ``prefilter_threshold``) -> LLM re-ranker scores ->
 weighted score S_rel = a * MiniLM + (1 - a) * LLM with a dynamic threshold and at least
 two votes among MiniLM, the LLM and word overlap (eq. 1-2; the fine-tuned BGE reranker is
-not available offline, word overlap is the third voter).  BM25 candidates (1,000 in the
+not available offline, word overlap is the third voter).  The recorded ranking: the kept
+statements (``used``), then the rest in the pre-filter ranker's order.  BM25 candidates (1,000 in the
 paper, 50 by default here to keep MiniLM on a CPU quick) are re-ranked by MiniLM against
 the refined query plus the top-3 statements; the top five ground the answer (Self-RAG in
 the paper, the grounded JSON answer here).  LLM roles: ``assistant.rewrite``,
@@ -18,8 +21,9 @@ from typing import Any
 
 from simloop.memory import make_memory
 from simloop.parts.generate_llm import MAX_WORDS
-from simloop.parts.ptkb import DEFAULT_THRESHOLD, rank_ptkb_by_embedding
-from simloop.parts.ptkb_llm import lexical_scores, score_ptkb_llm, vote_ptkb
+from simloop.parts.ptkb import DEFAULT_THRESHOLD
+from simloop.parts.ptkb_llm import lexical_scores, score_ptkb_llm, used_only, vote_ptkb
+from simloop.parts.ptkb_rank import rank_ptkb_uses
 from simloop.parts.reply import current_utterance, grounded_reply
 from simloop.parts.retrieve import embedding_rerank
 from simloop.parts.rewrite_llm import iterative_rewrite
@@ -47,13 +51,17 @@ class IIUoT:
 
     async def _rank_ptkb(self, state: DialogueState, query: str, stages: list[Stage]) -> list[PtkbUse]:
         embedder = await self.ctx.embedder()
+        threshold, top_k = self.prefilter
         async with timed_stage("ptkb.prefilter", stages):
-            cands = await rank_ptkb_by_embedding(embedder, query, state.ptkb, *self.prefilter)
+            ranking = await rank_ptkb_uses(embedder, query, [u for u, _ in state.history()], state.ptkb)
+        cands = [c for c in ranking[:top_k] if (c.score or 0.0) >= threshold]
         llm, st = await score_ptkb_llm(self.ctx.chat("assistant.ptkb"), state.ptkb, cands, query)
         stages.append(st)
         scores = {"embedding": {c.index: c.score or 0.0 for c in cands}, "llm": llm,
                   "lexical": lexical_scores(cands, query)}
-        return vote_ptkb(cands, scores, _THRESHOLDS, self.weights)
+        kept = [c.model_copy(update={"used": True}) for c in vote_ptkb(cands, scores, _THRESHOLDS, self.weights)]
+        chosen = {c.index for c in kept}
+        return [*kept, *(c.model_copy(update={"used": False}) for c in ranking if c.index not in chosen)]
 
     async def respond(self, state: DialogueState) -> AssistantReply:
         utterance = current_utterance(state)
@@ -61,7 +69,7 @@ class IIUoT:
         embedder = await self.ctx.embedder()
 
         async def select(query: str) -> list[PtkbUse]:
-            return await rank_ptkb_by_embedding(embedder, query, state.ptkb)
+            return used_only(await rank_ptkb_uses(embedder, query, [u for u, _ in state.history()], state.ptkb))
 
         _, refined, _, sts = await iterative_rewrite(self.ctx.chat("assistant.rewrite"), utterance, context,
                                                      state.ptkb, select)
@@ -71,7 +79,7 @@ class IIUoT:
         async with timed_stage("retrieve", stages, k=self.candidates):
             found = await retriever.search(refined, self.candidates)
         async with timed_stage("rerank", stages):
-            hits = await embedding_rerank(embedder, " ".join([refined, *(p.statement for p in selected[:3])]),
+            hits = await embedding_rerank(embedder, " ".join([refined, *(p.statement for p in used_only(selected)[:3])]),
                                           found, self.k)
         return await grounded_reply(self.ctx.chat("assistant.generate"), utterance=utterance, hits=hits,
                                     shown=self.passages, context=context, info=info, ptkb=selected, stages=stages,

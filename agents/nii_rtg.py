@@ -42,7 +42,7 @@ class NiiRtG:
         context, info, stages, _ = await self.memory.build(state, self.ctx)
         rewritten, st = await llm_rewrite(self.ctx.chat("assistant.rewrite"), utterance, context, brief=True)
         selected, st2 = await classify_ptkb_llm(self.ctx.chat("assistant.ptkb"), state.ptkb, rewritten)
-        statements = [p.statement for p in selected[: self.max_statements]]
+        statements = [p.statement for p in selected if p.used][: self.max_statements]
         queries, sts = await queries_per_ptkb(self.ctx.chat("assistant.queries"), rewritten, statements, self.n_queries)
         stages += [st, st2, *sts]
         retriever, embedder = await self.ctx.retriever(), await self.ctx.embedder()

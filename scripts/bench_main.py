@@ -35,6 +35,7 @@ BENCHES: dict[str, tuple[str, int, int]] = {
     "retrieval": ("bench_retrieval", 420, 300),
     "memory": ("bench_footprint", 300, 120),
     "agents": ("bench_agents", 420, 300),
+    "ptkb": ("bench_ptkb", 300, 180),
 }
 
 

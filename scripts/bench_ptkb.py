@@ -30,7 +30,7 @@ import sys
 from dataclasses import asdict, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -41,11 +41,11 @@ from simloop.evaluate.provenance import ptkb_scores, read_ptkb_qrels  # noqa: E4
 from simloop.inputs.ikat import load_ikat_topics  # noqa: E402
 from simloop.parts.ptkb import rank_ptkb_by_embedding  # noqa: E402
 from simloop.parts.ptkb_rank import (  # noqa: E402
-    DEFAULT_PARAMS, RankParams, lexical_matrix, order_scores, query_texts, rank_ptkb, score_statements, select_used,
-    similarities,
+    DEFAULT_PARAMS, RankParams, as_uses, lexical_matrix, order_scores, query_texts, rank_ptkb, score_statements,
+    select_used, similarities,
 )
 from simloop.schema import (  # noqa: E402
-    AssistantTurn, Behaviour, PluginRef, PtkbUse, ScenarioRef, Stop, Transcript, Turn, UserTurn,
+    AssistantTurn, Behaviour, PluginRef, ScenarioRef, Stop, Transcript, Turn, UserTurn,
 )
 from simloop.search.embeddings import open_embedder  # noqa: E402
 
@@ -91,19 +91,17 @@ class TopicSet:
     def score(self, rankings: Sequence[Sequence[tuple[int, float]]], used: Sequence[Sequence[int]] | None = None,
               only: set[str] | None = None) -> dict[str, Any]:
         """Ranked metrics from ``rankings``, set metrics from ``used`` (one entry per turn, in
-        ``turns()`` order); ``only`` limits scoring to some conversations."""
-        ranked = self._scored(rankings, lambda r: [i for i, _ in r], only)
-        out = {k: ranked[k] for k in ("nDCG@3", "nDCG@5", "P@3", "R@3", "P@5", "R@5")}
-        if used is not None:
-            sets = self._scored(used, list, only)
-            out.update({k: sets[k] for k in ("P", "R", "F1", "turns", "judged_turns", "overuse_turns")})
-        return out
-
-    def _scored(self, per_turn: Sequence[Any], indices: Callable[[Any], list[int]], only: set[str] | None) -> dict:
-        for (turn, ptkb, _, _), value in zip(self.turns(), per_turn):
-            turn.assistant.ptkb_provenance = [PtkbUse(index=i, statement=ptkb[i - 1]) for i in indices(value)]
+        ``turns()`` order); ``only`` limits scoring to some conversations.  Each turn's
+        ``ptkb_provenance`` becomes the ranking with ``used`` flags, exactly what an agent
+        records, and ``ptkb_scores`` (``simloop eval``) scores it."""
+        for k, ((turn, ptkb, _, _), ranking) in enumerate(zip(self.turns(), rankings)):
+            turn.assistant.ptkb_provenance = as_uses(ranking, ptkb, used[k] if used is not None else [])
         chosen = [t for t in self.transcripts if only is None or t.dialogue_id in only]
-        return ptkb_scores(chosen, self.qrels).summary
+        out = ptkb_scores(chosen, self.qrels).summary
+        keep = ["nDCG@3", "nDCG@5", "P@3", "R@3", "P@5", "R@5"]
+        if used is not None:
+            keep += ["P", "R", "F1", "turns", "judged_turns", "overuse_turns"]
+        return {k: out[k] for k in keep}
 
 
 def _transcript(persona: Any) -> Any:

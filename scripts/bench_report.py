@@ -25,6 +25,14 @@ LABELS: dict[str, tuple[str, str]] = {
     "loop_lag_p99_ms_idle": ("same ticker on an idle loop, right before (the machine's own noise)", "ms"),
     "memory_per_dialogue_kib": ("RSS per active dialogue, 10,000 parked mid-turn", "KiB"),
     "memory_per_dialogue_traced_kib": ("Python allocations per parked dialogue (tracemalloc)", "KiB"),
+    "ptkb_ndcg3_ikat23": ("PTKB nDCG@3, no-LLM ranker, iKAT-23 test vs NIST ptkb_rel_nist (best 2023 run 0.7254)", ""),
+    "ptkb_p3_ikat23": ("PTKB P@3, same", ""),
+    "ptkb_r3_ikat23": ("PTKB R@3, same", ""),
+    "ptkb_f1_ikat23": ("PTKB set F1 of the used statements, same", ""),
+    "ptkb_ndcg5_ikat24": ("PTKB nDCG@5, iKAT-24 test vs the topics' gold", ""),
+    "ptkb_ndcg3_ikat24": ("PTKB nDCG@3, same", ""),
+    "ptkb_ndcg3_train23": ("PTKB nDCG@3 on 2023 train (the set parameters were chosen on)", ""),
+    "ptkb_f1_train23": ("PTKB set F1 on 2023 train", ""),
 }
 
 
@@ -40,7 +48,7 @@ def _target(key: str, fig: dict[str, Any]) -> str:
     t = fig.get("target")
     if t is None:
         return "—"
-    higher = key in ("rate_limit_utilisation", "bm25_batch_speedup")
+    higher = key in ("rate_limit_utilisation", "bm25_batch_speedup") or key.startswith("ptkb_")
     return f"{'≥' if higher else ('=' if t == 0 else '≤')} {_fmt(t)}"
 
 

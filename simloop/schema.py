@@ -180,6 +180,10 @@ class PtkbUse(_Open):
     index: int = Field(description="1-based position in the persona's PTKB")
     statement: str
     score: float | None = None
+    # ``ptkb_provenance`` is a ranking (DESIGN §4); ``used`` marks the statements the answer
+    # relies on (set metrics read it).  True by default: transcripts written before the
+    # field existed listed only what was used, so they read the same.
+    used: bool = True
 
 
 class ContextInfo(_Open):

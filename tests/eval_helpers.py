@@ -23,15 +23,16 @@ PTKB = ["I am vegetarian.", "I live in Porto.", "I play the cello.", "I have a d
 def turn(index: int, *, utterance: str | None = None, response: str | None = None, ptkb: Sequence[int] = (),
          passages: Sequence[str | tuple[str, bool]] = (), grade: float | None = None, rubric_id: str | None = None,
          gold: GoldTurn | None = None, stages: Sequence[Stage] = (), latency_ms: float = 100.0,
-         rewritten: str | None = None) -> Turn:
-    """A turn; ``ptkb`` are 1-based indices in the assistant's order, ``passages`` docids in rank order
-    (``(docid, used)`` to mark a cited one)."""
+         rewritten: str | None = None, ptkb_used: Sequence[int] | None = None) -> Turn:
+    """A turn; ``ptkb`` are 1-based indices in the assistant's order (all ``used`` unless
+    ``ptkb_used`` names the used ones), ``passages`` docids in rank order (``(docid, used)``
+    to mark a cited one)."""
     ps = []
     for rank, p in enumerate(passages, start=1):
         docid, used = (p, False) if isinstance(p, str) else p
         ps.append(Passage(rank=rank, docid=docid, score=round(10.0 - rank, 2), used=used))
-    uses = [PtkbUse(index=i, statement=PTKB[(i - 1) % len(PTKB)], score=round(1.0 - n / 10, 2))
-            for n, i in enumerate(ptkb)]
+    uses = [PtkbUse(index=i, statement=PTKB[(i - 1) % len(PTKB)], score=round(1.0 - n / 10, 2),
+                    used=ptkb_used is None or i in ptkb_used) for n, i in enumerate(ptkb)]
     return Turn(
         index=index,
         user=UserTurn(utterance=utterance or f"question {index}?", grade=grade, rubric_id=rubric_id),

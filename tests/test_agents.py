@@ -43,7 +43,7 @@ def llm_stages_expected(name: str, turn) -> list[str]:
         summary = ["summary"] if name.endswith("summary") and turn.index > 1 else []
         return [*summary, "ptkb.classify", "rewrite", "generate"]
     if name == "nii_rtg":
-        groups = max(1, min(3, len(turn.assistant.ptkb_provenance)))
+        groups = max(1, min(3, sum(u.used for u in turn.assistant.ptkb_provenance)))
         return ["rewrite", "ptkb.classify", *(f"queries.{i}" for i in range(1, groups + 1)), "suggest", "generate"]
     if name == "nii_gtr":
         return [f"m{i}.{s}" for i in (1, 2) for s in ("draft", "ptkb", "queries")] + ["generate"]

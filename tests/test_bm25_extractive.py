@@ -62,21 +62,27 @@ async def test_reply_has_provenance_stages_and_context(fake_ctx: Context):
     for p in reply.passages:  # used = cited: the passage's text is in the response
         assert p.used == any(s in reply.response for s in dict(DOCS)[p.docid].split("\n")[1].split(". "))
         assert p.text == dict(DOCS)[p.docid][:300]
-    assert [u.index for u in reply.ptkb_provenance] == [3]
+    assert [u.index for u in reply.ptkb_provenance if u.used] == [3]
+    assert sorted(u.index for u in reply.ptkb_provenance) == list(range(1, len(PTKB) + 1))  # the whole ranking
+    scores = [u.score for u in reply.ptkb_provenance]
+    assert scores == sorted(scores, reverse=True) and reply.ptkb_provenance[0].index == 3
     assert reply.context.strategy == "window" and reply.context.tokens > len(reply.response.split())
     assert [s.name for s in reply.stages] == ["ptkb", "rewrite", "retrieve", "generate"]
     assert all(s.model is None and s.prompt_tokens == s.completion_tokens == 0 for s in reply.stages)
 
 
-async def test_unrelated_question_selects_no_ptkb(fake_ctx: Context):
-    agent = BM25Extractive(fake_ctx)
+async def test_unrelated_question_uses_no_ptkb_when_the_rule_allows_none(fake_ctx: Context):
+    agent = BM25Extractive(fake_ctx, ptkb_threshold=0.3, ptkb_params={"used_min": 0})
     reply = await agent.respond(make_state(PTKB, [], "Which coastal city makes port wine?"))
-    assert reply.ptkb_provenance == []
+    assert len(reply.ptkb_provenance) == len(PTKB) and not any(u.used for u in reply.ptkb_provenance)
     assert reply.passages[0].docid == "porto"
 
 
 async def test_no_hits_gives_an_honest_answer(fake_ctx: Context):
-    reply = await BM25Extractive(fake_ctx).respond(make_state(PTKB, [], "quantum chromodynamics"))
+    # used_min 0: the train-chosen default always relies on >= 1 statement, whose words would
+    # reach the query (the tiny corpus then finds tofu for a vegetarian)
+    agent = BM25Extractive(fake_ctx, ptkb_threshold=0.3, ptkb_params={"used_min": 0})
+    reply = await agent.respond(make_state(PTKB, [], "quantum chromodynamics"))
     assert reply.passages == [] and "could not find" in reply.response
 
 
@@ -103,7 +109,7 @@ async def test_end_to_end_with_demo_index_and_minilm(demo_cache: Path):
         agent = BM25Extractive(ctx)
         state = make_state(ptkb, [], "What exactly is a marathon and how long is the race?")
         reply = await agent.respond(state)
-        assert [u.index for u in reply.ptkb_provenance] == [1]
+        assert [u.index for u in reply.ptkb_provenance if u.used] == [1]
         assert len(reply.passages) == 10 and reply.passages[0].docid == "Marathon"
         assert "42.195" in reply.response and len(reply.response.split()) <= 220
         retriever = await ctx.retriever()

@@ -62,6 +62,29 @@ def test_turns_without_relevant_statements_are_excluded_and_counted():
     assert res.per_turn["p1--t1--0#4"]["R@3"] == 0.0
 
 
+def test_ranked_metrics_read_the_ranking_and_set_metrics_read_used():
+    # gold {1, 3}; the ranking [3, 2, 1, 4] relies on 3 only
+    t = transcript([
+        turn(1, ptkb=[3, 2, 1, 4], ptkb_used=[3], gold=gold(1, [1, 3])),
+        turn(2, ptkb=[2, 1, 4], ptkb_used=[], gold=gold(2, [])),  # ranked but nothing used: no overuse
+        turn(3, ptkb=[4, 1], ptkb_used=[4], gold=gold(3, [])),    # used one without gold: overuse
+    ])
+    res = ptkb_scores([t])
+    s = res.summary
+    assert s["nDCG@3"] == pytest.approx(NDCG3_13, abs=1e-4)  # the ranking, not the one used
+    assert s["R@3"] == pytest.approx(1.0) and s["P@5"] == pytest.approx(2 / 5, abs=1e-4)
+    assert s["P"] == pytest.approx(1.0) and s["R"] == pytest.approx(0.5)
+    assert s["F1"] == pytest.approx(2 / 3, abs=1e-4)
+    assert s["turns"] == 1 and s["overuse_turns"] == 1
+    assert res.per_turn["p1--t1--0#1"]["F1"] == pytest.approx(2 / 3, abs=1e-4)
+    assert res.per_turn["p1--t1--0#1"]["nDCG@3"] == pytest.approx(NDCG3_13, abs=1e-4)
+
+
+def test_nothing_used_scores_zero_on_set_metrics_only():
+    s = ptkb_scores([transcript([turn(1, ptkb=[1, 3], ptkb_used=[], gold=gold(1, [1]))])]).summary
+    assert s["nDCG@3"] == pytest.approx(1.0) and s["F1"] == 0.0 and s["R"] == 0.0
+
+
 def test_no_gold_means_no_block():
     assert ptkb_scores([transcript([turn(1, ptkb=[1])])]).summary is None
 

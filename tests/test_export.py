@@ -42,7 +42,8 @@ def _personas(tmp_path: Path) -> Path:
 
 def _dialogues():
     a = transcript([
-        turn(1, ptkb=[3, 1], passages=[("d1", True), "d2", ("d3", True)], grade=4, rubric_id="q1", rewritten="cello Porto"),
+        turn(1, ptkb=[3, 1, 2], ptkb_used=[3, 1], passages=[("d1", True), "d2", ("d3", True)], grade=4, rubric_id="q1",
+             rewritten="cello Porto"),
         turn(2, ptkb=[], passages=["d4"], grade=5, rubric_id="q1"),
     ], persona="p1", topic="t1", behaviour=Behaviour(patience=1, verbosity=0.9))
     b = transcript([turn(1, ptkb=[2], passages=["d5"], grade=1)], persona="p1", topic="t1", repeat=1,
@@ -70,7 +71,7 @@ def test_ikat_round_trip(run: Path):
     assert topic["number"] == "t1" and topic["title"] == "Cello lessons"
     assert topic["ptkb"] == {str(i): s for i, s in enumerate(PTKB, start=1)}
     t1 = topic["turns"][0]
-    assert t1["ptkb_provenance"] == [3, 1] and t1["response_provenance"] == ["d1", "d3"]
+    assert t1["ptkb_provenance"] == [3, 1] and t1["response_provenance"] == ["d1", "d3"]  # used, not ranked 2
     assert t1["resolved_utterance"] == "cello Porto" and topic["turns"][1]["resolved_utterance"] == "question 2?"
     # read back through the iKAT loader: same utterances, provenance and turn count
     [persona] = load_ikat_topics(res.path)
@@ -113,7 +114,9 @@ def test_trec_and_ptkb_runs_parse_back(run: Path):
     res = export_run(run, "ptkb-run", filt=ExportFilter(repeat=0))
     assert res.path == run / "export.ptkb.run"
     rows = [line.split() for line in res.path.read_text().splitlines()]
-    assert [(r[0], r[2], r[3]) for r in rows] == [("t1_1", "3", "1"), ("t1_1", "1", "2")]
+    assert [(r[0], r[2], r[3]) for r in rows] == [("t1_1", "3", "1"), ("t1_1", "1", "2"), ("t1_1", "2", "3")]
+    scores = [float(r[4]) for r in rows]
+    assert scores == sorted(scores, reverse=True) and len(set(scores)) == 3  # the ranking, whole, in order
 
 
 def test_trec_run_refuses_ambiguous_qids(run: Path):
@@ -162,7 +165,7 @@ def test_parquet_one_row_per_turn(run: Path):
     rows = table.to_pylist()
     first = rows[0]
     assert (first["dialogue_id"], first["turn_index"], first["grade"], first["qid"]) == ("p1--t1--0", 1, 4.0, "t1_1")
-    assert first["ptkb_indices"] == [3, 1] and first["rewritten_query"] == "cello Porto"
+    assert first["ptkb_indices"] == [3, 1] and first["rewritten_query"] == "cello Porto"  # the used ones
     assert first["passages"][0] == {"rank": 1, "docid": "d1", "score": 9.0, "used": True}
     assert {"run_id", "persona_id", "topic_id", "utterance", "response", "latency_ms", "prompt_tokens"} <= set(first)
 

@@ -16,7 +16,8 @@ from simloop.text import count_tokens
 from simloop.fakes.mockllm import MockLLM
 from simloop.parts.generate_llm import check_references, draft_answer, grounded_answer, suggest_elements
 from simloop.parts.ptkb_llm import (
-    classify_ptkb_llm, format_ptkb, lexical_scores, score_ptkb_llm, union_ptkb, uses_from_indices, vote_ptkb,
+    classify_ptkb_llm, format_ptkb, lexical_scores, ranking_from_set, score_ptkb_llm, union_ptkb, used_only,
+    uses_from_indices, vote_ptkb,
 )
 from simloop.parts.retrieve import (
     embedding_rerank, fit_passages, format_passage, multi_query, rrf_fuse, search_all, to_passages,
@@ -49,7 +50,10 @@ def test_indices_are_checked_and_numbered_one_based():
 async def test_binary_classifier_sees_numbered_statements_and_context():
     chat = ScriptedChat(['{"relevant": [3, 7, 3, 1]}'])
     uses, stage = await classify_ptkb_llm(chat, PTKB, "how is it tuned?", "User (turn 1): tell me about cellos")
-    assert [u.index for u in uses] == [3, 1] and all(u.score == 1.0 for u in uses)
+    # a set as a ranking: the chosen first (used, score 1), then every other statement
+    assert [u.index for u in uses if u.used] == [3, 1] and all(u.score == 1.0 for u in uses if u.used)
+    assert [u.index for u in uses] == [3, 1, *(i for i in range(1, len(PTKB) + 1) if i not in (3, 1))]
+    assert all(u.score == 0.0 and not u.used for u in uses[2:])
     prompt = chat.prompt()
     assert "3: I play the cello in an orchestra." in prompt and "tell me about cellos" in prompt
     assert stage.name == "ptkb.classify" and stage.model == "scripted" and chat.calls[0]["schema"] == "PtkbChoice"
@@ -76,6 +80,12 @@ def test_union_scores_agreement():
     a = uses_from_indices(PTKB, [1, 3])
     b = uses_from_indices(PTKB, [3, 4])
     assert [(u.index, u.score) for u in union_ptkb(a, b)] == [(3, 1.0), (1, 0.5), (4, 0.5)]
+    # rankings from a set classifier: only what a selection used counts, the rest trails unused
+    ra, rb = ranking_from_set(PTKB, a), ranking_from_set(PTKB, b)
+    union = union_ptkb(ra, rb)
+    assert [(u.index, u.score, u.used) for u in union[:3]] == [(3, 1.0, True), (1, 0.5, True), (4, 0.5, True)]
+    assert len(union) == len(PTKB) and not any(u.used or u.score for u in union[3:])
+    assert used_only(union) == union[:3]
 
 
 # ----------------------------------------------------------------------------- rewriting

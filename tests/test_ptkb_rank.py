@@ -9,7 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simloop.parts.ptkb_rank import DEFAULT_PARAMS, RankParams, rank_ptkb, score_statements, select_used
+from simloop.parts.ptkb_rank import (
+    DEFAULT_PARAMS, RankParams, as_uses, rank_ptkb, rank_ptkb_uses, score_statements, select_used,
+)
 
 PTKB = [
     "I have two cats at home.",
@@ -67,6 +69,21 @@ async def test_lexical_weight_pulls_up_statements_sharing_words(minilm):
     lexical = dict(await rank_ptkb(embedder, utterance, [], PTKB, RankParams(lexical_weight=0.5)))
     assert lexical[3] > plain[3]  # shares "orchestra"
     assert lexical[1] == plain[1]  # shares nothing
+
+
+async def test_provenance_is_the_whole_ranking_with_the_used_head_marked(minilm):
+    params = RankParams(used_threshold=0.2, used_top_k=2, used_min=1)
+    uses = await rank_ptkb_uses(minilm, VAGUE, EARLIER, PTKB, params)
+    ranking = await rank_ptkb(minilm, VAGUE, EARLIER, PTKB, params)
+    assert [(u.index, u.score) for u in uses] == ranking  # every statement, best first
+    assert all(u.statement == PTKB[u.index - 1] for u in uses)
+    assert [u.index for u in uses if u.used] == select_used(ranking, params)
+    assert uses[0].used and uses[0].index == 3
+
+
+def test_as_uses_marks_exactly_the_chosen():
+    uses = as_uses([(2, 0.5), (1, 0.2), (3, 0.1)], ["a", "b", "c"], [2])
+    assert [(u.index, u.statement, u.used) for u in uses] == [(2, "b", True), (1, "a", False), (3, "c", False)]
 
 
 async def test_empty_ptkb_gives_an_empty_ranking(minilm):

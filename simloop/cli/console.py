@@ -114,7 +114,7 @@ def _overview(ts: list[Transcript]) -> Table:
         t.add_column(col, overflow="fold")
     for tr in ts:
         grades = [x.user.grade for x in tr.turns if x.user.grade is not None]
-        ptkb = sum(len(x.assistant.ptkb_provenance) for x in tr.turns)
+        ptkb = sum(p.used for x in tr.turns for p in x.assistant.ptkb_provenance)
         t.add_row(tr.dialogue_id, str(len(tr.turns)), tr.stop.reason, tr.stop.by,
                   f"{mean(grades):.1f}" if grades else "-", str(ptkb), str(tr.usage.calls))
     return t
@@ -134,6 +134,8 @@ def _dialogue(tr: Transcript) -> None:
         if a.rewritten_query:
             out.print(f"   [dim]query:[/] {a.rewritten_query}")
         for p in a.ptkb_provenance:
+            if not p.used:  # the ranking's tail: scored, not relied on
+                continue
             score = f" ({p.score:.2f})" if p.score is not None else ""
             out.print(f"   [magenta]PTKB {p.index}[/]{score}: {p.statement}")
         out.print(f"   [bold green]assistant[/] {a.response}")

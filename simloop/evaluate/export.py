@@ -166,7 +166,8 @@ def _ikat(ts: Sequence[Transcript], sources: dict[str, Persona] | None) -> list[
             "utterance": x.user.utterance,
             "resolved_utterance": x.assistant.rewritten_query or x.user.utterance,
             "response": x.assistant.response,
-            "ptkb_provenance": list(dict.fromkeys(p.index for p in x.assistant.ptkb_provenance)),
+            # a topic file's provenance is a set: the statements the answer used
+            "ptkb_provenance": list(dict.fromkeys(p.index for p in x.assistant.ptkb_provenance if p.used)),
             "response_provenance": [p.docid for p in sorted(x.assistant.passages, key=lambda p: p.rank) if p.used],
         } for x in t.turns]
         topics.append({"number": numbers[t.dialogue_id], "title": topic.title if topic else t.scenario.topic_id,
@@ -189,10 +190,13 @@ def _trec_run(ts: Sequence[Transcript], ptkb: bool) -> list[str]:
             if owner.setdefault(qid, t.dialogue_id) != t.dialogue_id:
                 raise BadInputError(f"qid {qid} occurs in {owner[qid]} and {t.dialogue_id} (the run repeats topics); "
                                     "pick one with --repeat K or --persona ID")
-            if ptkb:
-                used = _first_of_each(x.assistant.ptkb_provenance, lambda p: p.index)
-                items = [(str(p.index), p.score if p.score is not None else float(len(used) - i))
-                         for i, p in enumerate(used)]
+            if ptkb:  # the whole ranking; trec_eval sorts by score and breaks ties by docid,
+                # so scores that do not strictly fall with the rank become rank-based ones
+                ranked = _first_of_each(x.assistant.ptkb_provenance, lambda p: p.index)
+                scores = [p.score for p in ranked]
+                if any(s is None for s in scores) or any(a <= b for a, b in zip(scores, scores[1:])):
+                    scores = [float(len(ranked) - i) for i in range(len(ranked))]
+                items = [(str(p.index), s) for p, s in zip(ranked, scores)]
             else:
                 ranked = _first_of_each(sorted(x.assistant.passages, key=lambda p: p.rank), lambda p: p.docid)
                 items = [(p.docid, p.score) for p in ranked]
@@ -284,7 +288,7 @@ def _parquet_table(ts: Sequence[Transcript]):
         "utterance": x.user.utterance, "response": x.assistant.response,
         "rewritten_query": x.assistant.rewritten_query, "rubric_id": x.user.rubric_id, "grade": x.user.grade,
         "passages": [{"rank": p.rank, "docid": p.docid, "score": p.score, "used": p.used} for p in x.assistant.passages],
-        "ptkb_indices": [p.index for p in x.assistant.ptkb_provenance], "latency_ms": x.latency_ms,
+        "ptkb_indices": [p.index for p in x.assistant.ptkb_provenance if p.used], "latency_ms": x.latency_ms,
         "prompt_tokens": sum(s.prompt_tokens for s in x.stages),
         "completion_tokens": sum(s.completion_tokens for s in x.stages), "stop_reason": t.stop.reason,
     } for t in ts for x in t.turns]

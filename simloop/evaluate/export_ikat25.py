@@ -221,7 +221,7 @@ def _references(x: Turn, notes: _Notes) -> dict[str, float]:
 
 
 def _used_statements(x: Turn) -> list[str]:
-    used = [p.statement for p in x.assistant.ptkb_provenance if getattr(p, "used", None) is not False]
+    used = [p.statement for p in x.assistant.ptkb_provenance if p.used]
     return list(dict.fromkeys(used))
 
 

@@ -125,7 +125,8 @@ def _cited_ptkb(t: Transcript) -> str:
     seen: dict[int, str] = {}
     for turn in t.turns:
         for p in turn.assistant.ptkb_provenance:
-            seen.setdefault(p.index, p.statement)
+            if p.used:  # the ranking's tail is what the assistant did not rely on
+                seen.setdefault(p.index, p.statement)
     if not seen:
         return "(the assistant cited no facts about the user)"
     return "\n".join(f"- {s}" for _, s in sorted(seen.items()))

@@ -31,15 +31,19 @@ from ..schema import Transcript, Turn
 
 __all__ = [
     "ikat_qid", "turn_key", "read_ptkb_qrels", "read_passage_qrels", "ptkb_scores", "passage_scores",
-    "ProvenanceResult", "PTKB_MEASURES", "PASSAGE_MEASURES", "PASSAGE_REL",
+    "ProvenanceResult", "PTKB_MEASURES", "PTKB_RANKED", "PTKB_SET", "PASSAGE_MEASURES", "PASSAGE_REL",
+    "ptkb_ranked_ids", "ptkb_used_ids",
 ]
 
-# Our summary keys → ir_measures measures (names fixed by DESIGN §11).
-PTKB_MEASURES = {
+# Our summary keys → ir_measures measures (names fixed by DESIGN §11).  Ranked measures
+# read a turn's whole ``ptkb_provenance`` (the assistant's ranking); set measures read
+# only the statements marked ``used`` (DESIGN §4).
+PTKB_RANKED = {
     "P@3": P @ 3, "R@3": R @ 3, "nDCG@3": nDCG @ 3,
     "P@5": P @ 5, "R@5": R @ 5, "nDCG@5": nDCG @ 5,
-    "P": SetP, "R": SetR, "F1": SetF,
 }
+PTKB_SET = {"P": SetP, "R": SetR, "F1": SetF}
+PTKB_MEASURES = {**PTKB_RANKED, **PTKB_SET}
 # iKAT binarises passage grades at 2 ("moderately meets") for P, MAP and recall;
 # nDCG uses the graded judgments as they are.
 PASSAGE_REL = 2
@@ -157,10 +161,21 @@ def _ptkb_gold(t: Transcript, turn: Turn, qrels: Qrels | None) -> dict[str, int]
     return None
 
 
+def ptkb_ranked_ids(turn: Turn) -> list[str]:
+    """The turn's PTKB ranking as qrels keys, best first (what ranked metrics read)."""
+    return [str(p.index) for p in turn.assistant.ptkb_provenance]
+
+
+def ptkb_used_ids(turn: Turn) -> list[str]:
+    """The statements the answer relies on, in ranking order (what set metrics read)."""
+    return [str(p.index) for p in turn.assistant.ptkb_provenance if p.used]
+
+
 def ptkb_scores(transcripts: Sequence[Transcript], qrels: Qrels | None = None) -> ProvenanceResult:
     """The ``"ptkb"`` block: ``--ptkb-qrels`` when given, else the replayed topics' gold."""
     gold_qrels: list[ir_measures.Qrel] = []
-    run: list[ir_measures.ScoredDoc] = []
+    ranked: list[ir_measures.ScoredDoc] = []
+    used: list[ir_measures.ScoredDoc] = []
     judged = scored = overuse = 0
     for t in transcripts:
         for turn in t.turns:
@@ -168,21 +183,25 @@ def ptkb_scores(transcripts: Sequence[Transcript], qrels: Qrels | None = None) -
             if gold is None:
                 continue
             judged += 1
-            used = [str(p.index) for p in turn.assistant.ptkb_provenance]
             if not any(g >= 1 for g in gold.values()):
-                overuse += bool(used)
+                overuse += bool(ptkb_used_ids(turn))
                 continue  # no relevant statement: excluded from the means, counted above
             scored += 1
             key = turn_key(t, turn)
             gold_qrels += [ir_measures.Qrel(key, k, g) for k, g in gold.items()]
-            run += _ranked(used, key)
+            ranked += _ranked(ptkb_ranked_ids(turn), key)
+            used += _ranked(ptkb_used_ids(turn), key)
     if judged == 0:
         return ProvenanceResult(None)
     summary: dict = {name: None for name in PTKB_MEASURES}
     per: dict[str, dict[str, float]] = {}
     if scored:
-        means, per = _evaluate(PTKB_MEASURES, gold_qrels, run)
+        means, per = _evaluate(PTKB_RANKED, gold_qrels, ranked)
+        set_means, set_per = _evaluate(PTKB_SET, gold_qrels, used)
         summary.update(means)
+        summary.update(set_means)
+        for key in set(per) | set(set_per):
+            per[key] = {**per.get(key, {}), **set_per.get(key, {})}
     summary.update(turns=scored, judged_turns=judged, overuse_turns=overuse,
                    source="ptkb-qrels" if qrels is not None else "topic-file")
     return ProvenanceResult(summary, per)

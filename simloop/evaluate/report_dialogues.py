@@ -46,7 +46,7 @@ def _ptkb(x: Turn) -> str:
     if not ranked:
         return f'<div class="kv"><b>PTKB</b> none ranked{gold}</div>'
     items = "".join(
-        f'<li class="{"used" if getattr(p, "used", None) is not False else "dim"}">#{p.index} '
+        f'<li class="{"used" if p.used else "dim"}">#{p.index} '
         f'<span class="dim">{fmt(p.score)}</span> {_e(p.statement)}</li>' for p in ranked[:_PTKB_SHOWN])
     more = f'<li class="dim">… {len(ranked) - _PTKB_SHOWN} more</li>' if len(ranked) > _PTKB_SHOWN else ""
     return f'<div class="kv"><b>PTKB</b> (bold = used){gold}<ol>{items}{more}</ol></div>'

@@ -23,7 +23,7 @@ from ..text import content_words, stem
 
 __all__ = [
     "format_ptkb", "uses_from_indices", "classify_ptkb_llm", "score_ptkb_llm", "lexical_scores",
-    "vote_ptkb", "union_ptkb", "PtkbChoice", "PtkbScores",
+    "vote_ptkb", "union_ptkb", "PtkbChoice", "PtkbScores", "ranking_from_set", "used_only",
 ]
 
 _CLASSIFY_SYSTEM = (
@@ -75,15 +75,32 @@ def uses_from_indices(ptkb: Sequence[str], indices: Sequence[Any], score: float 
     return out
 
 
+def ranking_from_set(ptkb: Sequence[str], chosen: Sequence[PtkbUse]) -> list[PtkbUse]:
+    """A set selection as a ranking (DESIGN §4): the chosen statements first, in their
+    order, ``used``; then every other statement, ``used = False`` with score 0, in PTKB
+    order (the selector judged them all and kept none of them)."""
+    picked = [c.model_copy(update={"used": True}) for c in chosen]
+    seen = {c.index for c in picked}
+    rest = [PtkbUse(index=i, statement=s, score=0.0, used=False)
+            for i, s in enumerate(ptkb, start=1) if i not in seen]
+    return [*picked, *rest]
+
+
+def used_only(uses: Sequence[PtkbUse]) -> list[PtkbUse]:
+    """The statements a ranking marks ``used``, best first: what an answer relies on."""
+    return [u for u in uses if u.used]
+
+
 async def classify_ptkb_llm(chat: Any, ptkb: Sequence[str], utterance: str, context: str = "", *,
                             stage: str = "ptkb.classify") -> tuple[list[PtkbUse], Stage]:
-    """The statements an LLM marks relevant to ``utterance`` (binary, score 1.0)."""
+    """Every statement, the ones an LLM marks relevant to ``utterance`` first (``used``,
+    score 1.0), the rest after them (``ranking_from_set``)."""
     if not ptkb:
         return [], Stage(name=stage)
     content = prompt_sections(utterance, context, extra=[("Personal knowledge base", format_ptkb(ptkb))])
     messages = [{"role": "system", "content": _CLASSIFY_SYSTEM}, {"role": "user", "content": content}]
     choice, st = await chat.structured(messages, PtkbChoice, stage=stage, temperature=0.0)
-    return uses_from_indices(ptkb, choice.relevant), st
+    return ranking_from_set(ptkb, uses_from_indices(ptkb, choice.relevant)), st
 
 
 async def score_ptkb_llm(chat: Any, ptkb: Sequence[str], candidates: Sequence[PtkbUse], query: str, *,
@@ -136,13 +153,14 @@ def vote_ptkb(candidates: Sequence[PtkbUse], scores: Mapping[str, Mapping[int, f
 
 
 def union_ptkb(*selections: Sequence[PtkbUse]) -> list[PtkbUse]:
-    """Statements chosen by any selection; score = share of selections that chose it."""
+    """A ranking by the share of selections that use each statement (its score); the
+    statements any selection uses are ``used``, the others follow with score 0."""
     count: dict[int, int] = {}
     first: dict[int, PtkbUse] = {}
     for sel in selections:
         for use in {u.index: u for u in sel}.values():
-            count[use.index] = count.get(use.index, 0) + 1
+            count[use.index] = count.get(use.index, 0) + int(use.used)
             first.setdefault(use.index, use)
     n = len(selections) or 1
     order = sorted(count, key=lambda i: (-count[i], i))
-    return [first[i].model_copy(update={"score": round(count[i] / n, 4)}) for i in order]
+    return [first[i].model_copy(update={"score": round(count[i] / n, 4), "used": count[i] > 0}) for i in order]

@@ -61,7 +61,7 @@ from .ptkb_llm import lexical_scores
 
 __all__ = [
     "RankParams", "DEFAULT_PARAMS", "rank_ptkb", "select_used", "score_statements", "similarities", "query_texts",
-    "lexical_matrix", "order_scores",
+    "lexical_matrix", "order_scores", "as_uses", "rank_ptkb_uses",
 ]
 
 
@@ -176,3 +176,24 @@ def select_used(ranking: Sequence[tuple[int, float]], params: RankParams | None 
     if len(used) < params.used_min:
         used = [i for i, _ in head[: params.used_min]]
     return used
+
+
+def as_uses(ranking: Sequence[tuple[int, float]], ptkb: Sequence[str], used: Sequence[int]) -> list[PtkbUse]:
+    """The ranking as ``ptkb_provenance`` (DESIGN §4): every statement, best first, ``used``
+    set on the chosen ones."""
+    chosen = set(used)
+    return [PtkbUse(index=i, statement=ptkb[i - 1], score=score, used=i in chosen) for i, score in ranking]
+
+
+async def rank_ptkb_uses(
+    embedder: Embedder,
+    utterance: str,
+    history_utterances: Sequence[str],
+    ptkb: Sequence[str],
+    params: RankParams | None = None,
+) -> list[PtkbUse]:
+    """``rank_ptkb`` + ``select_used`` as a turn's ``ptkb_provenance``; what the no-LLM
+    agents record (``[p for p in uses if p.used]`` are the statements they rely on)."""
+    params = params or DEFAULT_PARAMS
+    ranking = await rank_ptkb(embedder, utterance, history_utterances, ptkb, params)
+    return as_uses(ranking, ptkb, select_used(ranking, params))

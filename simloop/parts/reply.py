@@ -39,6 +39,6 @@ async def grounded_reply(chat: Any, *, utterance: str, hits: Sequence[Hit], show
     ``generate`` passes on to ``grounded_answer`` (``suggestion``, ``drafts`` ...)."""
     passages = hits[:shown] if isinstance(shown, int) else (hits if shown is None else shown)
     answer = await grounded_answer(chat, utterance=utterance, hits=passages, context=context,
-                                   ptkb=[p.statement for p in ptkb], max_words=max_words, query=query, **generate)
+                                   ptkb=[p.statement for p in ptkb if p.used], max_words=max_words, query=query, **generate)
     return build_reply(response=answer.response, hits=hits, used=answer.used, ptkb=ptkb, context=info,
                        stages=[*stages, answer.stage], query=query)

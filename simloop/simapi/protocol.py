@@ -188,7 +188,7 @@ def reply_payload(run_id: str, reply: AssistantReply | None, *, extension: bool)
     citations: dict[str, float] = {}
     for p in reply.passages:
         citations[p.docid] = max(float(p.score), citations.get(p.docid, float("-inf")))
-    statements = list(dict.fromkeys(u.statement for u in reply.ptkb_provenance))
+    statements = list(dict.fromkeys(u.statement for u in reply.ptkb_provenance if u.used))  # a set, as Sim.API has it
     meta: dict[str, Any] = {"ptkb_provenance": statements}
     if extension:
         meta["simloop"] = {

@@ -1,0 +1,65 @@
+"""`simloop eval` on the PTKB provenance bm25_extractive records scores as the bench does
+(issue 12: the same PTKB figure from a replay and from scripts/bench_ptkb.py).
+
+Real MiniLM, the real iKAT 2023 test topics and NIST PTKB qrels; only the retriever is a
+seam fake (the PTKB stage never reads it)."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import IKAT
+from agents.bm25_extractive import BM25Extractive
+from simloop.evaluate.provenance import ptkb_scores
+from simloop.fakes.seams import MemoryRetriever
+from simloop.parts.ptkb_rank import DEFAULT_PARAMS
+from simloop.run.plugins import Context
+from simloop.schema import DialogueState, Scenario, UserTurn
+from test_bm25_extractive import DOCS, make_config
+
+CONVERSATIONS = 2  # enough turns to carry history; the full set is the bench's job
+
+
+@pytest.fixture
+def bench_ptkb(monkeypatch):
+    if not (IKAT / "2023" / "ptkb_rel_nist").is_file():
+        pytest.skip("iKAT data not available")
+    monkeypatch.setenv("SIMLOOP_IKAT_DATA", str(IKAT))
+    saved = list(sys.path)
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+    try:
+        yield importlib.import_module("bench_ptkb")
+    finally:
+        sys.path[:] = saved
+        sys.modules.pop("bench_ptkb", None)
+
+
+async def test_agent_provenance_scores_as_the_bench(bench_ptkb, minilm):
+    ts = bench_ptkb.TopicSet("ikat23", bench_ptkb.data_dir())
+    picked = {p.id for p in ts.personas[:CONVERSATIONS]}
+    rankings, used = await bench_ptkb.rank_all(ts, minilm, DEFAULT_PARAMS)
+    bench = ts.score(rankings, used, only=picked)
+
+    agent = BM25Extractive(Context(make_config(), overrides={"retriever": MemoryRetriever(DOCS), "embedder": minilm}))
+    replayed = []
+    for persona, t in zip(ts.personas, ts.transcripts):
+        if persona.id not in picked:
+            continue
+        scenario = Scenario(dialogue_id=t.dialogue_id, persona=persona, topic=persona.topics[0],
+                            behaviour=persona.behaviour, seed=0)
+        state = DialogueState(dialogue_id=t.dialogue_id, scenario=scenario)
+        for turn in t.turns:  # the replay: gold utterances in order, the agent's own answers
+            state.user = UserTurn(utterance=turn.user.utterance)
+            reply = await agent.respond(state)
+            assert sorted(u.index for u in reply.ptkb_provenance) == list(range(1, len(persona.ptkb) + 1))
+            turn.assistant = reply.to_turn()
+            state.turns.append(turn)
+        replayed.append(t)
+    assert sum(len(t.turns) for t in replayed) > 10
+    agent_scores = ptkb_scores(replayed, ts.qrels).summary
+    assert agent_scores["turns"] > 0
+    assert {k: agent_scores[k] for k in bench} == bench
