@@ -42,7 +42,7 @@ def tiny_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("tiny")
     corpus = write_jsonl(base / "corpus.jsonl", DOCS)
     out = base / "index"
-    assert build_index(corpus, out, threads=1) == len(DOCS)
+    assert build_index(corpus, out, threads=1, embeddings=True) == len(DOCS)  # with MiniLM passage vectors
     return out
 
 
@@ -184,6 +184,30 @@ async def test_build_and_search_tiny_index(tiny_index: Path):
         await retriever.aclose()
     with pytest.raises(RetrievalError, match="closed"):
         await retriever.search("cello")
+
+
+@pytest.mark.slow
+async def test_rerank_reads_stored_passage_vectors_and_agrees_with_fresh_ones(tiny_index: Path):
+    from simloop.parts.retrieve import embedding_rerank
+    from simloop.search.embeddings import open_embedder
+    from simloop.search.vectors import has_vectors
+
+    assert has_vectors(tiny_index)
+    retriever = await open_retriever(RetrievalConfig(index=tiny_index))
+    stored, fresh = await open_embedder(index=tiny_index), await open_embedder()
+    try:
+        hits = await retriever.search("vegetarian food made from soy in Portugal", k=6)
+        assert len(hits) >= 2
+        a = await embedding_rerank(stored, "a vegetarian dish", hits)
+        b = await embedding_rerank(fresh, "a vegetarian dish", hits)
+    finally:
+        await retriever.aclose()
+        await stored.aclose()
+        await fresh.aclose()
+    assert [h.docid for h in a] == [h.docid for h in b] and a[0].docid == "tofu"
+    assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=2e-3)
+    assert stored.stats["stored_hits"] == len(hits) and stored.stats["texts"] == 1  # only the query encoded
+    assert fresh.stats["texts"] == len(hits) + 1
 
 
 @pytest.mark.slow

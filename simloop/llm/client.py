@@ -48,10 +48,16 @@ class ChatResult:
 # ----------------------------------------------------------------------------- helpers
 
 
-def _completion_type() -> type:
-    from openai.types.chat import ChatCompletion
+def _count(value: Any) -> int:
+    """A token count from the usage block (absent, null or malformed counts as 0)."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
-    return ChatCompletion
+
+def _content(choice: Any) -> str:
+    """The text of one choice of a decoded chat completion ("" when missing)."""
+    message = choice.get("message") if isinstance(choice, dict) else None
+    content = message.get("content") if isinstance(message, dict) else None
+    return content if isinstance(content, str) else ""
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -239,16 +245,19 @@ class ChatModel:
         self._usage.requests += 1
         # client.post, not chat.completions.create: create() re-walks the params through its
         # TypedDict transform, a fifth of the client's CPU per call (measured); ours are plain JSON.
-        response = await self._client.post("/chat/completions", cast_to=_completion_type(), body=send,
+        # cast_to=object hands back the decoded JSON as it is: building ChatCompletion models
+        # (construct_type over every field) was another tenth, for three values we read.
+        response = await self._client.post("/chat/completions", cast_to=object, body=send,
                                            options={"timeout": self.settings.timeout_s})
-        choices = getattr(response, "choices", None)
+        choices = response.get("choices") if isinstance(response, dict) else None
         if not isinstance(choices, list):  # e.g. an HTML page with status 200 from a misconfigured proxy
             raise LLMError(f"{self._where()}: the endpoint did not answer with a chat completion")
-        usage = getattr(response, "usage", None)
-        prompt = getattr(usage, "prompt_tokens", None) or estimate
-        completion = getattr(usage, "completion_tokens", None) or 0
+        usage = response.get("usage")
+        usage = usage if isinstance(usage, dict) else {}
+        prompt = _count(usage.get("prompt_tokens")) or estimate
+        completion = _count(usage.get("completion_tokens"))
         self._endpoint.reconcile(entry, prompt + completion)
-        texts = [(getattr(getattr(c, "message", None), "content", None) or "") for c in choices]
+        texts = [_content(c) for c in choices]
         if not texts or any(not t.strip() for t in texts):
             raise EmptyCompletionError(f"{self._where()}: the model returned empty content")
         return texts, prompt, completion

@@ -1,20 +1,31 @@
-"""The HTTP client under each endpoint's ``AsyncOpenAI``: connection pools split into shards.
+"""The HTTP client under each endpoint's ``AsyncOpenAI``: aiohttp by default, httpx2 as fallback.
 
-httpcore's pool re-scans every connection and queued request twice per request.  With
-1,000 dialogues in flight on one endpoint that scan costs about a millisecond of CPU per
-request (measured), enough to make the client, not the server, the bottleneck.  Spreading
-requests round-robin over a few smaller pools keeps each scan short; one ``AsyncOpenAI``
-client and one ``httpx2.AsyncClient`` still serve the whole endpoint.  Imported lazily.
+openai's own aiohttp transport (``DefaultAioHttpClient``, the ``openai[aiohttp]`` extra)
+spends about half the CPU per request of its httpx2 stack (httpcore, anyio; measured in
+``scripts/bench`` section concurrency), and one core is what bounds a run with 1,000
+dialogues in flight.  Without aiohttp, or with ``SIMLOOP_LLM_HTTP=httpx``, the fallback
+is httpx2 over sharded pools: httpcore's pool re-scans every connection and queued request
+twice per request, so requests go round-robin over a few smaller pools to keep each scan
+short.  Either way one ``AsyncOpenAI`` client serves the whole endpoint.  Imported lazily.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
+import os
+from importlib.util import find_spec
+from typing import Any
 
 import httpx2
 import openai
 
-__all__ = ["ShardedTransport", "make_http_client"]
+__all__ = ["ShardedTransport", "make_http_client", "transport_name", "TRANSPORTS"]
+
+log = logging.getLogger(__name__)
+
+TRANSPORTS = ("aiohttp", "httpx")
+ENV = "SIMLOOP_LLM_HTTP"  # "httpx" forces the fallback (e.g. to compare, or behind a proxy aiohttp dislikes)
 
 
 class ShardedTransport(httpx2.AsyncBaseTransport):
@@ -34,6 +45,25 @@ class ShardedTransport(httpx2.AsyncBaseTransport):
             await pool.aclose()
 
 
-def make_http_client(timeout_s: float, shards: int = 16, per_shard: int = 128) -> httpx2.AsyncClient:
-    """openai's defaults (redirects, timeouts) over the sharded transport."""
+def transport_name(wanted: str | None = None) -> str:
+    """``aiohttp`` when installed and not overridden (argument, then ``$SIMLOOP_LLM_HTTP``), else ``httpx``."""
+    wanted = (wanted or os.environ.get(ENV) or "aiohttp").strip().lower()
+    if wanted not in TRANSPORTS:
+        log.warning("%s=%r is not one of %s; using aiohttp when installed", ENV, wanted, ", ".join(TRANSPORTS))
+        wanted = "aiohttp"
+    if wanted == "aiohttp" and find_spec("aiohttp") is None:
+        return "httpx"
+    return wanted
+
+
+def make_http_client(timeout_s: float, shards: int = 16, per_shard: int = 128, *, transport: str | None = None) -> Any:
+    """openai's defaults (redirects, timeouts) over aiohttp, or over the sharded httpx2 pools.
+
+    Both allow ``shards * per_shard`` connections, kept alive: 1,000 dialogues in flight
+    must not reconnect (openai's default keeps 100 alive, and reconnecting costs 4x the CPU).
+    """
+    connections = max(1, shards) * per_shard
+    if transport_name(transport) == "aiohttp":
+        limits = httpx2.Limits(max_connections=connections, max_keepalive_connections=connections)
+        return openai.DefaultAioHttpClient(timeout=timeout_s, limits=limits)
     return openai.DefaultAsyncHttpxClient(transport=ShardedTransport(shards, per_shard), timeout=timeout_s)

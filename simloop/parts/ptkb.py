@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Sequence
 
 from ..search import Embedder, cosine
+from ..search.embeddings import encode_fixed
 from ..schema import PtkbUse
 
 __all__ = ["rank_ptkb_by_embedding", "DEFAULT_THRESHOLD"]
@@ -28,8 +30,9 @@ async def rank_ptkb_by_embedding(
     """
     if not ptkb or not query_text.strip() or top_k <= 0:
         return []
-    vectors = await embedder.encode([query_text, *ptkb])
-    scores = cosine(vectors[:1], vectors[1:])[0]
+    # The statements repeat every turn of the dialogue: kept as fixed texts, never re-encoded.
+    query, statements = await asyncio.gather(embedder.encode([query_text]), encode_fixed(embedder, ptkb))
+    scores = cosine(query, statements)[0]
     order = sorted(range(len(ptkb)), key=lambda i: (-float(scores[i]), i))
     return [
         PtkbUse(index=i + 1, statement=ptkb[i], score=round(float(scores[i]), 4))

@@ -50,13 +50,14 @@ context, and no train-chosen setting reached the targets.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, fields
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from ..schema import PtkbUse
-from ..search.embeddings import Embedder, cosine
+from ..search.embeddings import Embedder, cosine, encode_fixed
 from .ptkb_llm import lexical_scores
 
 __all__ = [
@@ -142,8 +143,10 @@ def query_texts(utterance: str, history_utterances: Sequence[str], max_history: 
 async def similarities(embedder: Embedder, texts: Sequence[str], ptkb: Sequence[str]) -> np.ndarray:
     """(len(texts), len(ptkb)) MiniLM cosines in one encode call (statements and earlier
     utterances usually come from the embedder's cache)."""
-    vectors = await embedder.encode([*texts, *ptkb])
-    return cosine(vectors[: len(texts)], vectors[len(texts):])
+    if not texts or not ptkb:
+        return np.zeros((len(texts), len(ptkb)), dtype=np.float32)
+    said, statements = await asyncio.gather(embedder.encode(list(texts)), encode_fixed(embedder, ptkb))
+    return cosine(said, statements)
 
 
 async def rank_ptkb(

@@ -19,6 +19,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..search import Hit, cosine
+from ..search.embeddings import encode_passages
+from ..search.vectors import RERANK_CHARS, passage_text
 from ..schema import Passage
 from ..text import count_tokens
 
@@ -28,9 +30,6 @@ __all__ = ["search_all", "rrf_fuse", "multi_query", "embedding_rerank", "format_
 RRF_K = 60  # the usual constant (Cormack et al. 2009): damps the head of each list
 PASSAGE_CHARS = 1200  # passage text shown to a model; the demo summaries are mostly shorter
 SNIPPET_CHARS = 300  # passage text kept in the transcript, as bm25_extractive does
-# Re-ranking reads the head of each passage: MiniLM sees at most 256 word pieces anyway, and
-# on a CPU its cost grows with the text (100 passages: ~3 s at 300 chars, ~5 s at 1,200).
-RERANK_CHARS = 600
 
 
 async def search_all(retriever: Any, queries: Sequence[str], k: int) -> list[list[Hit]]:
@@ -66,14 +65,17 @@ async def embedding_rerank(embedder: Any, query: str, hits: Sequence[Hit], top_n
                            profile: str | None = None, profile_weight: float = 0.0, prior_weight: float = 0.0,
                            chars: int = RERANK_CHARS) -> list[Hit]:
     """Hits re-scored by ``(1 - pw - rw) * cos(query, doc) + pw * cos(profile, doc) + rw * prior``
-    (prior = 1 for the first-stage top hit down to 0 for the last), best first."""
+    (prior = 1 for the first-stage top hit down to 0 for the last), best first.
+
+    Passage vectors come from the index when it stores them (``index build --embeddings``)
+    or from earlier turns; only the query (and profile) and unseen passages are encoded."""
     if not hits:
         return []
-    texts = [f"{h.title}\n{h.text[:chars]}" if h.title and not h.text.startswith(h.title) else h.text[:chars]
-             for h in hits]
+    texts = [passage_text(h.title, h.text, chars) for h in hits]
     heads = [query, profile] if profile and profile_weight > 0 else [query]
-    vecs = await embedder.encode([*heads, *texts])
-    sims = cosine(vecs[: len(heads)], vecs[len(heads):])
+    head_vecs, doc_vecs = await asyncio.gather(embedder.encode(heads),
+                                               encode_passages(embedder, [h.docid for h in hits], texts))
+    sims = cosine(head_vecs, doc_vecs)
     n = len(hits)
     prior = np.linspace(1.0, 0.0, n) if n > 1 else np.ones(1)
     pw = profile_weight if len(heads) == 2 else 0.0

@@ -18,11 +18,12 @@ import inspect
 import os
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 
 from pydantic import TypeAdapter
 
-from ..errors import BadInputError, PluginNotFoundError
+from ..errors import BadInputError, DataFileError, PluginNotFoundError
 from ..schema import AssistantReply, DialogueState, SimulatorTurn
 
 if TYPE_CHECKING:  # heavy modules, imported only when a plugin asks for them
@@ -97,7 +98,21 @@ class Context:
         worker thread stopped) by ``aclose``."""
         from ..search.embeddings import open_embedder
 
-        return await self._get("embedder", open_embedder)
+        # Passage vectors stored with the run's index make re-ranking a lookup; the demo
+        # index's folder is resolved on first use (retrieval builds it first).
+        index = self.config.retrieval.index
+
+        def stored() -> Path | None:
+            from ..search.corpus import demo_index_path
+
+            if index is not None:
+                return Path(index).expanduser()
+            try:
+                return demo_index_path()
+            except DataFileError:  # no demo corpus installed: nothing stored either
+                return None
+
+        return await self._get("embedder", lambda: open_embedder(index=stored))
 
     def chat(self, role: str):
         """The ChatModel for ``role`` (``simulator``, ``assistant``, ``judge`` or an

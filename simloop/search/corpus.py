@@ -33,6 +33,7 @@ __all__ = [
     "is_lucene_index",
     "build_index",
     "demo_index",
+    "demo_index_path",
 ]
 
 log = logging.getLogger(__name__)
@@ -207,12 +208,14 @@ def _install(built: Path, out: Path, scratch: Path) -> None:
     os.rename(built, out)
 
 
-def build_index(corpus: Path, out: Path, threads: int = 2) -> int:
+def build_index(corpus: Path, out: Path, threads: int = 2, embeddings: bool = False) -> int:
     """Index a JsonCollection corpus (a .jsonl file or a folder of them) into ``out``.
 
     The corpus is validated first (DataFileError names file, line and field); the index is
     built in a temp folder next to ``out`` and renamed into place, so a failure leaves
-    nothing half-written.  Returns the number of documents indexed.
+    nothing half-written.  ``embeddings``: also store every passage's MiniLM vector in the
+    index folder (``search/vectors.py``; ~20-50 ms of CPU per passage, once).  Returns the
+    number of documents indexed.
     """
     files, lines = validate_corpus(Path(corpus))
     out = Path(out).expanduser()
@@ -224,6 +227,8 @@ def build_index(corpus: Path, out: Path, threads: int = 2) -> int:
         _stage_inputs(files, scratch / "input")
         log.info("indexing %d documents from %s", lines, corpus)
         count = _run_indexer(scratch / "input", scratch / "index", max(1, threads))
+        if embeddings:
+            _embed(files, scratch / "index")
         _install(scratch / "index", out, scratch)
     except SimloopError:
         raise
@@ -235,26 +240,46 @@ def build_index(corpus: Path, out: Path, threads: int = 2) -> int:
     return count
 
 
-def demo_index(cache_dir: Path | None = None) -> Path:
-    """The Wikipedia-summaries index, built once into ``<cache>/index/wiki-<key>``.
+def _embed(files: list[Path], index: Path) -> None:
+    from .embeddings import load_minilm
+    from .vectors import encode_blocking, write_vectors
+
+    log.info("embedding the passages of %s (MiniLM, once)", index)
+    write_vectors(index, files, encode_blocking(load_minilm()))
+
+
+def demo_index_path(cache_dir: Path | None = None) -> Path:
+    """Where ``demo_index`` keeps the demo index (nothing is built)."""
+    return cache_root(cache_dir) / "index" / f"wiki-{demo_key(wiki_source())}"
+
+
+def demo_index(cache_dir: Path | None = None, embeddings: bool | None = None) -> Path:
+    """The Wikipedia-summaries index, built once into ``<cache>/index/wiki-<key>``, with its
+    passage vectors (``embeddings``; default: unless ``$SIMLOOP_DEMO_VECTORS`` is ``0``).
 
     ``<cache>`` is ``cache_dir``, ``$SIMLOOP_CACHE`` or ``~/.cache/simloop``.  A file lock
-    makes concurrent first calls (threads or processes) build it only once.
+    makes concurrent first calls (threads or processes) build it only once; an index built
+    before vectors existed gets them added in place.
     """
     from filelock import FileLock  # comes with huggingface_hub (sentence-transformers)
 
-    root = cache_root(cache_dir)
-    source = wiki_source()
-    key = demo_key(source)
-    out = root / "index" / f"wiki-{key}"
-    if is_lucene_index(out):
+    from .vectors import has_vectors
+
+    if embeddings is None:
+        embeddings = os.environ.get("SIMLOOP_DEMO_VECTORS", "1") != "0"
+    out = demo_index_path(cache_dir)
+    if is_lucene_index(out) and (has_vectors(out) or not embeddings):
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(out.parent / f".wiki-{key}.lock")):
+    with FileLock(str(out.parent / f".{out.name}.lock")):
+        corpus = out.parent.parent / "corpus" / f"{out.name}.jsonl"
         if not is_lucene_index(out):  # another process may have built it while we waited
-            corpus = root / "corpus" / f"wiki-{key}.jsonl"
             if not corpus.is_file():
                 write_wiki_corpus(corpus)
             log.info("building the demo index once into %s", out)
-            build_index(corpus, out)
+            build_index(corpus, out, embeddings=embeddings)
+        elif embeddings and not has_vectors(out):
+            if not corpus.is_file():
+                write_wiki_corpus(corpus)
+            _embed([corpus], out)
     return out

@@ -6,9 +6,17 @@ CONTRACT:
 
 An embedder is a resource with an owner: ``open_embedder()`` makes one (a run's
 ``Context`` does, once, and closes it with the run), ``aclose()`` stops its worker thread.
-Encoding runs on that one thread; concurrent ``encode`` calls are coalesced into one
-model batch, and an LRU cache skips texts seen recently (PTKB statements repeat every
-turn).  Nothing is loaded at import; each embedder loads its own copy of the weights
+Encoding runs on that one thread; concurrent ``encode`` calls from all dialogues are
+coalesced into one model batch (sentence-transformers sorts it by length and pads each
+mini-batch of 64 only to its longest text).  Three caches skip work:
+
+- fixed texts (``encode(..., fixed=True)``: PTKB statements, rubric questions and
+  references) are kept for the whole run, never evicted by the stream of passages;
+- passages by docid (``encode_passages``): first the vectors stored with the index
+  (``search/vectors.py``, a lookup), else the ones encoded earlier in the run;
+- any other text: an LRU of recent texts (utterances, rewrites).
+
+Nothing is loaded at import; each embedder loads its own copy of the weights
 (0.1-0.4 s here once torch is imported), so no state outlives a run.
 """
 
@@ -22,14 +30,16 @@ import warnings
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence, runtime_checkable
+from pathlib import Path
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
 from ..errors import DataFileError, RetrievalError
 from . import batching
+from .vectors import PassageVectors
 
-__all__ = ["Embedder", "MiniLMEmbedder", "cosine", "open_embedder", "load_minilm"]
+__all__ = ["Embedder", "MiniLMEmbedder", "cosine", "open_embedder", "load_minilm", "encode_fixed", "encode_passages"]
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +51,22 @@ class Embedder(Protocol):
     dim: int
 
     async def encode(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+async def encode_fixed(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
+    """``embedder.encode`` for texts that repeat all run long (kept, never evicted, when the
+    embedder can; any ``Embedder`` works)."""
+    if isinstance(embedder, MiniLMEmbedder):
+        return await embedder.encode(texts, fixed=True)
+    return await embedder.encode(texts)
+
+
+async def encode_passages(embedder: Embedder, docids: Sequence[str], texts: Sequence[str]) -> np.ndarray:
+    """Vectors of passages (``texts`` as ``vectors.passage_text`` makes them): stored or
+    cached by docid when the embedder can, else plainly encoded."""
+    if isinstance(embedder, MiniLMEmbedder):
+        return await embedder.encode_passages(docids, texts)
+    return await embedder.encode(texts)
 
 
 def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -93,18 +119,28 @@ class MiniLMEmbedder:
 
     dim = 384
 
-    def __init__(self, model: Any = None, *, max_batch: int = 256, window_ms: float = 1.0, cache_size: int = 4096):
+    def __init__(self, model: Any = None, *, max_batch: int = 256, window_ms: float = 1.0, cache_size: int = 4096,
+                 passage_cache_size: int = 32768, fixed_cache_size: int = 65536,
+                 index: Path | Callable[[], Path | None] | None = None):
         self._model = model
         self._model_lock = threading.Lock()
         self.max_batch, self.window_ms, self.cache_size = max_batch, window_ms, cache_size
+        self.passage_cache_size, self.fixed_cache_size = passage_cache_size, fixed_cache_size
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="simloop-embed")
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._fixed: dict[str, np.ndarray] = {}
+        self._passages: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
         self._cache_lock = threading.Lock()
+        # The index whose stored passage vectors to use: a folder, or a function giving it
+        # (the demo index's folder is known only once retrieval has built it); read once.
+        self._index = index
+        self._stored: PassageVectors | None = None
+        self._stored_loaded = False
         self._pending: list[_Request] = []
         self._dispatcher: asyncio.Task | None = None
         self._closed = False
         # Counters for tests and benchmarks.
-        self.stats = {"batches": 0, "texts": 0, "cache_hits": 0}
+        self.stats = {"batches": 0, "texts": 0, "cache_hits": 0, "stored_hits": 0}
 
     # ---- blocking side (worker thread or a loader thread)
 
@@ -130,6 +166,10 @@ class MiniLMEmbedder:
         found: dict[str, np.ndarray] = {}
         with self._cache_lock:
             for text in texts:
+                vec = self._fixed.get(text)
+                if vec is not None:
+                    found[text] = vec
+                    continue
                 vec = self._cache.get(text)
                 if vec is not None:
                     self._cache.move_to_end(text)
@@ -137,10 +177,13 @@ class MiniLMEmbedder:
         self.stats["cache_hits"] += sum(1 for t in texts if t in found)
         return found
 
-    def _remember(self, texts: list[str], vectors: np.ndarray) -> None:
+    def _remember(self, texts: list[str], vectors: np.ndarray, fixed: bool = False) -> None:
         with self._cache_lock:
             for text, vec in zip(texts, vectors):
                 vec.setflags(write=False)  # cached rows are shared: nobody may edit them
+                if fixed and len(self._fixed) < self.fixed_cache_size:
+                    self._fixed[text] = vec
+                    continue
                 self._cache[text] = vec
                 self._cache.move_to_end(text)
             while len(self._cache) > self.cache_size:
@@ -148,7 +191,8 @@ class MiniLMEmbedder:
 
     # ---- event-loop side
 
-    async def encode(self, texts: Sequence[str]) -> np.ndarray:
+    async def encode(self, texts: Sequence[str], *, fixed: bool = False) -> np.ndarray:
+        """Normalised rows for ``texts``; ``fixed``: they repeat all run (kept until the run ends)."""
         if self._closed:
             raise RetrievalError("the embedder is closed")
         texts = list(texts)
@@ -158,9 +202,54 @@ class MiniLMEmbedder:
         missing = list(dict.fromkeys(t for t in texts if t not in vectors))
         if missing:
             fresh = await self._submit(missing)
-            self._remember(missing, fresh)
+            self._remember(missing, fresh, fixed)
             vectors.update(zip(missing, fresh))
         return np.stack([vectors[t] for t in texts]).astype(np.float32, copy=False)
+
+    async def encode_passages(self, docids: Sequence[str], texts: Sequence[str]) -> np.ndarray:
+        """Rows for passages: the index's stored vector when it encodes exactly this text,
+        else one encoded earlier in this run (by docid and text), else encoded now."""
+        if self._closed:
+            raise RetrievalError("the embedder is closed")
+        if len(docids) != len(texts):
+            raise ValueError("encode_passages needs one docid per text")
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        stored = await self._stored_vectors()
+        rows: list[np.ndarray | None] = [None] * len(texts)
+        with self._cache_lock:
+            for i, key in enumerate(zip(docids, texts)):
+                vec = self._passages.get(key)
+                if vec is None and stored is not None:
+                    vec = stored.lookup(*key)
+                    if vec is not None:
+                        self.stats["stored_hits"] += 1
+                elif vec is not None:
+                    self._passages.move_to_end(key)
+                    self.stats["cache_hits"] += 1
+                rows[i] = vec
+        missing = [i for i, row in enumerate(rows) if row is None]
+        if missing:
+            todo = list(dict.fromkeys(texts[i] for i in missing))
+            fresh = dict(zip(todo, await self._submit(todo)))
+            with self._cache_lock:
+                for i in missing:
+                    vec = rows[i] = fresh[texts[i]]
+                    vec.setflags(write=False)
+                    self._passages[(docids[i], texts[i])] = vec
+                while len(self._passages) > self.passage_cache_size:
+                    self._passages.popitem(last=False)
+        return np.stack(rows).astype(np.float32, copy=False)
+
+    async def _stored_vectors(self) -> PassageVectors | None:
+        if not self._stored_loaded:
+            index = self._index() if callable(self._index) else self._index
+            if index is not None:
+                self._stored = await asyncio.to_thread(PassageVectors.open, Path(index))
+                if self._stored is not None:
+                    log.info("using %d stored passage vectors from %s", len(self._stored), index)
+            self._stored_loaded = True
+        return self._stored
 
     async def _submit(self, texts: list[str]) -> np.ndarray:
         loop = asyncio.get_running_loop()

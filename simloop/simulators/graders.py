@@ -29,6 +29,7 @@ not parse); the policy then asks for clarification, as iKAT does.
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
 from dataclasses import dataclass
@@ -37,7 +38,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from ..schema import RubricQuestion, Stage
-from ..search.embeddings import Embedder
+from ..search.embeddings import Embedder, encode_fixed
 from ..text import content_words, sentences, stem, word_count, words
 from .policy import SimContext
 from ..text import term_coverage
@@ -171,10 +172,13 @@ class EmbeddingGrader:
         answer = " ".join(said)
         ref = (question.reference or "").strip() or None
         goals = [question.question, *([ref] if ref else [])]
-        # One encode call; the question and reference repeat every turn and hit the embedder's cache.
+        # The question and reference repeat every turn: fixed texts, kept all run.
         echo = f"{question.question} {utterance}"
-        vecs = await self._encode([*goals, answer, residual(answer, echo), *said])
-        goal, ans, res, sents = vecs[: len(goals)], vecs[len(goals)], vecs[len(goals) + 1], vecs[len(goals) + 2:]
+        embedder = await self.embeddings.get()
+        goal, vecs = await asyncio.gather(encode_fixed(embedder, goals),
+                                          embedder.encode([answer, residual(answer, echo), *said]))
+        goal, vecs = np.asarray(goal, dtype=np.float32), np.asarray(vecs, dtype=np.float32)
+        ans, res, sents = vecs[0], vecs[1], vecs[2:]
         cos, res_cos = float(goal[0] @ ans), float(goal[0] @ res)
         sim = min(_ramp(cos, *self.cos_ramp), _ramp(res_cos, *self.res_ramp))
         ref_sim = None
@@ -192,9 +196,6 @@ class EmbeddingGrader:
             grade = min(grade, self.cap)
         return GradeParts(round(cos, 4), round(res_cos, 4), ref_sim, keywords, round(off, 4), novel, capped,
                           round(grade, 2))
-
-    async def _encode(self, texts: list[str]) -> np.ndarray:
-        return np.asarray(await (await self.embeddings.get()).encode(texts), dtype=np.float32)
 
     def _cap_reason(self, response: str, said: list[str], novel: int) -> str | None:
         """Why the grade is capped: too little beyond the question's words (a bare
