@@ -307,13 +307,10 @@ class RunManifest(_Open):
 
 
 class SimulatorTurn(_Model):
-    """What a simulator says next: an utterance, or the end of the dialogue (``end``, whose
-    optional ``utterance`` is the closing line the assistant is not called for).
-
-    ``grade`` and ``grade_stages`` judge the assistant's answer just given: the session
-    files both on that turn.  ``stages`` produced what the simulator says now (the next
-    turn's utterance, or the closing line, which is filed on the last turn).
-    """
+    """What a simulator says next: an utterance, or the end (``end``; its optional
+    ``utterance`` is the closing line the assistant is not called for).  ``grade`` and
+    ``grade_stages`` judge the answer just given: the session files both on that turn.
+    ``stages`` produced what is said now (the closing line's go on the last turn)."""
 
     utterance: str | None = None
     end: Stop | None = None
@@ -354,13 +351,8 @@ class AssistantReply(_Model):
     stages: list[Stage] = Field(default_factory=list)
 
     def to_turn(self) -> AssistantTurn:
-        return AssistantTurn(
-            response=self.response,
-            rewritten_query=self.rewritten_query,
-            passages=self.passages,
-            ptkb_provenance=self.ptkb_provenance,
-            context=self.context,
-        )
+        return AssistantTurn(response=self.response, rewritten_query=self.rewritten_query, passages=self.passages,
+                             ptkb_provenance=self.ptkb_provenance, context=self.context)
 
 
 class DialogueState(BaseModel):
@@ -390,18 +382,13 @@ class DialogueState(BaseModel):
         return [(t.user.utterance, t.assistant.response) for t in self.turns]
 
 
-
-
 # --------------------------------------------------------------------------- retrieval results
 
 
 @dataclass(frozen=True, slots=True)
 class Hit:
-    """One search result: docid, score, the stored text and title (``Retriever.search``).
-
-    A plain dataclass, not a model: thousands are made per second and none is written
-    as it is (``Passage`` is what a transcript records).
-    """
+    """One search result (``Retriever.search``).  A plain dataclass, not a model: thousands
+    are made per second and none is written as it is (``Passage`` is what is recorded)."""
 
     docid: str
     score: float
