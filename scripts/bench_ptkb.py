@@ -16,7 +16,7 @@ query (utterance + previous utterance embedded together, ranked in full) is scor
     .venv/bin/python scripts/bench_ptkb.py            # the figures (what scripts/bench runs)
     .venv/bin/python scripts/bench_ptkb.py --tune     # the train-only parameter search
 
-The data folder is ``$SIMLOOP_IKAT_DATA`` or ``../shared/data/ikat`` next to the checkout.
+The data folder is ``$SIMLOOP_IKAT_DATA`` or ``shared/data/ikat`` next to the checkout (or further up).
 """
 
 from __future__ import annotations
@@ -59,7 +59,12 @@ TUNE_HISTORY = 50  # similarities kept per turn for the search: every earlier ut
 
 
 def data_dir() -> Path:
-    return Path(os.environ.get("SIMLOOP_IKAT_DATA") or ROOT.parent / "shared" / "data" / "ikat")
+    """``$SIMLOOP_IKAT_DATA``, else ``shared/data/ikat`` next to the checkout or further up
+    (a git worktree sits one level deeper), as the tests find it."""
+    if os.environ.get("SIMLOOP_IKAT_DATA"):
+        return Path(os.environ["SIMLOOP_IKAT_DATA"])
+    found = next((p / "shared" / "data" / "ikat" for p in ROOT.parents if (p / "shared" / "data").is_dir()), None)
+    return found or ROOT.parent / "shared" / "data" / "ikat"
 
 
 def missing_data(root: Path) -> str | None:
