@@ -10,7 +10,7 @@ and the server answers ``200`` with
 
     {"response": str,
      "passages": [{"docid": str, "score": float, "used": bool, "text"?: str}, ...],  # ranked
-     "ptkb_provenance": [{"index": int (1-based), "score"?: float}, ...],
+     "ptkb_provenance": [{"index": int (1-based), "score"?: float, "used"?: bool}, ...],  # ranked
      "rewritten_query"?: str}
 
 Unknown fields are ignored both ways; a PTKB index outside the persona's PTKB is
@@ -62,6 +62,7 @@ class RemotePassage(_Lenient):
 class RemotePtkb(_Lenient):
     index: int
     score: float | None = None
+    used: bool = True  # a server that sends a set (no flag) relies on all of it
 
 
 class RemoteReply(_Lenient):
@@ -125,7 +126,7 @@ class RemoteHTTP:
         except (httpx.HTTPError, ValidationError, ValueError) as exc:
             return self._failed(state, _failure(exc, self.timeout_s), t0)
         stage = Stage(name="remote", latency_ms=round((time.perf_counter() - t0) * 1000, 3))
-        ptkb = [PtkbUse(index=p.index, statement=state.ptkb[p.index - 1], score=p.score)
+        ptkb = [PtkbUse(index=p.index, statement=state.ptkb[p.index - 1], score=p.score, used=p.used)
                 for p in remote.ptkb_provenance if 1 <= p.index <= len(state.ptkb)]
         dropped = len(remote.ptkb_provenance) - len(ptkb)
         if dropped:

@@ -120,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in names:
         info(f"{name}: running{' (quick)' if a.quick else ''}")
         figures, det = _child(name, a.quick, a.out)
+        results.pop(f"{name}_completed", None)  # a failure marker from an earlier --only run
         results.update(figures)
         details.setdefault("benches", {})[name] = det
     details["finished_at"] = time.strftime("%Y-%m-%d %H:%M:%S")

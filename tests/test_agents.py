@@ -112,6 +112,10 @@ async def test_agent_end_to_end(mock_url, label):
             for p in a.passages:
                 assert await retriever.doc(p.docid) is not None, p.docid  # provenance exists in the index
             assert all(ptkb[u.index - 1] == u.statement for u in a.ptkb_provenance)
+            # provenance is a ranking of the whole PTKB (DESIGN §4) with the used statements first
+            assert sorted(u.index for u in a.ptkb_provenance) == list(range(1, len(ptkb) + 1))
+            flags = [u.used for u in a.ptkb_provenance]
+            assert flags == sorted(flags, reverse=True)
             assert a.context.strategy == STRATEGY[label] and a.context.tokens >= 0
             mine = [s for s in turn.stages if not s.name.startswith("simulator.")]
             assert [s.name for s in mine if s.model] == llm_stages_expected(label, turn)

@@ -119,6 +119,21 @@ def test_trec_and_ptkb_runs_parse_back(run: Path):
     assert scores == sorted(scores, reverse=True) and len(set(scores)) == 3  # the ranking, whole, in order
 
 
+def test_ptkb_run_keeps_the_order_when_scores_tie(tmp_path: Path):
+    # a set classifier's ranking: chosen 3 and 1 at score 1, the rest at 0; trec_eval would
+    # reorder ties by docid, so the export writes scores that fall with the rank
+    t = transcript([turn(1, ptkb=[3, 1, 2, 4], ptkb_used=[3, 1])], persona="p1", topic="t1")
+    for u in t.turns[0].assistant.ptkb_provenance:
+        u.score = 1.0 if u.used else 0.0
+    run = write_run(tmp_path / "run-t", [t], config={"scenarios": {"personas_dir": str(_personas(tmp_path))}})
+    rows = [line.split() for line in export_run(run, "ptkb-run").path.read_text().splitlines()]
+    assert [r[2] for r in rows] == ["3", "1", "2", "4"]
+    scores = [float(r[4]) for r in rows]
+    assert scores == sorted(scores, reverse=True) and len(set(scores)) == 4
+    docs = list(ir_measures.read_trec_run(str(run / "export.ptkb.run")))
+    assert [d.doc_id for d in sorted(docs, key=lambda d: -d.score)] == ["3", "1", "2", "4"]
+
+
 def test_trec_run_refuses_ambiguous_qids(run: Path):
     with pytest.raises(BadInputError, match="--repeat"):
         export_run(run, "trec-run")

@@ -51,6 +51,7 @@ def test_an_old_run_still_shows_evaluates_and_reports(tmp_path, capsys):
     run = _old_run(tmp_path)
     ok, failed = list(read_transcripts(run))
     assert ok.stop.utterance is None and failed.error.source is None  # absent fields read as null
+    assert ok.turns[0].assistant.ptkb_provenance[0].used is True  # before `used`: what was listed was used
     assert main(["show", str(run)]) == 0
     assert main(["show", str(run), "--dialogue", "p1--t1--0"]) == 0
     assert "Thanks, bye!" in capsys.readouterr().out  # the old farewell turn is shown as it was

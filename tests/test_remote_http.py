@@ -19,7 +19,8 @@ from simloop.schema import DialogueState, PluginRef, Turn, UserTurn
 GOOD = {"response": "Porto is lovely.", "rewritten_query": "porto vegetarian food",
         "passages": [{"docid": "Porto", "score": 3.5, "used": True, "text": "Porto is a city."},
                      {"docid": "Tofu", "score": 1.0, "used": False, "extra": "ignored"}],
-        "ptkb_provenance": [{"index": 2, "score": 0.8}, {"index": 99}], "debug": "ignored"}
+        "ptkb_provenance": [{"index": 2, "score": 0.8}, {"index": 99}, {"index": 1, "score": 0.1, "used": False}],
+        "debug": "ignored"}
 
 
 class TinyServer:
@@ -98,7 +99,8 @@ async def test_success_maps_the_protocol(server, monkeypatch):
     assert server.headers[0]["authorization"] == "Bearer tok-123"
     assert reply.response == "Porto is lovely." and reply.rewritten_query == "porto vegetarian food"
     assert [(p.rank, p.docid, p.score, p.used) for p in reply.passages] == [(1, "Porto", 3.5, True), (2, "Tofu", 1.0, False)]
-    assert [(u.index, u.statement, u.score) for u in reply.ptkb_provenance] == [(2, "I live in Porto.", 0.8)]
+    assert [(u.index, u.statement, u.score, u.used) for u in reply.ptkb_provenance] == \
+        [(2, "I live in Porto.", 0.8, True), (1, "I am vegetarian.", 0.1, False)]  # no flag: used
     assert reply.context.strategy == "remote"
     [stage] = reply.stages
     assert stage.name == "remote" and stage.error is None and stage.note == "dropped 1 PTKB index(es) outside 1..3"

@@ -40,6 +40,16 @@ How the defaults were chosen: on the 2023 train topics ONLY (their per-turn
   ``overuse_turns``).  With used_min 0 and threshold 0.30, 47% of those use nothing, at
   train F1 0.287.
 
+Tried afterwards for the targets (issue 12 item 4; ``scripts/bench_ptkb_explore.py``), train
+only, same objective (defaults 0.552): BM25 over the statements (query: the utterance, or it plus the previous one) added
+with weight 0.1-0.5, 0.538-0.552; cosine to the utterance joined with the previous one,
+added (0.1-0.5) or max-pooled, 0.515-0.552; cosine to the conversation's first utterance
+added, 0.480-0.537; reciprocal-rank fusion of the ranker with BM25 or the joined query,
+0.495-0.506; the heuristic rewrite (context terms added) in place of the utterance,
+0.510-0.531.  None beat the defaults, so they stay.  For ``used``, a threshold relative to
+the best score (keep scores >= rel * best) reached train F1 0.421 at rel 0.5 against 0.404,
+but at that grid point only (rel 0 / 0.6: 0.404 / 0.398): left out as noise on 42 turns.
+
 Report figures (measured once with these defaults, never tuned on; ``scripts/bench_ptkb.py``):
 2023 test vs NIST ``ptkb_rel_nist`` (98 turns): nDCG@3 0.690, P@3 0.435, R@3 0.652, set F1
 0.479 (targets 0.7254 and 0.50: missed).  2024 test vs topic gold (95 turns): nDCG@5 0.464

@@ -1,0 +1,111 @@
+"""The alternatives tried against the PTKB ranker's defaults (issue 12 item 4), on 2023 train ONLY.
+
+Prints, best first, the ranking objective (mean of nDCG@3 and nDCG@5, as ``--tune`` uses)
+and nDCG@3 of each variant, then the best ``used`` rules with a threshold relative to the
+turn's best score.  Numbers quoted in ``simloop/parts/ptkb_rank.py`` come from here.
+
+    .venv/bin/python scripts/bench_ptkb_explore.py
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
+
+import bench_ptkb as B  # noqa: E402
+from simloop.parts.ptkb_rank import RankParams, order_scores, query_texts, score_statements, similarities  # noqa: E402
+from simloop.parts.rewrite import heuristic_rewrite  # noqa: E402
+from simloop.search.embeddings import open_embedder  # noqa: E402
+from simloop.text import content_words, stem  # noqa: E402
+
+
+def bm25(query: str, docs: list[str], k1: float = 1.2, b: float = 0.75) -> np.ndarray:
+    """BM25 of each statement for ``query`` (statements as the collection), scaled to max 1."""
+    toks = [[stem(w) for w in content_words(d)] for d in docs]
+    q = {stem(w) for w in content_words(query)}
+    avg = float(np.mean([len(t) for t in toks])) or 1.0
+    df = {w: sum(w in t for t in toks) for w in q}
+    out = np.array([sum(math.log(1 + (len(docs) - df[w] + 0.5) / (df[w] + 0.5)) * t.count(w) * (k1 + 1)
+                        / (t.count(w) + k1 * (1 - b + b * len(t) / avg)) for w in q if w in t) for t in toks])
+    return out / out.max() if out.max() > 0 else out
+
+
+def rrf(*vectors: np.ndarray, k: int = 60) -> np.ndarray:
+    out = np.zeros(len(vectors[0]))
+    for v in vectors:
+        for rank, i in enumerate(np.argsort(-v, kind="stable")):
+            out[i] += 1 / (k + rank + 1)
+    return out
+
+
+async def features(ts: B.TopicSet) -> list[dict[str, np.ndarray]]:
+    emb = await open_embedder()
+    try:
+        rows = []
+        for _, ptkb, u, h in ts.turns():
+            extra = [" ".join([u, *h[-1:]]), h[0] if h else u, heuristic_rewrite(u, [(x, "") for x in h])]
+            e = await similarities(emb, extra, ptkb)
+            rows.append({"S": await similarities(emb, query_texts(u, h, B.TUNE_HISTORY), ptkb), "joined": e[0],
+                         "first": e[1], "rewrite": e[2], "bm25": bm25(u, ptkb), "bm25_joined": bm25(extra[0], ptkb)})
+        return rows
+    finally:
+        await emb.aclose()
+
+
+def main() -> int:
+    root = B.data_dir()
+    why = B.missing_data(root)
+    if why:
+        print(f"bench_ptkb_explore: {why}", file=sys.stderr)
+        return 2
+    ts = B.TopicSet("train23", root)
+    feats = asyncio.run(features(ts))
+    base = RankParams(max_history=B.TUNE_HISTORY)
+
+    def ranker(f: dict, row0: np.ndarray | None = None) -> np.ndarray:
+        sims = f["S"] if row0 is None else np.vstack([row0, f["S"][1:]])
+        return score_statements(sims, base)
+
+    variants = {"defaults": lambda f: ranker(f), "current utterance only": lambda f: f["S"][0],
+                "joined query alone": lambda f: f["joined"],
+                "rrf(ranker, bm25)": lambda f: rrf(ranker(f), f["bm25"]),
+                "rrf(ranker, bm25 joined)": lambda f: rrf(ranker(f), f["bm25_joined"]),
+                "rrf(ranker, joined)": lambda f: rrf(ranker(f), f["joined"]),
+                "rewrite as the utterance": lambda f: ranker(f, f["rewrite"]),
+                "max(utterance, rewrite)": lambda f: ranker(f, np.maximum(f["S"][0], f["rewrite"]))}
+    for w in (0.1, 0.2, 0.3, 0.5):
+        for key in ("bm25", "bm25_joined", "joined", "first"):
+            variants[f"ranker + {w} * {key}"] = lambda f, w=w, key=key: ranker(f) + w * f[key]
+        variants[f"max(ranker, {1 - w:.1f} * joined)"] = lambda f, w=w: np.maximum(ranker(f), (1 - w) * f["joined"])
+    rows = []
+    for name, fn in variants.items():
+        r = ts.score([order_scores(fn(f)) for f in feats])
+        rows.append((round((r["nDCG@3"] + r["nDCG@5"]) / 2, 4), r["nDCG@3"], name))
+    for row in sorted(rows, reverse=True):
+        print(f"ranking {row[0]:.4f} (nDCG@3 {row[1]:.4f})  {row[2]}")
+
+    rankings = [order_scores(ranker(f)) for f in feats]
+    used_rows = []
+    for th, rel, k, m in itertools.product(np.arange(0, 0.51, 0.05), (0, 0.5, 0.6, 0.7, 0.8, 0.9), (1, 2, 3, 4), (0, 1)):
+        if m <= k:
+            def used(r: list, th=th, rel=rel, k=k, m=m) -> list[int]:
+                head = r[:k]
+                out = [i for i, s in head if s >= max(th, rel * (r[0][1] if r else 0))]
+                return out if len(out) >= m else [i for i, _ in head[:m]]
+            f1 = ts.score(rankings, [used(r) for r in rankings])["F1"]
+            used_rows.append((f1, round(float(th), 2), rel, k, m))
+    for row in sorted(used_rows, reverse=True)[:10]:
+        print(f"used F1 {row[0]:.4f}  threshold {row[1]} relative {row[2]} top_k {row[3]} min {row[4]}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
