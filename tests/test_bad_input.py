@@ -179,3 +179,11 @@ def test_serve_on_a_busy_port_is_one_line_and_leaves_no_file(tmp_path, flags):
     line = one_line_exit_2(p, want)
     assert "secret-token" not in line
     assert not (tmp_path / "serve-state.sqlite").exists() and not any(tmp_path.iterdir())
+
+
+def test_serve_with_an_llm_user_whose_endpoint_is_down(tmp_path):
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    p = cli("serve", "--port", free_port(), "--token", "t=secret-token", "--out", tmp_path, "--simulator", "llm",
+            "--base-url", dead, timeout=120)
+    one_line_exit_2(p, "'simulator'", dead, "cannot connect")
+    assert not any(tmp_path.iterdir())

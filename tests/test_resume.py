@@ -80,8 +80,11 @@ def test_corrupt_lines_outage_and_retry_errors_end_to_end(tmp_path):
     want = {"dialogues": n, "errors": 0, "stop.user_satisfied": n, "recorded": n, "retried": failed, "scenarios": n}
     assert {k: manifest.counts.get(k) for k in want} == want
 
-    # Any number of resumes later the counts still cover the whole run.
-    p = cli("run", "--resume", run_dir, "--retry-errors", "--no-progress", "--concurrency", "3")
+    # Any number of resumes later the counts still cover the whole run.  Flags equal to the
+    # run's (the original command again) are accepted, and --concurrency may change.
+    p = cli("run", "--simulator", SIM, "--assistant", ASSISTANT, "--persona", "aroha", "--persona", "dieter",
+            "--repeat", "2", "--out", tmp_path, "--run-id", "r", "--resume", run_dir, "--retry-errors",
+            "--no-progress", "--concurrency", "3")
     assert p.returncode == 0 and f"resuming {run_dir}: {n} recorded, 0 to go" in p.stderr, p.stderr
     assert {k: read_manifest(run_dir).counts.get(k) for k in want} == want
 

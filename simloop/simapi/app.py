@@ -24,7 +24,9 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from ..config import PluginSpec, RunConfig
 from ..errors import ApiError, BadInputError
+from ..llm.preflight import check_endpoints
 from ..run.plugins import Context, close_plugins, effective_params, load_plugin
+from ..run.runner import llm_roles
 from ..run.scenarios import iter_scenarios, load_sources
 from ..schema import PluginRef
 from .protocol import SERVER_HEADER, AssistantResponse, RunMeta, UserUtterance
@@ -156,6 +158,9 @@ def build_service(cfg: RunConfig, opts: ServeOptions, overrides: dict[str, Any] 
             built[key] = load_plugin("simulator", spec.name, spec.params, ctx)
         ref = PluginRef(name=spec.name, params=effective_params(built[key], spec.params))
         sims[mode] = (spec, Dialogues(built[key], runner, ref))
+    if not any(k.startswith("chat:") or k == "llm_pool" for k in ctx.overrides):
+        # As `simloop run` does: an LLM user whose endpoint does not answer is exit 2, before the state file.
+        check_endpoints(cfg.llm, llm_roles(*built.values()))
     store = Store(opts.state or cfg.out / STATE_FILE)
     service = RunService(cfg, sims, catalog, store, opts.limits)
     service.load()
