@@ -34,11 +34,15 @@ BENCHES: dict[str, tuple[str, int, int]] = {
     "rate_limit": ("bench_ratelimit", 240, 90),
     "retrieval": ("bench_retrieval", 420, 300),
     "memory": ("bench_footprint", 300, 120),
-    "agents": ("bench_agents", 420, 300),
+    "agents": ("bench_agents", 900, 420),
+    "offline": ("bench_offline", 1500, 900),
 }
 
 
 def _run_one(name: str, quick: bool, out: Path, out_dir: Path) -> int:
+    from simloop.search.jvm import prepare_environment
+
+    prepare_environment()  # at process start, before any thread (see search/jvm.py)
     module = importlib.import_module(BENCHES[name][0])
     figures, details = asyncio.run(module.run(quick, out_dir))
     out.write_text(json.dumps({"figures": figures, "details": details}, indent=1, default=str))
