@@ -120,6 +120,7 @@ async def _profile_client(mock: MockProcess, out: Path, out_dir: Path, c: int) -
     cfg = bench_config(out, base_url=mock.url, simulator="bench_plugins:OneCallSimulator",
                        assistant="bench_plugins:OneCallAssistant", concurrency=c, limit=c,
                        sim_params={"turns": 1}, asst_params={"retrieve": False}, max_turns=2)
+    os.environ["SIMLOOP_LLM_HTTP"] = "aiohttp"  # the default transport (an A/B run may have set httpx)
     prep = prepare_run(cfg)
     text = out_dir / f"profile_client_{c}.txt"
     _, prof = await profiled(execute(prep), text)

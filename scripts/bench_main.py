@@ -30,7 +30,7 @@ from bench_common import ROOT, info, machine  # noqa: E402
 # name -> (module, time limit in seconds for the full / quick run)
 BENCHES: dict[str, tuple[str, int, int]] = {
     "engine_overhead": ("bench_overhead", 300, 90),
-    "concurrency": ("bench_concurrency", 420, 180),
+    "concurrency": ("bench_concurrency", 1200, 900),
     "rate_limit": ("bench_ratelimit", 240, 90),
     "retrieval": ("bench_retrieval", 420, 300),
     "memory": ("bench_footprint", 300, 120),
