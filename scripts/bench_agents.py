@@ -7,12 +7,15 @@ requests at the mock (retries included), LLM stages, prompt and completion token
 the wall time of ``respond`` (``turn.latency_ms``), one dialogue at a time so that
 agents' local work (MiniLM on CPU) does not queue behind another dialogue's.  One warmed MiniLM embedder and
 one BM25 retriever on the demo index are shared by all agents, so no agent pays for
-loading them.  The mock's completions are synthetic: prompt tokens are the agent's own,
+loading them; the embedder reads the passage vectors stored with the demo index, as a run's
+does.  ``agent_cpu_ms_per_turn_<agent>``: the whole process's CPU per turn (MiniLM, JVM and
+the LLM client included), with a target for the three agents with the most local work.  The mock's completions are synthetic: prompt tokens are the agent's own,
 completion tokens only show how many outputs it asks for.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import tempfile
 from pathlib import Path
@@ -24,6 +27,7 @@ LATENCY_MS = 200.0
 EXPECTED = ("bm25_extractive", "genaius", "nii_rtg", "nii_gtr", "iiuot", "acms")
 SKIP = {"remote_http": "calls an assistant running elsewhere; its cost is the remote's"}
 VARIANTS = {"genaius": [("genaius_summary", {"memory": "summary"})]}
+CPU_TARGET_MS = {"nii_gtr": 400.0, "iiuot": 400.0, "acms": 400.0}
 
 
 def _plan() -> tuple[list[tuple[str, str, dict]], list[str]]:
@@ -67,10 +71,10 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
 
     dialogues, turns = (1, 2) if quick else (2, 3)
     plan, missing = _plan()
-    embedder = await open_embedder()
-    await embedder.encode(["warm-up sentence"])
     retriever = await open_retriever(RetrievalConfig())
     await retriever.search("warm-up query", 10)
+    embedder = await open_embedder(index=retriever.index_dir)
+    await embedder.encode(["warm-up sentence"])
     rows: dict[str, Any] = {}
     try:
         with MockProcess(latency_ms=LATENCY_MS) as mock, tempfile.TemporaryDirectory(prefix="simloop-bench-") as tmp:
@@ -85,7 +89,8 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
                     rows[label] = {"agent": name, "params": params, "error": f"{type(exc).__name__}: {exc}"[:300]}
                     info(f"agent {label}: FAILED to run: {rows[label]['error']}")
                     continue
-                row = {"agent": name, "params": params, **_summarise(r["run_dir"], mock.stats()["requests"], r["cpu_s"])}
+                row = {"agent": name, "params": params, **_summarise(r["run_dir"], mock.stats()["requests"], r["cpu_s"]),
+                       "loadavg": [round(x, 2) for x in os.getloadavg()]}
                 rows[label] = row
                 info(f"agent {label}: {row['requests_per_turn']} LLM requests/turn, "
                      f"{row['prompt_tokens_per_turn']:.0f}+{row['completion_tokens_per_turn']:.0f} tokens/turn, "
@@ -105,7 +110,11 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
             else:
                 value = row[field]
             figures[f"agent_{label}_{key}"] = {**figure(value, None), "ok": ok and value is not None}
+        cpu = None if "error" in row else row["cpu_ms_per_turn"]
+        fig = figure(cpu, CPU_TARGET_MS.get(label))
+        figures[f"agent_cpu_ms_per_turn_{label}"] = {**fig, "ok": fig["ok"] and ok}
     for name in missing:
         figures[f"agent_{name}_wall_ms_per_turn"] = figure(None, None)
     return figures, {"latency_ms": LATENCY_MS, "dialogues": dialogues, "turns": turns, "agents": rows,
+                     "stored_vectors_used": embedder.stats["stored_hits"],
                      "missing": missing, "skipped": SKIP}

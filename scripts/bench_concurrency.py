@@ -5,11 +5,22 @@ assistant), at concurrency C.  Ideal wall time = T × 2 × latency × ceil(N / C
 figure is measured / ideal.  The client's CPU per request is reported alongside: when
 C / latency requests per second need more than one core of client CPU, the ratio is
 bounded below by (C / latency) × cpu_per_request, whatever the engine does.
+
+Figures compare against limits measured in the same run (the machine is shared, so
+absolute times drift; the load average is recorded with every row):
+
+- ``client_cpu_ms_per_request``: the full LLM layer at concurrency 500 (aiohttp, the
+  default), paired A/B with the httpx2 fallback (``..._httpx``);
+- ``concurrency_ratio_1000_vs_cpu_bound``: wall / ideal at 1,000 dialogues and 200 ms,
+  divided by that run's own CPU bound max(1, ρ), ρ = needed req/s × CPU per request;
+- ``concurrency_ratio_1000_at_2s``: wall / ideal at 1,000 dialogues when the model takes
+  2 s, where one core is enough (ρ < 1) and the ratio itself should be near 1.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -20,7 +31,9 @@ LATENCY_MS = 200.0
 CALLS_PER_TURN = 2
 
 
-async def _one(mock: MockProcess, out: Path, c: int, n: int, turns: int) -> dict[str, Any]:
+async def _one(mock: MockProcess, out: Path, c: int, n: int, turns: int, latency_ms: float = LATENCY_MS,
+               transport: str = "aiohttp") -> dict[str, Any]:
+    os.environ["SIMLOOP_LLM_HTTP"] = transport  # read when the run's LLM pool makes its client
     cfg = bench_config(out, base_url=mock.url, simulator="bench_plugins:OneCallSimulator",
                        assistant="bench_plugins:OneCallAssistant", concurrency=c, limit=n,
                        sim_params={"turns": turns}, asst_params={"retrieve": False}, max_turns=turns + 1)
@@ -29,24 +42,27 @@ async def _one(mock: MockProcess, out: Path, c: int, n: int, turns: int) -> dict
     r = await run_prepared(cfg)
     st = mock.stats()
     requests = st["requests"]
-    ideal = turns * CALLS_PER_TURN * LATENCY_MS / 1000 * math.ceil(n / c)
+    ideal = turns * CALLS_PER_TURN * latency_ms / 1000 * math.ceil(n / c)
     wall = r["engine_wall_s"]
     row = {
-        "concurrency": c, "dialogues": n, "turns": turns, "wall_s": round(wall, 3), "ideal_s": round(ideal, 3),
+        "concurrency": c, "dialogues": n, "turns": turns, "latency_ms": latency_ms, "transport": transport,
+        "loadavg": [round(x, 2) for x in os.getloadavg()], "wall_s": round(wall, 3), "ideal_s": round(ideal, 3),
         "ratio": round(wall / ideal, 3), "requests": requests, "by_status": st["by_status"],
         "req_per_s": round(requests / wall, 1),
         "client_cpu_s": round(r["cpu_s"], 3), "client_cpu_ms_per_request": round(1000 * r["cpu_s"] / max(1, requests), 3),
         "client_cpu_util": round(r["cpu_s"] / wall, 3),
         "mock_cpu_s": round(mock.cpu_s() - mock_cpu0, 3),
         "errors": r["stats"].errors, "turns_done": r["stats"].turns,
-        "needed_req_per_s": round(c * 1000 / LATENCY_MS, 1),
+        "needed_req_per_s": round(c * 1000 / latency_ms, 1),
     }
     # Client load: the share of one core (one event loop) the ideal request rate needs.
     # Above 1 the ratio cannot go below it; close to 1, queueing for the loop adds to every call.
     row["client_load"] = round(row["needed_req_per_s"] * row["client_cpu_ms_per_request"] / 1000, 3)
-    info(f"concurrency {c}: N={n} T={turns} wall {wall:.2f}s ideal {ideal:.2f}s ratio {row['ratio']} "
+    row["cpu_bound"] = max(1.0, row["client_load"])
+    row["ratio_vs_cpu_bound"] = round(row["ratio"] / row["cpu_bound"], 3)
+    info(f"{transport} concurrency {c} at {latency_ms:g} ms: N={n} T={turns} wall {wall:.2f}s ideal {ideal:.2f}s ratio {row['ratio']} "
          f"({row['req_per_s']} req/s, client {row['client_cpu_ms_per_request']} ms CPU/req, "
-         f"errors {row['errors']})")
+         f"errors {row['errors']}, load {row['loadavg']})")
     return row
 
 
@@ -56,29 +72,43 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
     import simloop.llm.http  # noqa: F401
 
     turns = 2 if quick else 4
-    plan = [(10, 20), (100, 200), (1000, 1000)]
-    if quick:
-        plan = [(10, 10), (100, 100), (1000, 1000)]
-    rows = []
+    plan = [(10, 10), (100, 100), (1000, 1000)] if quick else [(10, 20), (100, 200), (1000, 1000)]
+    rows, ab = [], {"aiohttp": [], "httpx": []}
     with MockProcess(latency_ms=LATENCY_MS) as mock, tempfile.TemporaryDirectory(prefix="simloop-bench-") as tmp:
-        await _one(mock, Path(tmp) / "warm", 10, 10, 1)  # warm-up: imports, first connections
+        for transport in ab:  # warm-up: imports, first connections
+            await _one(mock, Path(tmp) / f"warm-{transport}", 10, 10, 1, transport=transport)
         for c, n in plan:
             rows.append(await _one(mock, Path(tmp) / f"c{c}", c, n, turns))
-        aio = await _aiohttp_variant(mock, Path(tmp) / "aio", *plan[-1], turns)
+        # client CPU at concurrency 500, A/B paired: aiohttp (default) and httpx2, alternating
+        for rnd in range(1 if quick else 2):
+            for transport in ("aiohttp", "httpx") if rnd % 2 == 0 else ("httpx", "aiohttp"):
+                ab[transport].append(await _one(mock, Path(tmp) / f"ab-{transport}-{rnd}", 500, 500, turns,
+                                                transport=transport))
+        httpx_1000 = await _one(mock, Path(tmp) / "httpx-1000", *plan[-1], turns, transport="httpx")
         profile = await _profile_client(mock, Path(tmp) / "prof", out_dir, 1000)
         floor = await _minimal_client(mock, 1000, turns * CALLS_PER_TURN)
-    figures = {f"concurrency_ratio_{r['concurrency']}": figure(r["ratio"], 1.1 if r["concurrency"] == 1000 else None)
-               for r in rows}
-    if aio is not None:
-        figures["concurrency_ratio_1000_aiohttp"] = figure(aio["ratio"], None)
-        figures["client_cpu_ms_per_request_aiohttp"] = figure(aio["client_cpu_ms_per_request"], None)
+    with MockProcess(latency_ms=10 * LATENCY_MS) as slow, tempfile.TemporaryDirectory(prefix="simloop-bench-") as tmp:
+        await _one(slow, Path(tmp) / "warm", 10, 10, 1, latency_ms=10 * LATENCY_MS)
+        at_2s = await _one(slow, Path(tmp) / "c1000-2s", 1000, 1000, 2, latency_ms=10 * LATENCY_MS)
+    os.environ.pop("SIMLOOP_LLM_HTTP", None)
+    figures = {f"concurrency_ratio_{r['concurrency']}": figure(r["ratio"], None) for r in rows}
     for r in rows:
         if r["errors"]:
             figures[f"concurrency_ratio_{r['concurrency']}"]["ok"] = False
-    figures["client_cpu_ms_per_request"] = figure(rows[-1]["client_cpu_ms_per_request"], None)
+    top = rows[-1]
+    best = {t: min(rs, key=lambda r: r["client_cpu_ms_per_request"]) for t, rs in ab.items()}
+    figures["client_cpu_ms_per_request"] = figure(best["aiohttp"]["client_cpu_ms_per_request"], 1.0)
+    figures["client_cpu_ms_per_request_httpx"] = figure(best["httpx"]["client_cpu_ms_per_request"], None)
+    figures["client_cpu_ms_per_request_1000"] = figure(top["client_cpu_ms_per_request"], None)
+    figures["concurrency_ratio_1000_vs_cpu_bound"] = figure(top["ratio_vs_cpu_bound"], 1.2)
+    figures["concurrency_ratio_1000_at_2s"] = figure(at_2s["ratio"], 1.1)
+    figures["concurrency_ratio_1000_httpx"] = figure(httpx_1000["ratio"], None)
     figures["client_cpu_ms_per_request_minimal"] = figure(floor["cpu_ms_per_request"], None)
-    return figures, {"latency_ms": LATENCY_MS, "calls_per_turn": CALLS_PER_TURN, "runs": rows, "aiohttp_run": aio,
-                     "client_profile": profile, "minimal_client": floor}
+    for key, row in (("concurrency_ratio_1000_vs_cpu_bound", top), ("concurrency_ratio_1000_at_2s", at_2s)):
+        if row["errors"]:
+            figures[key]["ok"] = False
+    return figures, {"latency_ms": LATENCY_MS, "calls_per_turn": CALLS_PER_TURN, "runs": rows, "ab_500": ab,
+                     "httpx_run": httpx_1000, "at_2s": at_2s, "client_profile": profile, "minimal_client": floor}
 
 
 async def _profile_client(mock: MockProcess, out: Path, out_dir: Path, c: int) -> dict[str, Any]:
@@ -90,6 +120,7 @@ async def _profile_client(mock: MockProcess, out: Path, out_dir: Path, c: int) -
     cfg = bench_config(out, base_url=mock.url, simulator="bench_plugins:OneCallSimulator",
                        assistant="bench_plugins:OneCallAssistant", concurrency=c, limit=c,
                        sim_params={"turns": 1}, asst_params={"retrieve": False}, max_turns=2)
+    os.environ["SIMLOOP_LLM_HTTP"] = "aiohttp"  # the default transport (an A/B run may have set httpx)
     prep = prepare_run(cfg)
     text = out_dir / f"profile_client_{c}.txt"
     _, prof = await profiled(execute(prep), text)
@@ -97,27 +128,6 @@ async def _profile_client(mock: MockProcess, out: Path, out_dir: Path, c: int) -
         info(f"  {row['share']:6.1%}  {row['function']}")
     info("  by package: " + ", ".join(f"{k} {v:.0%}" for k, v in list(prof["by_package"].items())[:8]))
     return {**prof, "profile_text": shown_path(text)}
-
-
-async def _aiohttp_variant(mock: MockProcess, out: Path, c: int, n: int, turns: int) -> dict[str, Any] | None:
-    """The same run with openai's aiohttp transport in place of httpx2 (an experiment, not
-    simloop's configuration): how much of the client's CPU is the HTTP stack."""
-    import openai
-
-    import simloop.llm.http as llmhttp
-
-    from importlib.util import find_spec
-
-    if find_spec("aiohttp") is None:  # openai's aiohttp transport needs it
-        return None
-    original = llmhttp.make_http_client
-    llmhttp.make_http_client = lambda timeout_s, *a, **k: openai.DefaultAioHttpClient(timeout=timeout_s)
-    try:
-        await _one(mock, out.with_name("aio-warm"), 10, 10, 1)
-        row = await _one(mock, out, c, n, turns)
-    finally:
-        llmhttp.make_http_client = original
-    return row
 
 
 async def _minimal_client(mock: MockProcess, c: int, per_connection: int) -> dict[str, Any]:

@@ -30,16 +30,20 @@ from bench_common import ROOT, info, machine  # noqa: E402
 # name -> (module, time limit in seconds for the full / quick run)
 BENCHES: dict[str, tuple[str, int, int]] = {
     "engine_overhead": ("bench_overhead", 300, 90),
-    "concurrency": ("bench_concurrency", 420, 180),
+    "concurrency": ("bench_concurrency", 1200, 900),
     "rate_limit": ("bench_ratelimit", 240, 90),
     "retrieval": ("bench_retrieval", 420, 300),
     "memory": ("bench_footprint", 300, 120),
-    "agents": ("bench_agents", 420, 300),
+    "agents": ("bench_agents", 900, 420),
+    "offline": ("bench_offline", 1500, 900),
     "ptkb": ("bench_ptkb", 300, 180),
 }
 
 
 def _run_one(name: str, quick: bool, out: Path, out_dir: Path) -> int:
+    from simloop.search.jvm import prepare_environment
+
+    prepare_environment()  # at process start, before any thread (see search/jvm.py)
     module = importlib.import_module(BENCHES[name][0])
     figures, details = asyncio.run(module.run(quick, out_dir))
     out.write_text(json.dumps({"figures": figures, "details": details}, indent=1, default=str))

@@ -107,6 +107,9 @@ def demo_cache(tmp_path_factory: pytest.TempPathFactory):
     cache = tmp_path_factory.getbasetemp() / "simloop-cache"
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SIMLOOP_CACHE", str(cache))
+        # Embedding all 10,033 demo passages takes minutes of CPU: the suite's demo index goes
+        # without stored vectors (tiny_index in test_retrieval.py checks them end to end).
+        mp.setenv("SIMLOOP_DEMO_VECTORS", "0")
         yield cache
 
 

@@ -83,8 +83,15 @@ def load_minilm() -> Any:
     # Offline: the model is a local folder; never let the hub try the network.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    import torch
     import transformers
     from sentence_transformers import SentenceTransformer
+
+    # One intra-op thread: MiniLM's small matrices gain little from a second one, and its
+    # idle workers spin for the CPU that the event loop, the JVM and the other processes
+    # of a run need.  Measured on 2 shared cores: one encode call at a time cost ~9x the
+    # CPU with 2 threads (spinning), a batch of 64 ~1.3x.  SIMLOOP_TORCH_THREADS overrides.
+    torch.set_num_threads(max(1, int(os.environ.get("SIMLOOP_TORCH_THREADS", "1") or 1)))
 
     hf_logging = transformers.utils.logging
     bars, verbosity = hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()
