@@ -23,6 +23,8 @@ __all__ = ["GenAIus"]
 
 
 class GenAIus:
+    needs = ("retriever",)  # opened before the first dialogue (run/runner.py warm_up)
+
     def __init__(self, ctx: Any, memory: Literal["full", "summary"] = "full", k: int = 20,
                  max_words: int = MAX_WORDS, summary_words: int = 150):
         if memory not in ("full", "summary"):

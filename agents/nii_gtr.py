@@ -40,6 +40,8 @@ class _Branch:
 
 
 class NiiGtR:
+    needs = ("retriever", "embedder")  # opened before the first dialogue (run/runner.py warm_up)
+
     def __init__(self, ctx: Any, k: int = 20, k_per_query: int = 50, queries: int = 5, rerank_depth: int = 50,
                  passages: int = 5, max_words: int = MAX_WORDS, draft_words: int = 200):
         if min(k, k_per_query, queries, passages, draft_words) < 1 or rerank_depth < k:

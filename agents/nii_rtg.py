@@ -25,6 +25,8 @@ __all__ = ["NiiRtG"]
 
 
 class NiiRtG:
+    needs = ("retriever", "embedder")  # opened before the first dialogue (run/runner.py warm_up)
+
     def __init__(self, ctx: Any, k: int = 20, k_per_query: int = 50, rerank_depth: int = 50, passages: int = 5,
                  queries_per_statement: int = 3, max_statements: int = 3, max_words: int = MAX_WORDS):
         if min(k, k_per_query, passages, queries_per_statement) < 1 or rerank_depth < k or max_statements < 0:

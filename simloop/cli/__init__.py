@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import BadInputError, SimloopError
+from ..run.interrupt import INTERRUPTED, exit_now
 from .flags import RUN_FLAGS, add_flags, config_from_flags
 
 __all__ = ["main", "build_parser"]
@@ -151,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
     except BadInputError as exc:
         print(f"simloop: error: {exc}", file=sys.stderr)
         return 2
@@ -160,7 +161,12 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         print("simloop: interrupted", file=sys.stderr)
-        return 130
+        code = INTERRUPTED
+    if code == INTERRUPTED:
+        # The run is closed and recorded; a search or JVM boot still on a thread must not
+        # hold the process at interpreter exit (threads are joined there), so leave now.
+        exit_now(INTERRUPTED)
+    return code
 
 
 if __name__ == "__main__":

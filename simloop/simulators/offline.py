@@ -19,6 +19,7 @@ from ..schema import DialogueState, Scenario, Stage, SimulatorTurn
 from .policy import Action, Observation, RubricPolicy, SimContext
 from .cues import assistant_question
 from .registry import make_grader, make_voice
+from .voices import EmbedderSource
 
 __all__ = ["RubricSimulator", "OfflineSimulator"]
 
@@ -44,6 +45,13 @@ class RubricSimulator:
         self.retries = retries
         self.voice = make_voice(voice, ctx, reveal_threshold=reveal_threshold, candidates=candidates)
         self.grader = make_grader(grader, ctx)
+
+    @property
+    def needs(self) -> tuple[str, ...]:
+        """The run's embedder when the voice or grader fetches it (opened before the first
+        dialogue: run/runner.py warm_up)."""
+        fetches = any(isinstance(getattr(part, "embeddings", None), EmbedderSource) for part in (self.voice, self.grader))
+        return ("embedder",) if fetches else ()
 
     def _policy(self, scenario: Scenario) -> RubricPolicy:
         if not scenario.topic.rubric:

@@ -1,0 +1,173 @@
+"""Interrupting real runs with real signals (issue 14, DESIGN §12).
+
+Each trial starts ``simloop run`` in a subprocess (the real demo index, MiniLM, the JVM;
+for the LLM trials a real ``simloop mock-llm --latency-ms 500`` over HTTP) and sends
+SIGINT or SIGTERM at a seeded random moment within a phase: while the JVM boots, while
+the embedder loads, while dialogues search, in the middle of LLM calls.  Every trial must
+end with exit code 130 within 10 s, the run marked ``interrupted`` and the resume command
+printed, no dialogue recorded as an error, no duplicate line, and no ``hs_err_pid*.log``.
+
+To keep the suite short the trials of one kind are chained on one run directory: the
+first trial starts the run, each next one resumes it and is interrupted in turn, and a
+last resume, left alone, must complete the run with every dialogue exactly once.  The
+trial table is printed (``-s``) for the closing note of the issue.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from simloop.run.recorder import read_manifest, read_transcripts
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow
+
+SEED = 14
+EXIT_DEADLINE_S = 10.0  # the issue's bound on how long a stop may take, not a speed figure
+PHASE_TIMEOUT_S = 300.0  # waiting for a phase to begin on a loaded machine
+
+
+@dataclass
+class Trial:
+    moment: str
+    signal: str
+    exit_code: int | None = None
+    recorded: int = 0  # lines after this trial
+    errors: int = 0
+    duplicated: int = 0
+
+
+class Proc:
+    """``simloop ...`` in a subprocess, its output in files (a pipe nobody reads can fill up)."""
+
+    def __init__(self, args: list[str], cwd: Path, name: str):
+        self.out, self.err = cwd / f"{name}.out", cwd / f"{name}.err"
+        with self.out.open("w") as out, self.err.open("w") as err:
+            self.p = subprocess.Popen([sys.executable, "-m", "simloop", *args], cwd=cwd, stdout=out, stderr=err)
+
+    def stderr(self) -> str:
+        return self.err.read_text(errors="replace")
+
+    def wait_for(self, text: str) -> None:
+        deadline = time.monotonic() + PHASE_TIMEOUT_S
+        while text not in self.stderr():
+            if self.p.poll() is not None:
+                pytest.fail(f"run ended (code {self.p.returncode}) before {text!r}:\n{self.stderr()[-3000:]}")
+            if time.monotonic() > deadline:
+                self.p.kill()
+                pytest.fail(f"no {text!r} after {PHASE_TIMEOUT_S:.0f} s:\n{self.stderr()[-3000:]}")
+            time.sleep(0.02)
+
+    def stop(self, sig: signal.Signals, again: bool = False) -> int | None:
+        if self.p.poll() is not None:
+            pytest.fail(f"run ended (code {self.p.returncode}) before the signal; make it longer:\n{self.stderr()[-2000:]}")
+        self.p.send_signal(sig)
+        if again:
+            time.sleep(0.05)
+            self.p.send_signal(sig)
+        try:
+            return self.p.wait(timeout=EXIT_DEADLINE_S)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait()
+            return None
+
+
+# moment -> the stderr line (``-v``) that opens its phase and the random delay after it
+PHASES = {
+    "jvm boot": ("preparing: search index", (0.0, 0.8)),
+    "embedder load": ("preparing: embedder", (0.0, 0.3)),
+    "retrieval": ("ready: dialogues start", (0.3, 1.5)),
+    "llm calls": ("ready: dialogues start", (0.8, 3.0)),
+    "llm calls, 2x SIGINT": ("ready: dialogues start", (0.8, 2.0)),
+}
+
+
+def _check_after_stop(run_dir: Path, proc: Proc, trial: Trial, cwd: Path) -> None:
+    err = proc.stderr()
+    assert trial.exit_code == 130, f"{trial}: {err[-3000:]}"
+    assert "Traceback" not in err, err[-3000:]
+    assert not list(cwd.glob("hs_err_pid*.log")) and not list(ROOT.glob("hs_err_pid*.log"))
+    ts = list(read_transcripts(run_dir))
+    ids = [t.dialogue_id for t in ts]
+    trial.recorded, trial.duplicated = len(ids), len(ids) - len(set(ids))
+    trial.errors = sum(t.error is not None for t in ts)
+    assert trial.errors == 0, [t.error for t in ts if t.error]
+    assert trial.duplicated == 0
+    if "2x" not in trial.moment:  # a second signal leaves at once, before run.json is closed
+        assert read_manifest(run_dir).status == "interrupted"
+        assert f"resume with: simloop run --resume {run_dir}" in err
+
+
+def _chain(tmp: Path, start: list[str], plan: list[tuple[str, signal.Signals]], total: int,
+           rng: random.Random) -> list[Trial]:
+    run_dir = tmp / "runs" / "r"
+    trials = []
+    for i, (moment, sig) in enumerate(plan):
+        args = start if i == 0 else ["run", "--resume", str(run_dir), "--no-progress"]
+        proc = Proc(["-v", *args], tmp, f"trial{i}")  # -v: the phase lines on stderr
+        marker, (lo, hi) = PHASES[moment]
+        proc.wait_for(marker)
+        time.sleep(rng.uniform(lo, hi))
+        trial = Trial(moment, sig.name)
+        trial.exit_code = proc.stop(sig, again="2x" in moment)
+        trials.append(trial)
+        _check_after_stop(run_dir, proc, trial, tmp)
+    last = Proc(["run", "--resume", str(run_dir), "--no-progress"], tmp, "final")
+    assert last.p.wait(timeout=PHASE_TIMEOUT_S * 2) == 0, last.stderr()[-3000:]
+    ids = [t.dialogue_id for t in read_transcripts(run_dir)]
+    assert len(ids) == total and len(set(ids)) == total  # none lost, none twice
+    assert all(t.error is None for t in read_transcripts(run_dir))
+    manifest = read_manifest(run_dir)
+    assert manifest.status == "finished"
+    return trials
+
+
+def _table(title: str, trials: list[Trial]) -> str:
+    rows = [f"{title}", "moment | signal | exit | lines after | errors | duplicated"]
+    rows += [f"{t.moment} | {t.signal} | {t.exit_code} | {t.recorded} | {t.errors} | {t.duplicated}" for t in trials]
+    return "\n".join(rows)
+
+
+def test_offline_run_interrupted_during_boot_load_and_retrieval(tmp_path, demo_cache):
+    rng = random.Random(SEED)
+    total = 40
+    start = ["run", "--limit", "20", "--repeat", "2", "--concurrency", "2", "--out", str(tmp_path / "runs"),
+             "--run-id", "r", "--no-progress"]
+    plan = [("jvm boot", signal.SIGINT), ("jvm boot", signal.SIGTERM), ("embedder load", signal.SIGINT),
+            ("retrieval", signal.SIGTERM), ("retrieval", signal.SIGINT), ("retrieval", signal.SIGTERM)]
+    trials = _chain(tmp_path, start, plan, total, rng)
+    print("\n" + _table("offline simulator + bm25_extractive", trials))
+
+
+@pytest.fixture
+def slow_llm(tmp_path):
+    cmd = [sys.executable, "-m", "simloop", "mock-llm", "--port", "0", "--latency-ms", "500"]
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, cwd=tmp_path) as proc:
+        try:
+            line = proc.stdout.readline().strip()
+            assert line.startswith("mock-llm listening on "), line
+            yield line.rsplit(" ", 1)[1]
+        finally:
+            proc.terminate()
+            proc.wait(10)
+
+
+def test_llm_run_interrupted_in_the_middle_of_llm_calls(tmp_path, demo_cache, slow_llm):
+    rng = random.Random(SEED + 1)
+    total = 8
+    start = ["run", "--simulator", "llm", "--assistant", "genaius", "--base-url", slow_llm, "--model", "mock-model",
+             "--limit", str(total), "--concurrency", "4", "--max-turns", "4", "--out", str(tmp_path / "runs"),
+             "--run-id", "r", "--no-progress"]
+    plan = [("jvm boot", signal.SIGTERM), ("llm calls", signal.SIGINT), ("llm calls", signal.SIGTERM),
+            ("llm calls", signal.SIGINT), ("llm calls, 2x SIGINT", signal.SIGINT)]
+    trials = _chain(tmp_path, start, plan, total, rng)
+    print("\n" + _table("llm simulator + genaius, mock-llm --latency-ms 500", trials))
