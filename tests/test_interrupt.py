@@ -1,5 +1,6 @@
 """Interrupting real runs with real signals (issue 14, DESIGN §12).
 
+The index is the suite's cached demo index (``SIMLOOP_CACHE``, set by scripts/test).
 Each trial starts ``simloop run`` in a subprocess (the real demo index, MiniLM, the JVM;
 for the LLM trials a real ``simloop mock-llm --latency-ms 500`` over HTTP) and sends
 SIGINT or SIGTERM at a seeded random moment within a phase: while the JVM boots, while
@@ -46,7 +47,8 @@ class Trial:
 
 
 class Proc:
-    """``simloop ...`` in a subprocess, its output in files (a pipe nobody reads can fill up)."""
+    """``simloop ...`` in a subprocess, its output in files (a pipe nobody reads can fill up).
+    It runs in the test's folder: a JVM that crashed would leave its hs_err file there."""
 
     def __init__(self, args: list[str], cwd: Path, name: str):
         self.out, self.err = cwd / f"{name}.out", cwd / f"{name}.err"
@@ -65,6 +67,15 @@ class Proc:
                 self.p.kill()
                 pytest.fail(f"no {text!r} after {PHASE_TIMEOUT_S:.0f} s:\n{self.stderr()[-3000:]}")
             time.sleep(0.02)
+
+    def wait_for_lines(self, run_dir: Path, more_than: int) -> None:
+        """Until the run has recorded more than ``more_than`` dialogues."""
+        deadline = time.monotonic() + PHASE_TIMEOUT_S
+        while len(_lines(run_dir)) <= more_than:
+            if self.p.poll() is not None or time.monotonic() > deadline:
+                self.p.kill()
+                pytest.fail(f"no new line (code {self.p.returncode}):\n{self.stderr()[-3000:]}")
+            time.sleep(0.05)
 
     def stop(self, sig: signal.Signals, again: bool = False) -> int | None:
         if self.p.poll() is not None:
@@ -85,10 +96,16 @@ class Proc:
 PHASES = {
     "jvm boot": ("preparing: search index", (0.0, 0.8)),
     "embedder load": ("preparing: embedder", (0.0, 0.3)),
-    "retrieval": ("ready: dialogues start", (0.3, 1.5)),
-    "llm calls": ("ready: dialogues start", (0.8, 3.0)),
-    "llm calls, 2x SIGINT": ("ready: dialogues start", (0.8, 2.0)),
+    "retrieval": ("ready: dialogues start", (0.3, 3.0)),
+    "llm calls": ("ready: dialogues start", (1.0, 6.0)),  # calls take 0.5 s each, a dialogue ~6
+    "llm calls, after a line": ("ready: dialogues start", (0.0, 0.5)),  # the delay counts from the new line
+    "llm calls, 2x SIGINT": ("ready: dialogues start", (1.0, 4.0)),
 }
+
+
+def _lines(run_dir: Path) -> list:
+    """The recorded transcripts (none yet: a run stopped before its first line has no file)."""
+    return list(read_transcripts(run_dir)) if (run_dir / "dialogues.jsonl").exists() else []
 
 
 def _check_after_stop(run_dir: Path, proc: Proc, trial: Trial, cwd: Path) -> None:
@@ -96,7 +113,7 @@ def _check_after_stop(run_dir: Path, proc: Proc, trial: Trial, cwd: Path) -> Non
     assert trial.exit_code == 130, f"{trial}: {err[-3000:]}"
     assert "Traceback" not in err, err[-3000:]
     assert not list(cwd.glob("hs_err_pid*.log")) and not list(ROOT.glob("hs_err_pid*.log"))
-    ts = list(read_transcripts(run_dir))
+    ts = _lines(run_dir)
     ids = [t.dialogue_id for t in ts]
     trial.recorded, trial.duplicated = len(ids), len(ids) - len(set(ids))
     trial.errors = sum(t.error is not None for t in ts)
@@ -116,6 +133,8 @@ def _chain(tmp: Path, start: list[str], plan: list[tuple[str, signal.Signals]], 
         proc = Proc(["-v", *args], tmp, f"trial{i}")  # -v: the phase lines on stderr
         marker, (lo, hi) = PHASES[moment]
         proc.wait_for(marker)
+        if "after a line" in moment:  # finished lines on disk, others in flight
+            proc.wait_for_lines(run_dir, len(_lines(run_dir)))
         time.sleep(rng.uniform(lo, hi))
         trial = Trial(moment, sig.name)
         trial.exit_code = proc.stop(sig, again="2x" in moment)
@@ -137,10 +156,13 @@ def _table(title: str, trials: list[Trial]) -> str:
     return "\n".join(rows)
 
 
-def test_offline_run_interrupted_during_boot_load_and_retrieval(tmp_path, demo_cache):
+# Each chain is several runs, each booting Java and loading MiniLM: allow for a loaded machine.
+@pytest.mark.timeout(900)
+def test_offline_run_interrupted_during_boot_load_and_retrieval(tmp_path):
     rng = random.Random(SEED)
-    total = 40
-    start = ["run", "--limit", "20", "--repeat", "2", "--concurrency", "2", "--out", str(tmp_path / "runs"),
+    total = 6
+    start = ["run", "--personas", str(ROOT / "personas"), "--limit", str(total), "--concurrency", "2",
+             "--max-turns", "2", "--out", str(tmp_path / "runs"),
              "--run-id", "r", "--no-progress"]
     plan = [("jvm boot", signal.SIGINT), ("jvm boot", signal.SIGTERM), ("embedder load", signal.SIGINT),
             ("retrieval", signal.SIGTERM), ("retrieval", signal.SIGINT), ("retrieval", signal.SIGTERM)]
@@ -161,13 +183,14 @@ def slow_llm(tmp_path):
             proc.wait(10)
 
 
-def test_llm_run_interrupted_in_the_middle_of_llm_calls(tmp_path, demo_cache, slow_llm):
+@pytest.mark.timeout(900)
+def test_llm_run_interrupted_in_the_middle_of_llm_calls(tmp_path, slow_llm):
     rng = random.Random(SEED + 1)
     total = 8
-    start = ["run", "--simulator", "llm", "--assistant", "genaius", "--base-url", slow_llm, "--model", "mock-model",
-             "--limit", str(total), "--concurrency", "4", "--max-turns", "4", "--out", str(tmp_path / "runs"),
+    start = ["run", "--personas", str(ROOT / "personas"), "--simulator", "llm", "--assistant", "genaius", "--base-url", slow_llm, "--model", "mock-model",
+             "--limit", str(total), "--concurrency", "4", "--max-turns", "3", "--out", str(tmp_path / "runs"),
              "--run-id", "r", "--no-progress"]
     plan = [("jvm boot", signal.SIGTERM), ("llm calls", signal.SIGINT), ("llm calls", signal.SIGTERM),
-            ("llm calls", signal.SIGINT), ("llm calls, 2x SIGINT", signal.SIGINT)]
+            ("llm calls, after a line", signal.SIGINT), ("llm calls, 2x SIGINT", signal.SIGINT)]
     trials = _chain(tmp_path, start, plan, total, rng)
     print("\n" + _table("llm simulator + genaius, mock-llm --latency-ms 500", trials))
