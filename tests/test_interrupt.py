@@ -16,6 +16,8 @@ trial table is printed (``-s``) for the closing note of the issue.
 
 from __future__ import annotations
 
+import asyncio
+import os
 import random
 import signal
 import subprocess
@@ -26,10 +28,11 @@ from pathlib import Path
 
 import pytest
 
+from simloop.config import RunConfig
 from simloop.run.recorder import read_manifest, read_transcripts
+from simloop.run.runner import execute, prepare_run
 
 ROOT = Path(__file__).resolve().parents[1]
-pytestmark = pytest.mark.slow
 
 SEED = 14
 EXIT_DEADLINE_S = 10.0  # the issue's bound on how long a stop may take, not a speed figure
@@ -156,8 +159,85 @@ def _table(title: str, trials: list[Trial]) -> str:
     return "\n".join(rows)
 
 
+# ----------------------------------------------------------------------------- in process
+class SlowEcho:
+    """The scripted assistant, slow enough that dialogues are in flight when the signal
+    comes; it declares an embedder (a fake at the Context seam) to be warmed up."""
+
+    needs = ("embedder",)
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+
+    async def respond(self, state):
+        from conftest import EchoAssistant
+
+        await self.ctx.embedder()
+        await asyncio.sleep(0.05)
+        return await EchoAssistant().respond(state)
+
+
+class CountingEmbedder:
+    def __init__(self):
+        self.opened = 0
+
+
+def _prepared(tmp_path: Path, limit: int = 8):
+    cfg = RunConfig.model_validate({
+        "out": str(tmp_path), "run_id": "s", "concurrency": 2,
+        "scenarios": {"personas_dir": str(ROOT / "personas"), "limit": limit},
+        "simulator": {"name": "conftest:ScriptedSimulator", "params": {"delay": 0.05}},
+        "assistant": {"name": "test_interrupt:SlowEcho"},
+    })
+    return prepare_run(cfg, overrides={"embedder": CountingEmbedder()})  # no MiniLM in unit tests
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+async def test_a_signal_stops_the_run_and_records_nothing_in_flight(tmp_path, sig):
+    prep = _prepared(tmp_path)
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    kinds: list[str] = []
+
+    def on_event(ev):
+        kinds.append(ev.kind)
+        if ev.kind == "ended" and kinds.count("ended") == 2:
+            os.kill(os.getpid(), sig)  # handled on the loop, between two steps
+
+    stats = await execute(prep, events=on_event)
+    assert stats.interrupted
+    assert kinds.index("ready") < kinds.index("started")  # warm-up before the first dialogue
+    assert kinds[kinds.index("stopping") + 1:].count("ended") == 0  # nothing recorded after the signal
+    ts = list(read_transcripts(prep.run_dir))
+    assert len(ts) == kinds.count("ended") == 2 and all(t.error is None for t in ts)
+    assert kinds.count("started") > 2  # others were in flight and were dropped
+    manifest = read_manifest(prep.run_dir)
+    assert manifest.status == "interrupted" and manifest.counts["recorded"] == 2
+    assert {s: signal.getsignal(s) for s in before} == before  # the host's handlers are back
+
+
+async def test_warm_up_opens_what_plugins_need_before_the_first_dialogue(tmp_path):
+    from simloop.run.runner import warm_up
+
+    prep = _prepared(tmp_path, limit=1)
+    opened = []
+    prep.ctx._cache.clear()
+
+    async def fake_embedder():  # the Context seam: what ``ctx.embedder()`` would load
+        opened.append("embedder")
+        return CountingEmbedder()
+
+    prep.ctx.embedder = fake_embedder
+    events = []
+    assert await warm_up(prep, events.append) == ["embedder"]
+    assert opened == ["embedder"]
+    assert [(e.kind, e.detail) for e in events] == [("preparing", "embedder (MiniLM)")]
+    prep.recorder.close()
+
+
+# ----------------------------------------------------------------------------- subprocesses
 # Each chain is several runs, each booting Java and loading MiniLM: allow for a loaded machine.
 @pytest.mark.timeout(900)
+@pytest.mark.slow
 def test_offline_run_interrupted_during_boot_load_and_retrieval(tmp_path):
     rng = random.Random(SEED)
     total = 6
@@ -184,6 +264,7 @@ def slow_llm(tmp_path):
 
 
 @pytest.mark.timeout(900)
+@pytest.mark.slow
 def test_llm_run_interrupted_in_the_middle_of_llm_calls(tmp_path, slow_llm):
     rng = random.Random(SEED + 1)
     total = 8

@@ -25,15 +25,16 @@ import signal
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
+from typing import Any, Callable, Coroutine, TypeVar
 
-__all__ = ["Interrupt", "at_hard_exit", "exit_now", "STOP_SIGNALS", "INTERRUPTED"]
+__all__ = ["Interrupt", "until_signalled", "at_hard_exit", "exit_now", "STOP_SIGNALS", "INTERRUPTED"]
 
 log = logging.getLogger(__name__)
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 INTERRUPTED = 130  # the shell's code for "ended by SIGINT"; used for SIGTERM too (DESIGN §12)
 
+T = TypeVar("T")
 _HARD_EXIT_HOOKS: list[Callable[[], None]] = []
 
 
@@ -127,3 +128,19 @@ class Interrupt:
 
     def __exit__(self, *exc: object) -> None:
         self.remove()
+
+
+async def until_signalled(coro: Coroutine[Any, Any, T]) -> T:
+    """Await ``coro`` as a task that the first SIGINT/SIGTERM cancels (a second exits at
+    once).  A signal's cancellation that ``coro`` did not absorb comes out as
+    KeyboardInterrupt, which callers already treat as "interrupted"."""
+    task = asyncio.ensure_future(coro)
+    interrupt = Interrupt(task)
+    with interrupt:
+        try:
+            return await task
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if interrupt.received and not (current is not None and current.cancelling()):
+                raise KeyboardInterrupt from None
+            raise
