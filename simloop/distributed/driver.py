@@ -78,7 +78,7 @@ class _Driver:
     def __init__(self, prep: Any, ids: list[str], workers: int, per_worker: int, gate: Any | None, progress: Any,
                  notice: Notice):
         self.prep, self.ids, self.workers, self.per_worker, self.gate = prep, ids, workers, per_worker, gate
-        self.progress, self.bar = progress, progress.add_task("run", total=len(ids), turns=0, errors=0)
+        self.progress, self.bar = progress, progress.add_task("dialogues", total=len(ids), turns=0, errors=0)
         self.notice = notice
         self.spec = prep.spec()
         self.cfg_json = worker_config(prep.cfg, workers).model_dump_json()
