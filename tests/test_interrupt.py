@@ -44,6 +44,7 @@ class Trial:
     moment: str
     signal: str
     exit_code: int | None = None
+    exit_s: float = 0.0  # signal to exit, for the table (bounded by EXIT_DEADLINE_S, not judged)
     recorded: int = 0  # lines after this trial
     errors: int = 0
     duplicated: int = 0
@@ -140,7 +141,9 @@ def _chain(tmp: Path, start: list[str], plan: list[tuple[str, signal.Signals]], 
             proc.wait_for_lines(run_dir, len(_lines(run_dir)))
         time.sleep(rng.uniform(lo, hi))
         trial = Trial(moment, sig.name)
+        t0 = time.monotonic()
         trial.exit_code = proc.stop(sig, again="2x" in moment)
+        trial.exit_s = time.monotonic() - t0
         trials.append(trial)
         _check_after_stop(run_dir, proc, trial, tmp)
     last = Proc(["run", "--resume", str(run_dir), "--no-progress"], tmp, "final")
@@ -154,8 +157,9 @@ def _chain(tmp: Path, start: list[str], plan: list[tuple[str, signal.Signals]], 
 
 
 def _table(title: str, trials: list[Trial]) -> str:
-    rows = [f"{title}", "moment | signal | exit | lines after | errors | duplicated"]
-    rows += [f"{t.moment} | {t.signal} | {t.exit_code} | {t.recorded} | {t.errors} | {t.duplicated}" for t in trials]
+    rows = [f"{title}", "moment | signal | exit | exit s | lines after | errors | duplicated"]
+    rows += [f"{t.moment} | {t.signal} | {t.exit_code} | {t.exit_s:.1f} | {t.recorded} | {t.errors} | {t.duplicated}"
+             for t in trials]
     return "\n".join(rows)
 
 
