@@ -101,6 +101,7 @@ PHASES = {
     "jvm boot": ("preparing: search index", (0.0, 0.8)),
     "embedder load": ("preparing: embedder", (0.0, 0.3)),
     "retrieval": ("ready: dialogues start", (0.3, 3.0)),
+    "retrieval, after a line": ("ready: dialogues start", (0.0, 0.5)),  # the delay counts from the new line
     "llm calls": ("ready: dialogues start", (1.0, 6.0)),  # calls take 0.5 s each, a dialogue ~6
     "llm calls, after a line": ("ready: dialogues start", (0.0, 0.5)),  # the delay counts from the new line
     "llm calls, 2x SIGINT": ("ready: dialogues start", (1.0, 4.0)),
@@ -249,7 +250,7 @@ def test_offline_run_interrupted_during_boot_load_and_retrieval(tmp_path):
              "--max-turns", "2", "--out", str(tmp_path / "runs"),
              "--run-id", "r", "--no-progress"]
     plan = [("jvm boot", signal.SIGINT), ("jvm boot", signal.SIGTERM), ("embedder load", signal.SIGINT),
-            ("retrieval", signal.SIGTERM), ("retrieval", signal.SIGINT), ("retrieval", signal.SIGTERM)]
+            ("retrieval", signal.SIGTERM), ("retrieval", signal.SIGINT), ("retrieval, after a line", signal.SIGTERM)]
     trials = _chain(tmp_path, start, plan, total, rng)
     print("\n" + _table("offline simulator + bm25_extractive", trials))
 
