@@ -25,6 +25,6 @@ def run_ray(cfg: RunConfig, resume: Path | None = None) -> int:
     if done.status != "finished":
         why = f"gave up after {done.gave_up}" if done.gave_up else "interrupted"
         err.print(f"[yellow]{why}[/]: {done.recorded} dialogues recorded; "
-                  f"resume with: simloop run --resume {done.run_dir}")
+                  f"resume with: simloop run --resume {done.run_dir}", soft_wrap=True)  # one line to copy
     print(done.run_dir)
     return {"finished": 0, "interrupted": 130}.get(done.status, 1)
