@@ -239,6 +239,41 @@ async def test_warm_up_opens_what_plugins_need_before_the_first_dialogue(tmp_pat
     prep.recorder.close()
 
 
+_STUBBORN = """
+import asyncio, sys
+from simloop.run.interrupt import Interrupt, at_hard_exit
+
+async def stubborn():  # work that does not stop when cancelled (a stuck close, say)
+    while True:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            print("cancelled", flush=True)
+
+async def main():
+    task = asyncio.create_task(stubborn())
+    at_hard_exit(lambda: print("terminal restored", flush=True))
+    with Interrupt(task):
+        print("ready", flush=True)
+        await task
+
+asyncio.run(main())
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_second_signal_exits_at_once_even_when_the_work_does_not_stop(tmp_path, sig):
+    with subprocess.Popen([sys.executable, "-c", _STUBBORN], cwd=ROOT, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True) as p:
+        assert p.stdout.readline().strip() == "ready"
+        p.send_signal(sig)
+        assert p.stdout.readline().strip() == "cancelled"  # the first signal only cancels
+        p.send_signal(sig)
+        out, err = p.communicate(timeout=EXIT_DEADLINE_S)
+    assert p.returncode == 130
+    assert "terminal restored" in out and f"{sig.name} again: exiting now" in err and "Traceback" not in err
+
+
 # ----------------------------------------------------------------------------- subprocesses
 # Each chain is several runs, each booting Java and loading MiniLM: allow for a loaded machine.
 @pytest.mark.timeout(900)
