@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncIterator
 
 import httpx
 
@@ -86,16 +86,13 @@ def _same(a: UserUtterance, b: UserUtterance) -> bool:
     return (a.user_id, a.topic_id, a.utterance, len(a.history)) == (b.user_id, b.topic_id, b.utterance, len(b.history))
 
 
-def sync_turns(turns: list[Turn], history: list[dict[str, str]],
-               as_sent: Callable[[str], str] = lambda response: response) -> tuple[list[Turn], bool]:
+def sync_turns(turns: list[Turn], history: list[dict[str, str]]) -> tuple[list[Turn], bool]:
     """The finished turns as the server's ``history`` has them: local turns (with their
     provenance) as far as they agree with it, the rest rebuilt from the text alone.
-    ``as_sent`` gives a local response as the server got it (cut to its token limit).
     Returns the turns and whether the local ones were all kept."""
     pairs = [(history[i]["content"], history[i + 1]["content"]) for i in range(0, len(history) - 1, 2)]
     kept = 0
-    while kept < min(len(turns), len(pairs)) and \
-            (turns[kept].user.utterance, as_sent(turns[kept].assistant.response)) == pairs[kept]:
+    while kept < min(len(turns), len(pairs)) and (turns[kept].user.utterance, turns[kept].assistant.response) == pairs[kept]:
         kept += 1
     rebuilt = [Turn(index=i, user=UserTurn(utterance=u), assistant=AssistantTurn(response=a))
                for i, (u, a) in enumerate(pairs[kept:], start=kept + 1)]
@@ -248,7 +245,7 @@ class _Lane:
         mine = saved if saved and (saved.get("user_id"), saved.get("topic_id")) == (utt.user_id, utt.topic_id) else {}
         turns = [Turn.model_validate(t) for t in mine.get("turns", [])]
         answered = (len(utt.history) - 1) // 2
-        state.turns, intact = sync_turns(turns, utt.history[: 2 * answered], self.sim.as_sent)
+        state.turns, intact = sync_turns(turns, utt.history[: 2 * answered])
         if intact and mine:  # memory of turns the server does not have would mislead
             state.assistant_memory = unpack_memory(mine.get("memory"))
 
@@ -338,12 +335,6 @@ class SimApiSimulator:
         if _ends_session(utt):  # the closing line came before a crash: record the dialogue now
             return SimulatorTurn.stop("user_satisfied", _ENDED, utterance=utt.utterance)
         return SimulatorTurn.say(utt.utterance)
-
-    def as_sent(self, response: str) -> str:
-        """``response`` as the server gets it: cut to ``max_response_tokens``."""
-        if count_wordpunct(response) > self.max_response_tokens:
-            return truncate_wordpunct(response, self.max_response_tokens)
-        return response
 
     async def next(self, state: DialogueState) -> SimulatorTurn:
         lane = self.lane_of[state.dialogue_id]
