@@ -144,6 +144,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    code = _main(argv)
+    if code == INTERRUPTED:
+        # The run is closed and recorded; a search or JVM boot still on a thread must not
+        # hold the process at interpreter exit (threads are joined there), so leave now.
+        exit_now(INTERRUPTED)
+    return code
+
+
+def _main(argv: list[str] | None) -> int:
     from ..search.jvm import prepare_environment
 
     prepare_environment()  # at process start, before any thread or LLM client (see search/jvm.py)
@@ -152,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
-        code = int(args.func(args) or 0)
+        return int(args.func(args) or 0)
     except BadInputError as exc:
         print(f"simloop: error: {exc}", file=sys.stderr)
         return 2
@@ -161,12 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         print("simloop: interrupted", file=sys.stderr)
-        code = INTERRUPTED
-    if code == INTERRUPTED:
-        # The run is closed and recorded; a search or JVM boot still on a thread must not
-        # hold the process at interpreter exit (threads are joined there), so leave now.
-        exit_now(INTERRUPTED)
-    return code
+        return 130
 
 
 if __name__ == "__main__":
