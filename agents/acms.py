@@ -30,6 +30,7 @@ __all__ = ["ACMS"]
 class ACMS:
     # The LLM roles it calls: the run asks each one's endpoint for an answer before it starts.
     llm_roles = ("assistant.generate",)
+    needs = ("retriever", "embedder")  # opened before the first dialogue (run/runner.py warm_up)
 
     def __init__(self, ctx: Any, token_budget: int = 2048, system_tokens: int = 250, candidates: int = 30,
                  max_passages: int = 5, profile_weight: float = 0.2, prior_weight: float = 0.2,

@@ -82,6 +82,8 @@ def _with_remembered(utterance: str, query: str, remembered: list[str]) -> str:
 class BM25Extractive:
     """BM25 + extractive answer, with embedding-selected PTKB and a heuristic rewrite."""
 
+    needs = ("retriever", "embedder")  # opened before the first dialogue (run/runner.py warm_up)
+
     def __init__(
         self,
         ctx: Any,

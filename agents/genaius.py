@@ -25,6 +25,7 @@ __all__ = ["GenAIus"]
 class GenAIus:
     # The LLM roles it calls: the run asks each one's endpoint for an answer before it starts.
     llm_roles = ("assistant.ptkb", "assistant.rewrite", "assistant.generate")
+    needs = ("retriever",)  # opened before the first dialogue (run/runner.py warm_up)
 
     def __init__(self, ctx: Any, memory: Literal["full", "summary"] = "full", k: int = 20,
                  max_words: int = MAX_WORDS, summary_words: int = 150):

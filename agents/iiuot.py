@@ -38,6 +38,7 @@ _THRESHOLDS = {"embedding": DEFAULT_THRESHOLD, "llm": 0.5, "lexical": 0.2}
 class IIUoT:
     # The LLM roles it calls: the run asks each one's endpoint for an answer before it starts.
     llm_roles = ("assistant.ptkb", "assistant.rewrite", "assistant.generate")
+    needs = ("retriever", "embedder")  # opened before the first dialogue (run/runner.py warm_up)
 
     def __init__(self, ctx: Any, window: int = 3, candidates: int = 50, k: int = 20, passages: int = 5,
                  alpha: float = 0.4, prefilter_threshold: float = 0.15, prefilter_top_k: int = 5,

@@ -42,6 +42,7 @@ class _Branch:
 class NiiGtR:
     # The LLM roles it calls: the run asks each one's endpoint for an answer before it starts.
     llm_roles = (*ROLES, "assistant.generate")
+    needs = ("retriever", "embedder")  # opened before the first dialogue (run/runner.py warm_up)
 
     def __init__(self, ctx: Any, k: int = 20, k_per_query: int = 50, queries: int = 5, rerank_depth: int = 50,
                  passages: int = 5, max_words: int = MAX_WORDS, draft_words: int = 200):

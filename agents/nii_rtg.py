@@ -27,6 +27,7 @@ __all__ = ["NiiRtG"]
 class NiiRtG:
     # The LLM roles it calls: the run asks each one's endpoint for an answer before it starts.
     llm_roles = ("assistant.ptkb", "assistant.rewrite", "assistant.queries", "assistant.suggest", "assistant.generate")
+    needs = ("retriever", "embedder")  # opened before the first dialogue (run/runner.py warm_up)
 
     def __init__(self, ctx: Any, k: int = 20, k_per_query: int = 50, rerank_depth: int = 50, passages: int = 5,
                  queries_per_statement: int = 3, max_statements: int = 3, max_words: int = MAX_WORDS):

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import BadInputError, SimloopError
+from ..run.interrupt import INTERRUPTED, exit_now
 from .flags import RUN_FLAGS, add_flags, config_from_flags, resumed_config
 
 __all__ = ["main", "build_parser"]
@@ -149,6 +150,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    code = _main(argv)
+    if code == INTERRUPTED:
+        # The run is closed and recorded; a search or JVM boot still on a thread must not
+        # hold the process at interpreter exit (threads are joined there), so leave now.
+        exit_now(INTERRUPTED)
+    return code
+
+
+def _main(argv: list[str] | None) -> int:
     from ..search.jvm import prepare_environment
 
     prepare_environment()  # at process start, before any thread or LLM client (see search/jvm.py)

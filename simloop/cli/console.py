@@ -17,6 +17,7 @@ from rich.table import Table
 
 from ..config import RunConfig
 from ..run.engine import Event, RunStats
+from ..run.interrupt import at_hard_exit
 from ..run.recorder import ReadReport, read_manifest, read_transcripts
 from ..schema import Transcript
 
@@ -41,7 +42,7 @@ def summary_table(stats: RunStats, run_dir: Path) -> Table:
 def progress_bar(enabled: bool) -> Progress:
     """The dialogues bar of a run (local or Ray), on stderr."""
     return Progress(
-        TextColumn("[bold]dialogues"), BarColumn(), MofNCompleteColumn(),
+        TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
         TextColumn("turns {task.fields[turns]}  errors {task.fields[errors]}"), TimeElapsedColumn(),
         console=err, disable=not enabled, transient=False,
     )
@@ -58,26 +59,45 @@ def run_with_progress(cfg: RunConfig, resume: Path | None = None, retry_errors: 
     if resume is not None:
         say_plain(f"resuming {prep.run_dir}: {len(prep.done)} recorded, {todo} to go")
     progress = progress_bar(cfg.progress)
-    task = progress.add_task("run", total=todo, turns=0, errors=0)
+    task = progress.add_task("dialogues", total=todo, turns=0, errors=0)
     counters = {"turns": 0, "errors": 0}
 
     def on_event(ev: Event) -> None:
-        if ev.kind == "turn":
+        if ev.kind == "preparing":  # warm-up: the bar waits, its label says what is loading
+            progress.update(task, description=f"preparing: {ev.detail}")
+        elif ev.kind == "ready":
+            progress.update(task, description="dialogues")
+            progress.reset(task, total=todo)  # the elapsed time counts dialogues only
+        elif ev.kind == "stopping":
+            progress.update(task, description=f"stopping ({ev.detail})")
+            err.print(f"[yellow]{ev.detail}[/]: stopping; dialogues in flight are dropped and will re-run on "
+                      "resume (press Ctrl-C again to exit at once)", soft_wrap=True)
+        elif ev.kind == "turn":
             counters["turns"] += 1
             progress.update(task, turns=counters["turns"])
         elif ev.kind == "ended":
             counters["errors"] += ev.transcript is not None and ev.transcript.error is not None
             progress.update(task, advance=1, errors=counters["errors"])
 
-    with progress:
-        stats = asyncio.run(execute(prep, events=on_event))
+    forget = at_hard_exit(lambda: _restore_terminal(progress))
+    try:
+        with progress:
+            stats = asyncio.run(execute(prep, events=on_event))
+    finally:
+        forget()
     out.print(summary_table(stats, prep.run_dir))
     if stats.interrupted:
         err.print(f"[yellow]interrupted[/]: {prep.recorder.written} dialogues recorded; "
-                  f"resume with: simloop run --resume {prep.run_dir}")
+                  f"resume with: simloop run --resume {prep.run_dir}", soft_wrap=True)  # one line to copy
     code = 130 if stats.interrupted else finished_code(prep.run_dir, cfg.max_error_share, say_plain)
     print(prep.run_dir)
     return code
+
+
+def _restore_terminal(progress: Progress) -> None:
+    """Before a hard exit (a second Ctrl-C): stop the live bar and show the cursor again."""
+    progress.stop()
+    err.show_cursor(True)
 
 
 def print_list(personas_dir: Path, topics: Path | None) -> int:

@@ -26,7 +26,7 @@ def run_ray(cfg: RunConfig, resume: Path | None = None, retry_errors: bool = Fal
     if done.status != "finished":
         why = f"gave up after {done.gave_up}" if done.gave_up else "interrupted"
         err.print(f"[yellow]{why}[/]: {done.recorded} dialogues recorded; "
-                  f"resume with: simloop run --resume {done.run_dir}")
+                  f"resume with: simloop run --resume {done.run_dir}", soft_wrap=True)  # one line to copy
     code = {"finished": 0, "interrupted": 130}.get(done.status, 1)
     if code == 0:
         code = finished_code(done.run_dir, cfg.max_error_share, say_plain)

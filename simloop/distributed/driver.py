@@ -39,6 +39,7 @@ from typing import Any, Callable
 from ..config import RunConfig
 from .worker import DialogueWorker, RateGate, worker_config
 from ..run.engine import RunStats, gather_until_cancelled
+from ..run.interrupt import until_signalled
 from ..run.plugins import close_plugins
 from ..errors import ConfigError
 from ..schema import ErrorInfo, Stop, Transcript, Usage, utcnow
@@ -77,7 +78,7 @@ class _Driver:
     def __init__(self, prep: Any, ids: list[str], workers: int, per_worker: int, gate: Any | None, progress: Any,
                  notice: Notice):
         self.prep, self.ids, self.workers, self.per_worker, self.gate = prep, ids, workers, per_worker, gate
-        self.progress, self.bar = progress, progress.add_task("run", total=len(ids), turns=0, errors=0)
+        self.progress, self.bar = progress, progress.add_task("dialogues", total=len(ids), turns=0, errors=0)
         self.notice = notice
         self.spec = prep.spec()
         self.cfg_json = worker_config(prep.cfg, workers).model_dump_json()
@@ -305,7 +306,7 @@ def run_ray(cfg: RunConfig, resume: Path | None = None, workers: int | None = No
         driver = _Driver(prep, ids, n, max(1, math.ceil(prep.cfg.concurrency / n)), gate,
                          progress or _NoProgress(), notice)
         with driver.progress:
-            stats = asyncio.run(driver.drive())
+            stats = asyncio.run(until_signalled(driver.drive()))  # SIGTERM too: the workers are killed below
         status = "failed" if driver.gave_up else "interrupted" if stats.interrupted else "finished"
     except KeyboardInterrupt:
         status = "interrupted"

@@ -159,6 +159,8 @@ class OffTopic:
     """Fluent text about something else: the lead sentences of the best BM25 passage for a
     subject that shares no word with the topic (so it is off topic by construction)."""
 
+    needs = ("retriever",)  # opened before the first dialogue (run/runner.py warm_up)
+
     def __init__(self, ctx: Any, k: int = 3):
         self.ctx, self.k = ctx, k
 

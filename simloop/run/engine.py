@@ -26,12 +26,15 @@ __all__ = ["Engine", "Event", "EventSink", "RunStats", "run_dialogue", "gather_u
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """Progress events: ``started`` / ``turn`` / ``ended``."""
+    """Progress events: ``started`` / ``turn`` / ``ended`` for a dialogue; for the run
+    (``dialogue_id`` empty): ``preparing`` (``detail``: what is being opened), ``ready``
+    (every dialogue starts after it) and ``stopping`` (``detail``: the signal)."""
 
     kind: str
-    dialogue_id: str
+    dialogue_id: str = ""
     turn: int = 0
     transcript: Transcript | None = None
+    detail: str = ""
 
 
 EventSink = Callable[[Event], None]
@@ -116,9 +119,15 @@ class Engine:
         self.concurrency = concurrency
         self.events = events
         self.stats = RunStats()
+        self.stopping = False  # set once the run is interrupted: nothing more is recorded
 
     async def _dialogue(self, scenario: Scenario) -> None:
         transcript = await run_dialogue(scenario, self.simulator, self.assistant, self.spec, self.events)
+        if self.stopping and transcript.error is not None:
+            # A failure that surfaced while the run was being stopped is most likely the
+            # stop itself (a closed client, a cancelled call caught as an error): leave the
+            # dialogue without a line, so resume runs it again.
+            return
         result = self.sink(transcript)
         if asyncio.iscoroutine(result):
             await result
@@ -148,7 +157,15 @@ class Engine:
         t0 = time.perf_counter()
         tasks = [asyncio.create_task(w) for w in workers]
         try:
-            self.stats.interrupted = await gather_until_cancelled(tasks)
+            await asyncio.gather(*tasks)
+        except asyncio.CancelledError:  # interrupted: in-flight dialogues are dropped unrecorded
+            self.stopping = True
+            await _cancel(tasks)
+            self.stats.interrupted = True
+        except Exception:
+            self.stopping = True
+            await _cancel(tasks)
+            raise
         finally:
             self.stats.wall_s = time.perf_counter() - t0
         return self.stats

