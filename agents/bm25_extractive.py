@@ -2,7 +2,9 @@
 
 PTKB statements are selected by MiniLM similarity to the utterance and the previous user
 turn (a "window" of one turn); the query is rewritten heuristically with context terms;
-BM25 retrieves; the response is the best sentences of the top passages.
+BM25 retrieves; the response is the best sentences of the top passages that stay on the
+question, opened by a sentence naming the user's facts that bear on it (PTKB statements,
+and what the memory strategy kept: ``simloop/parts/generate_focus.py``).
 
 With ``memory`` set to a context strategy (``full``, ``summary``, ``window``,
 ``adaptive``; see ``simloop/memory/``) the rewrite draws its context terms from that
@@ -29,7 +31,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from simloop.memory import ContextPart, MemoryStrategy, make_memory
-from simloop.parts.generate import extractive_answer
+from simloop.parts.generate_focus import focused_answer
 from simloop.parts.ptkb import DEFAULT_THRESHOLD, rank_ptkb_by_embedding
 from simloop.parts.rewrite import heuristic_rewrite
 from simloop.parts.stages import timed_stage
@@ -119,6 +121,7 @@ class BM25Extractive:
             )
         context: ContextInfo | None = None
         focus: str | None = None
+        remembered: list[str] = []
         if self.memory is None:
             async with timed_stage("rewrite", stages):
                 query = heuristic_rewrite(utterance, history, [p.statement for p in selected])
@@ -129,9 +132,12 @@ class BM25Extractive:
         retriever = await self.ctx.retriever()
         async with timed_stage("retrieve", stages):
             hits = await retriever.search(query, self.k)
+        # PtkbUse.used (the set the assistant relies on) where the PTKB stage marks one.
+        chosen = [p.statement for p in selected if getattr(p, "used", True)]
         async with timed_stage("generate", stages):
-            response, used = extractive_answer(
-                query, hits, self.max_words, passages=_GENERATION_PASSAGES, focus=focus or utterance
+            response, used = await focused_answer(
+                embedder, query, hits, utterance=utterance, ptkb=chosen, remembered=remembered,
+                max_words=self.max_words, passages=_GENERATION_PASSAGES, focus=focus or utterance,
             )
 
         read = [utterance, *window, *(p.statement for p in selected), *(h.text for h in hits[:_GENERATION_PASSAGES])]

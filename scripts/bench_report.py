@@ -25,7 +25,13 @@ LABELS: dict[str, tuple[str, str]] = {
     "loop_lag_p99_ms_idle": ("same ticker on an idle loop, right before (the machine's own noise)", "ms"),
     "memory_per_dialogue_kib": ("RSS per active dialogue, 10,000 parked mid-turn", "KiB"),
     "memory_per_dialogue_traced_kib": ("Python allocations per parked dialogue (tracemalloc)", "KiB"),
+    "answer_offtopic_share": ("demo answers with a sentence below 0.15 MiniLM cosine to both question and topic", ""),
+    "answer_words_max": ("longest demo answer (bm25_extractive, cap 220)", "words"),
+    "memory_recall_full_d40": ("memory test recall at distance 40, full history (offline)", ""),
+    "memory_recall_window_d40": ("memory test recall at distance 40, 3-turn window (offline)", ""),
 }
+# Figures where higher is better (the target is a floor).
+HIGHER = ("rate_limit_utilisation", "bm25_batch_speedup", "memory_recall_full_d40")
 
 
 def _fmt(v: Any) -> str:
@@ -40,7 +46,7 @@ def _target(key: str, fig: dict[str, Any]) -> str:
     t = fig.get("target")
     if t is None:
         return "—"
-    higher = key in ("rate_limit_utilisation", "bm25_batch_speedup")
+    higher = key in HIGHER
     return f"{'≥' if higher else ('=' if t == 0 else '≤')} {_fmt(t)}"
 
 
