@@ -35,8 +35,8 @@ BENCHES: dict[str, tuple[str, int, int]] = {
     "retrieval": ("bench_retrieval", 420, 300),
     "memory": ("bench_footprint", 300, 120),
     "agents": ("bench_agents", 420, 300),
-    "answers": ("bench_answers", 900, 300),
-    "memorytest": ("bench_memorytest", 600, 300),
+    "answers": ("bench_answers", 1200, 400),
+    "memorytest": ("bench_memorytest", 1200, 400),
 }
 
 
