@@ -76,7 +76,9 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
     from bench_common import bench_config, figure, info, run_prepared
     from simloop.search import open_embedder
 
-    limit = 8 if quick else 30  # 10 personas x 3 topics = every pair once
+    pairs = sum(1 for p in (ROOT / "personas").glob("*.toml") for line in p.read_text().splitlines()
+                if line.strip() == "[[topics]]")
+    limit = 8 if quick else pairs  # every persona x topic pair once, as scripts/demo runs
     embedder = await open_embedder()
     try:
         with tempfile.TemporaryDirectory(prefix="simloop-bench-answers-") as tmp:

@@ -44,7 +44,7 @@ __all__ = ["focused_answer", "personal_sentence", "ON_TOPIC", "PTKB_FACT", "POOL
 
 ON_TOPIC = 0.20
 PTKB_FACT = 0.40
-POOL = 40  # sentences embedded per turn: the lexical best; the rest would not be chosen anyway
+POOL = 24  # sentences embedded per turn: the lexical best (a 220-word answer holds about 8-10)
 _MAX_FACTS = 2  # more than two facts in one sentence reads as a list, not as attention
 
 
