@@ -45,7 +45,10 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
     strategies = ["full", "window"] if quick else ["full", "summary", "window", "adaptive"]
     distances = [5, 40] if quick else [5, 10, 20, 40]
     with tempfile.TemporaryDirectory(prefix="simloop-bench-memorytest-") as tmp:
+        # A 42-turn dialogue on a loaded machine can take longer than the default 600 s, and a
+        # probe cut off by a timeout counts as a miss: the limit here is generous.
         base = RunConfig.model_validate({"out": tmp, "run_id": "mem", "progress": False, "concurrency": 8,
+                                         "dialogue_timeout_s": 3600,
                                          "scenarios": {"personas_dir": str(ROOT / "personas")}})
         test = MemoryTest(parse_config({"strategies": strategies, "distances": distances}), base)
         t0 = time.perf_counter()
