@@ -10,8 +10,10 @@ that open with the user's facts.
 
 Usage:
     scripts/bench_answers.py [--quick]             the section alone (writes nothing)
-    scripts/bench_answers.py --score RUN_DIR       the same figures for an existing demo run
-                                                   (e.g. one made with an older checkout: "before")
+    scripts/bench_answers.py --score RUN_DIR [--same-as OTHER_RUN]
+                                                   the same figures for an existing demo run (e.g.
+                                                   one made with an older checkout: "before"),
+                                                   optionally only the dialogues OTHER_RUN has
     scripts/bench_answers.py --tune                how ON_TOPIC and PTKB_FACT
                                                    (simloop/parts/generate_focus.py) were chosen:
                                                    2023 train topics only
@@ -44,8 +46,9 @@ OPENING = "Since you mentioned that "
 IKAT = Path(os.environ.get("SIMLOOP_IKAT_DATA", "/work/shared/data/ikat"))
 
 
-async def score_run(run_dir: Path, embedder: Any) -> dict[str, Any]:
-    """The figures for the answers of ``run_dir`` (topics looked up in ``personas/``)."""
+async def score_run(run_dir: Path, embedder: Any, only: set[str] | None = None) -> dict[str, Any]:
+    """The figures for the answers of ``run_dir`` (topics looked up in ``personas/``);
+    ``only``: just these dialogue ids (to compare two runs on the same dialogues)."""
     from simloop.inputs.personas import load_personas
     from simloop.run.recorder import read_transcripts
     from simloop.search import cosine
@@ -53,12 +56,17 @@ async def score_run(run_dir: Path, embedder: Any) -> dict[str, Any]:
 
     topics = {t.id: f"{t.title}. {t.need}" for p in load_personas(ROOT / "personas") for t in p.topics}
     rows = [(tr.scenario.topic_id, t.user.utterance, t.assistant.response)
-            for tr in read_transcripts(run_dir) for t in tr.turns]
-    flagged, examples, lengths, personal = 0, [], [], 0
-    for topic_id, question, answer in rows:
-        sents = [s for s in sentences(answer) if s.strip()]
-        vecs = await embedder.encode([question, topics.get(topic_id, ""), *sents])
-        sims = cosine(vecs[:2], vecs[2:])
+            for tr in read_transcripts(run_dir) if only is None or tr.dialogue_id in only for t in tr.turns]
+    # One batch for every text: MiniLM per answer would pay its overhead hundreds of times.
+    split = [[s for s in sentences(answer) if s.strip()] for _, _, answer in rows]
+    texts = [x for (topic_id, question, _), sents in zip(rows, split)
+             for x in (question, topics.get(topic_id, ""), *sents)]
+    vecs = await embedder.encode(texts) if texts else None
+    flagged, examples, lengths, personal, at = 0, [], [], 0, 0
+    for (topic_id, question, answer), sents in zip(rows, split):
+        block = vecs[at: at + 2 + len(sents)]
+        at += 2 + len(sents)
+        sims = cosine(block[:2], block[2:])
         off = [s for s, q, t in zip(sents, sims[0], sims[1]) if q < OFF_COS and t < OFF_COS]
         flagged += bool(off)
         if off and len(examples) < 5:
@@ -166,6 +174,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
     p.add_argument("--score", type=Path, help="score the answers of an existing run directory")
+    p.add_argument("--same-as", type=Path, help="with --score: only the dialogues this other run also has")
     p.add_argument("--tune", action="store_true", help="the cutoff grids on the 2023 train topics")
     a = p.parse_args()
     if a.tune:
@@ -177,7 +186,12 @@ def main() -> int:
 
             emb = await open_embedder()
             try:
-                return await score_run(a.score, emb)
+                only = None
+                if a.same_as:
+                    from simloop.run.recorder import read_transcripts
+
+                    only = {t.dialogue_id for t in read_transcripts(a.same_as)}
+                return await score_run(a.score, emb, only)
             finally:
                 await emb.aclose()
         print(json.dumps(asyncio.run(_score()), indent=1))
