@@ -31,6 +31,9 @@ class ACMS:
     # The LLM roles it calls: the run asks each one's endpoint for an answer before it starts.
     llm_roles = ("assistant.generate",)
     needs = ("retriever", "embedder")  # opened before the first dialogue (run/runner.py warm_up)
+    # BM25 depth is ``candidates`` (re-ranked, then cut to what fits the budget): a run's
+    # --k / retrieval.k is rejected with this name rather than ignored (run/plugins.py).
+    DEPTH_PARAM = "candidates"
 
     def __init__(self, ctx: Any, token_budget: int = 2048, system_tokens: int = 250, candidates: int = 30,
                  max_passages: int = 5, profile_weight: float = 0.2, prior_weight: float = 0.2,

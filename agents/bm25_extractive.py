@@ -4,8 +4,10 @@ PTKB statements are ranked by the no-LLM ranker (``simloop.parts.ptkb_rank``: Mi
 similarity to the utterance and, discounted, to the earlier user utterances); the whole
 ranking is the turn's ``ptkb_provenance`` and the ``used`` head of it (the top
 ``ptkb_top_k`` scoring at least ``ptkb_threshold``, at least one) feeds the rewrite; the
-query is rewritten heuristically with context terms;
-BM25 retrieves; the response is the best sentences of the top passages.
+query is rewritten heuristically with context terms; BM25 retrieves; the response is the
+best sentences of the top passages that stay on the question, opened by a sentence naming
+the user's facts that bear on it (PTKB statements, and what the memory strategy kept:
+``simloop/parts/generate_focus.py``).
 
 With ``memory`` set to a context strategy (``full``, ``summary``, ``window``,
 ``adaptive``; see ``simloop/memory/``) the rewrite draws its context terms from that
@@ -28,7 +30,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from simloop.memory import ContextPart, MemoryStrategy, make_memory
-from simloop.parts.generate import extractive_answer
+from simloop.parts.generate_focus import focused_answer
 from simloop.parts.ptkb import rank_ptkb_by_embedding
 from simloop.parts.ptkb_llm import used_only
 from simloop.parts.ptkb_rank import DEFAULT_PARAMS, RankParams, rank_ptkb_uses
@@ -126,6 +128,7 @@ class BM25Extractive:
         selected = used_only(ranking)  # what the rewrite and the answer rely on
         context: ContextInfo | None = None
         focus: str | None = None
+        remembered: list[str] = []
         if self.memory is None:
             async with timed_stage("rewrite", stages):
                 query = heuristic_rewrite(utterance, history, [p.statement for p in selected])
@@ -136,9 +139,11 @@ class BM25Extractive:
         retriever = await self.ctx.retriever()
         async with timed_stage("retrieve", stages):
             hits = await retriever.search(query, self.k)
+        chosen = [p.statement for p in selected]  # the used head of the ranking
         async with timed_stage("generate", stages):
-            response, used = extractive_answer(
-                query, hits, self.max_words, passages=_GENERATION_PASSAGES, focus=focus or utterance
+            response, used = await focused_answer(
+                embedder, query, hits, utterance=utterance, ptkb=chosen, remembered=remembered,
+                max_words=self.max_words, passages=_GENERATION_PASSAGES, focus=focus or utterance,
             )
 
         read = [utterance, *window, *(p.statement for p in selected), *(h.text for h in hits[:_GENERATION_PASSAGES])]

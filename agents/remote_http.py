@@ -91,6 +91,9 @@ def _failure(exc: Exception, timeout_s: float) -> str:
 
 
 class RemoteHTTP:
+    # The remote assistant retrieves (or not) on its own: --k / retrieval.k is rejected.
+    DEPTH_PARAM = None
+
     def __init__(self, ctx: Any, url: str, timeout_s: float = 30.0, on_error: Literal["raise", "reply"] = "raise",
                  token_env: str | None = None):
         if not url.startswith(("http://", "https://")):

@@ -37,6 +37,8 @@ BENCHES: dict[str, tuple[str, int, int]] = {
     "agents": ("bench_agents", 900, 420),
     "offline": ("bench_offline", 1500, 900),
     "ptkb": ("bench_ptkb", 300, 180),
+    "answers": ("bench_answers", 1200, 400),
+    "memorytest": ("bench_memorytest", 1200, 400),
 }
 
 

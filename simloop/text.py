@@ -16,6 +16,7 @@ from typing import Iterable
 __all__ = [
     "STOPWORDS", "TOKENS_PER_WORD",
     "words", "stem", "content_words", "content_terms", "sentences", "word_count", "first_lower", "term_coverage",
+    "second_person",
     "count_tokens", "clip_words", "clip_to_tokens", "count_wordpunct", "truncate_wordpunct",
 ]
 
@@ -103,6 +104,37 @@ def first_lower(text: str) -> str:
     if head in {"I", "I'm", "I've", "I'd", "I'll"} or (len(head) > 1 and head[1].isupper()):
         return text
     return text[0].lower() + text[1:]
+
+
+_YOU = {"i": "you", "i'm": "you're", "i've": "you've", "i'll": "you'll", "i'd": "you'd", "me": "you", "my": "your",
+        "mine": "yours", "myself": "yourself", "we": "you", "we're": "you're", "we've": "you've", "we'll": "you'll",
+        "we'd": "you'd", "our": "your", "ours": "yours", "ourselves": "yourselves", "us": "you"}
+_AFTER_I = {"am": "are", "was": "were"}  # "I am" -> "you are"
+_TOKEN = re.compile(r"[A-Za-z'’]+|[^A-Za-z'’]+")
+
+
+def second_person(statement: str) -> str:
+    """A user's first-person statement addressed back to them, as a clause: "By the way, I
+    have a peanut allergy." -> "you have a peanut allergy".  A short lead-in without a
+    first-person word ("By the way,", "Just so you know,") and the final stop are dropped."""
+    text = statement.strip().rstrip(".!")
+    head, comma, rest = text.partition(",")
+    lead = {w for w in words(head)}
+    if comma and rest.strip() and len(head.split()) <= 4 and not lead & set(_YOU) and not any(c.isdigit() for c in head):
+        text = rest.strip()
+    out: list[str] = []
+    after_i = False
+    for tok in _TOKEN.findall(text):
+        low = tok.lower().replace("’", "'")
+        if low in _YOU:
+            out.append(_YOU[low])
+        elif after_i and low in _AFTER_I:
+            out.append(_AFTER_I[low])
+        else:
+            out.append(tok)
+        if tok.strip():
+            after_i = low == "i"
+    return first_lower("".join(out))
 
 
 def term_coverage(terms: Iterable[str], text: str) -> float:

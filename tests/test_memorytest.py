@@ -326,6 +326,11 @@ def test_offline_end_to_end_with_the_real_stack(tmp_path: Path, demo_cache: Path
     kept = {(p["strategy"], p["distance"]): p["query_kept"] for p in memory["probes"]}
     # a window of 3 turns still holds a fact 2 turns back, not one 4 turns back; full history holds both
     assert kept == {("full", 2): True, ("full", 4): True, ("window", 2): True, ("window", 4): False}
+    # ... and the answer shows it: the kept fact opens the probe answer, so recall itself tells them apart
+    passed = {(p["strategy"], p["distance"]): p["passed"] for p in memory["probes"]}
+    assert passed == kept
+    full4 = next(p for p in memory["probes"] if (p["strategy"], p["distance"]) == ("full", 4))
+    assert full4["response"].startswith("Since you mentioned that you have a severe peanut allergy")
     for t in read_transcripts(run_dir):
         probe = next(x for x in t.turns if x.user.rubric_id == PROBE)
         reveal = next(x for x in t.turns if x.user.rubric_id == REVEAL)

@@ -61,7 +61,7 @@ _OPTIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "timeout": ("--timeout", {"type": float, "help": "seconds per dialogue (default 600)"}),
     "seed": ("--seed", {"type": int}),
     "index": ("--index", {"type": Path, "help": "Lucene index dir (default: the demo Wikipedia index)"}),
-    "k": ("--k", {"type": int, "help": "passages retrieved per turn (default 10)"}),
+    "k": ("--k", {"type": int, "help": "passages retrieved per turn (default: the assistant's own k)"}),
     "out": ("--out", {"type": Path, "help": "output folder (default transcripts/)"}),
     "run_id": ("--run-id", {}),
     "cache": ("--cache", {"type": Path, "help": "sqlite file caching LLM calls"}),

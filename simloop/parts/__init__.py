@@ -6,4 +6,5 @@ import, so LLM-based agents can import one part without paying for the others.
 
 from __future__ import annotations
 
-__all__ = ["ptkb", "ptkb_llm", "rewrite", "rewrite_llm", "retrieve", "generate", "generate_llm", "prompts", "reply", "stages"]
+__all__ = ["ptkb", "ptkb_llm", "rewrite", "rewrite_llm", "retrieve", "generate", "generate_focus", "generate_llm", "prompts",
+           "reply", "stages"]

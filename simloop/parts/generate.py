@@ -19,7 +19,7 @@ from typing import Sequence
 from ..search import Hit
 from ..text import content_words, sentences, stem, word_count
 
-__all__ = ["extractive_answer", "NO_ANSWER"]
+__all__ = ["extractive_answer", "scored_sentences", "compose", "Sentence", "NO_ANSWER"]
 
 NO_ANSWER = "I could not find anything about that in my sources."
 _MIN_WORDS = 4  # shorter fragments are titles or list debris, not answers
@@ -32,7 +32,7 @@ _LEANING_FACTOR = 0.6
 
 
 @dataclass
-class _Sentence:
+class Sentence:
     rank: int  # 0-based passage rank
     position: int
     docid: str
@@ -41,17 +41,17 @@ class _Sentence:
     score: float = 0.0
 
 
-def _candidates(hits: Sequence[Hit], passages: int) -> list[_Sentence]:
+def _candidates(hits: Sequence[Hit], passages: int) -> list[Sentence]:
     out = []
     for rank, hit in enumerate(hits[:passages]):
         for position, text in enumerate(sentences(hit.text)):
             if word_count(text) >= _MIN_WORDS:
                 terms = frozenset(stem(w) for w in content_words(text))
-                out.append(_Sentence(rank, position, hit.docid, text, terms))
+                out.append(Sentence(rank, position, hit.docid, text, terms))
     return out
 
 
-def _score(cands: list[_Sentence], query_terms: set[str], focus_terms: set[str]) -> None:
+def _score(cands: list[Sentence], query_terms: set[str], focus_terms: set[str]) -> None:
     n = len(cands)
     df = {t: sum(1 for c in cands if t in c.terms) for t in query_terms}
     weight = {t: math.log(1 + n / (1 + df[t])) * (1.0 if t in focus_terms else _CONTEXT_WEIGHT) for t in query_terms}
@@ -63,15 +63,15 @@ def _score(cands: list[_Sentence], query_terms: set[str], focus_terms: set[str])
             c.score *= _LEANING_FACTOR
 
 
-def _similar(a: _Sentence, b: _Sentence) -> bool:
+def _similar(a: Sentence, b: Sentence) -> bool:
     small = min(len(a.terms), len(b.terms)) or 1
     return len(a.terms & b.terms) / small > _DUPLICATE
 
 
-def _select(cands: list[_Sentence], max_words: int) -> list[_Sentence]:
-    chosen: list[_Sentence] = []
+def _select(ranked: list[Sentence], max_words: int) -> list[Sentence]:
+    """``ranked`` is best first."""
+    chosen: list[Sentence] = []
     budget = max_words
-    ranked = sorted(cands, key=lambda c: (-c.score, c.rank, c.position))
     floor = ranked[0].score * _RELATIVE_FLOOR
     for c in ranked:
         if c.score < floor:
@@ -88,6 +88,32 @@ def _clip(text: str, max_words: int) -> str:
     return text if len(parts) <= max_words else " ".join(parts[:max_words]).rstrip(",;:") + "…"
 
 
+def scored_sentences(query: str, hits: Sequence[Hit], passages: int = 5, focus: str | None = None) -> list[Sentence]:
+    """Every candidate sentence of the top ``passages`` hits with its lexical score, best
+    first (ties: passage rank, position).  ``focus``: see ``extractive_answer``."""
+    cands = _candidates(hits, passages)
+    if not cands:
+        return []
+    terms = {stem(w) for w in content_words(query)}
+    focus_terms = {stem(w) for w in content_words(focus)} if focus is not None else terms
+    _score(cands, terms | focus_terms, focus_terms)
+    return sorted(cands, key=lambda c: (-c.score, c.rank, c.position))
+
+
+def compose(cands: list[Sentence], max_words: int) -> tuple[str, list[str]]:
+    """(text, cited docids) of the best ``cands`` (best first) within ``max_words``, in
+    reading order; the best one clipped when every sentence is longer than the budget."""
+    if not cands:
+        return NO_ANSWER, []
+    chosen = _select(cands, max_words)
+    if not chosen:  # every sentence is longer than the budget: cut the best one
+        best = cands[0]
+        chosen = [Sentence(best.rank, best.position, best.docid, _clip(best.text, max_words), best.terms, best.score)]
+    chosen.sort(key=lambda c: (c.rank, c.position))
+    used = list(dict.fromkeys(c.docid for c in chosen))
+    return " ".join(c.text for c in chosen), used
+
+
 def extractive_answer(
     query: str, hits: Sequence[Hit], max_words: int = 220, passages: int = 5, focus: str | None = None
 ) -> tuple[str, list[str]]:
@@ -97,17 +123,4 @@ def extractive_answer(
     ``focus`` is the user's own utterance when ``query`` is a rewrite of it: its terms
     count fully, the other query terms less.  Without it every query term counts fully.
     """
-    cands = _candidates(hits, passages)
-    if not cands:
-        return NO_ANSWER, []
-    terms = {stem(w) for w in content_words(query)}
-    focus_terms = {stem(w) for w in content_words(focus)} if focus is not None else terms
-    _score(cands, terms | focus_terms, focus_terms)
-    chosen = _select(cands, max_words)
-    if not chosen:  # every sentence is longer than the budget: cut the best one
-        best = max(cands, key=lambda c: (c.score, -c.rank, -c.position))
-        best.text = _clip(best.text, max_words)
-        chosen = [best]
-    chosen.sort(key=lambda c: (c.rank, c.position))
-    used = list(dict.fromkeys(c.docid for c in chosen))
-    return " ".join(c.text for c in chosen), used
+    return compose(scored_sentences(query, hits, passages, focus), max_words)

@@ -18,10 +18,13 @@ import inspect
 import os
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
+import types
+import typing
+import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
 
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 
 from ..errors import BadInputError, DataFileError, PluginNotFoundError
 from ..schema import AssistantReply, DialogueState, SimulatorTurn
@@ -38,6 +41,7 @@ def _jsonable(value: Any, fallback: Any = str) -> Any:
 
 
 __all__ = ["UserSimulator", "Assistant", "Context", "load_plugin", "effective_params", "close_plugins",
+           "check_params", "with_run_depth",
            "available", "GROUPS"]
 
 GROUPS = {"assistant": "simloop.assistants", "simulator": "simloop.simulators"}
@@ -181,11 +185,16 @@ def effective_params(plugin: Any, given: dict[str, Any]) -> dict[str, Any]:
 
     A plugin that validates or derives its parameters may say so itself with a ``params``
     dict; otherwise they are read off its constructor: ``given`` bound to the signature,
-    defaults applied (``ctx`` and ``**kwargs`` left out).
+    defaults applied (``ctx`` and ``**kwargs`` left out).  A plugin built by ``load_plugin``
+    is described by what it was built with (``--k`` included), not only what was given.
     """
     own = getattr(plugin, "params", None)
     if isinstance(own, dict):
         return _jsonable(own, fallback=str)
+    try:
+        given = {**given, **_BUILT_WITH.get(plugin, {})}  # e.g. k from --k, validated values
+    except TypeError:  # not weak-referenceable (or unhashable): what was given is what we know
+        pass
     try:
         sig = inspect.signature(type(plugin))
         bound = sig.bind_partial(None, **given)
@@ -224,9 +233,91 @@ async def close_plugins(*plugins: Any) -> None:
         raise errors[0]
 
 
+def _annotations(cls: type) -> tuple[dict[str, inspect.Parameter], dict[str, Any], bool] | None:
+    """(constructor parameters after ``ctx``, their resolved annotations, takes **kwargs),
+    or None when the constructor cannot be introspected (then the plugin checks alone)."""
+    try:
+        sig = inspect.signature(cls)
+        hints = typing.get_type_hints(cls.__init__)
+    except Exception:  # unresolvable forward references, C types: nothing to check against
+        return None
+    params = list(sig.parameters.values())[1:]  # the first one is ctx
+    named = {p.name: p for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return named, hints, any(p.kind is p.VAR_KEYWORD for p in params)
+
+
+_WORDS = {float: "a number", int: "an integer", bool: "true or false", str: "a string", type(None): "null"}
+
+
+def _describe(annotation: Any) -> str:
+    """What a parameter accepts, in words a user can act on ("a number", "one of 'full', 'summary'")."""
+    if annotation in _WORDS:
+        return _WORDS[annotation]
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is typing.Literal:
+        return "one of " + ", ".join(repr(a) for a in args)
+    if args and typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return " or ".join(_describe(a) for a in args)
+    return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
+
+
+def check_params(kind: str, name: str, cls: type, params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` checked against the constructor's type hints (pydantic, lax: ``"3"`` is
+    an int, ``"abc"`` is not a float), with the validated values; a wrong name or type is
+    one BadInputError naming the parameter and what it accepts.  Ranges are the plugin's
+    own checks (its ValueError), which run after this."""
+    found = _annotations(cls)
+    if found is None:
+        return dict(params)
+    named, hints, open_ended = found
+    out = dict(params)
+    for key, value in params.items():
+        if key not in named:
+            if open_ended:
+                continue
+            known = ", ".join(named) or "none"
+            raise BadInputError(f"bad params for {kind} {name!r}: unknown parameter {key!r}; known: {known}")
+        hint = hints.get(key, Any)
+        if hint is Any:
+            continue
+        try:
+            out[key] = TypeAdapter(hint).validate_python(value)
+        except ValidationError:
+            raise BadInputError(f"bad params for {kind} {name!r}: {key}={value!r} is not accepted; "
+                                f"{key} takes {_describe(hint)}") from None
+        except Exception:  # a hint pydantic cannot build a validator for: the plugin checks it
+            continue
+    return out
+
+
+def with_run_depth(name: str, cls: type, params: dict[str, Any], k: int | None) -> dict[str, Any]:
+    """An assistant's params with the run's ``retrieval.k`` (``--k``) applied: it becomes
+    the ``k`` parameter, or is rejected when the assistant has none, naming the parameter
+    that sets its depth (class attribute ``DEPTH_PARAM``), so it is never ignored."""
+    if k is None:
+        return params
+    found = _annotations(cls)
+    if found is not None and "k" in found[0]:
+        if "k" in params and params["k"] != k:
+            raise BadInputError(f"assistant {name!r}: --k / retrieval.k is {k} but --assistant-param k is "
+                                f"{params['k']!r}; give one of them")
+        return {**params, "k": k}
+    depth = getattr(cls, "DEPTH_PARAM", None)
+    fix = f"set --assistant-param {depth}=N instead" if depth else "leave --k / retrieval.k unset"
+    raise BadInputError(f"assistant {name!r} takes no retrieval depth k (--k / retrieval.k {k}); {fix}")
+
+
+# What each plugin was built with (``load_plugin``): its effective params start from these.
+_BUILT_WITH: "weakref.WeakKeyDictionary[Any, dict[str, Any]]" = weakref.WeakKeyDictionary()
+
+
 def load_plugin(kind: str, name: str, params: dict[str, Any], ctx: Context) -> Any:
     """Build a plugin instance; bad params become one clear BadInputError."""
     cls = resolve(kind, name)
+    params = check_params(kind, name, cls, params)
+    if kind == "assistant":
+        retrieval = getattr(getattr(ctx, "config", None), "retrieval", None)
+        params = with_run_depth(name, cls, params, getattr(retrieval, "k", None))
     try:
         instance = cls(ctx, **params)
     except TypeError as exc:
@@ -236,6 +327,10 @@ def load_plugin(kind: str, name: str, params: dict[str, Any], ctx: Context) -> A
     proto = Assistant if kind == "assistant" else UserSimulator
     if not isinstance(instance, proto):
         raise PluginNotFoundError(f"{name!r} does not implement the {kind} protocol")
+    try:
+        _BUILT_WITH[instance] = dict(params)
+    except TypeError:  # not weak-referenceable: effective_params falls back to what was given
+        pass
     return instance
 
 

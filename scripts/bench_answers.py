@@ -1,0 +1,205 @@
+#!/usr/bin/env python3
+"""Section ``answers``: do the offline demo's answers stay on the question (issue 12)?
+
+``answer_offtopic_share``: the share of demo answers (``bm25_extractive`` with the offline
+simulator over every persona x topic pair of ``personas/``, as ``scripts/demo`` runs it)
+holding a sentence whose MiniLM cosine to the user's question AND to the topic (title and
+need) is below 0.15; target <= 0.05.  The personalisation sentence counts like any other.
+Also measured: words per answer (max and mean; the cap is 220) and the share of answers
+that open with the user's facts.
+
+Usage:
+    scripts/bench_answers.py [--quick]             the section alone (writes nothing)
+    scripts/bench_answers.py --score RUN_DIR [--same-as OTHER_RUN]
+                                                   the same figures for an existing demo run (e.g.
+                                                   one made with an older checkout: "before"),
+                                                   optionally only the dialogues OTHER_RUN has
+    scripts/bench_answers.py --tune                how ON_TOPIC and PTKB_FACT
+                                                   (simloop/parts/generate_focus.py) were chosen:
+                                                   2023 train topics only
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+_VENV_PY = ROOT / ".venv" / "bin" / "python"
+
+if __name__ == "__main__" and _VENV_PY.exists() and Path(sys.prefix).resolve() != (ROOT / ".venv").resolve():
+    os.execv(str(_VENV_PY), [str(_VENV_PY), __file__, *sys.argv[1:]])  # run under the project venv
+
+sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent)]
+
+import argparse  # noqa: E402
+import asyncio  # noqa: E402
+import json  # noqa: E402
+import statistics  # noqa: E402
+import tempfile  # noqa: E402
+from typing import Any  # noqa: E402
+
+OFF_COS = 0.15  # the issue's line: below it for both the question and the topic = off topic
+TARGET = 0.05
+OPENING = "Since you mentioned that "
+IKAT = Path(os.environ.get("SIMLOOP_IKAT_DATA", "/work/shared/data/ikat"))
+
+
+async def score_run(run_dir: Path, embedder: Any, only: set[str] | None = None) -> dict[str, Any]:
+    """The figures for the answers of ``run_dir`` (topics looked up in ``personas/``);
+    ``only``: just these dialogue ids (to compare two runs on the same dialogues)."""
+    from simloop.inputs.personas import load_personas
+    from simloop.run.recorder import read_transcripts
+    from simloop.search import cosine
+    from simloop.text import sentences, word_count
+
+    topics = {t.id: f"{t.title}. {t.need}" for p in load_personas(ROOT / "personas") for t in p.topics}
+    rows = [(tr.scenario.topic_id, t.user.utterance, t.assistant.response)
+            for tr in read_transcripts(run_dir) if only is None or tr.dialogue_id in only for t in tr.turns]
+    # One batch for every text: MiniLM per answer would pay its overhead hundreds of times.
+    split = [[s for s in sentences(answer) if s.strip()] for _, _, answer in rows]
+    texts = [x for (topic_id, question, _), sents in zip(rows, split)
+             for x in (question, topics.get(topic_id, ""), *sents)]
+    vecs = await embedder.encode(texts) if texts else None
+    flagged, examples, lengths, personal, at = 0, [], [], 0, 0
+    for (topic_id, question, answer), sents in zip(rows, split):
+        block = vecs[at: at + 2 + len(sents)]
+        at += 2 + len(sents)
+        sims = cosine(block[:2], block[2:])
+        off = [s for s, q, t in zip(sents, sims[0], sims[1]) if q < OFF_COS and t < OFF_COS]
+        flagged += bool(off)
+        if off and len(examples) < 5:
+            examples.append({"question": question, "sentence": off[0]})
+        lengths.append(word_count(answer))
+        personal += answer.startswith(OPENING)
+    n = max(1, len(rows))
+    return {"answers": len(rows), "offtopic_answers": flagged, "answer_offtopic_share": round(flagged / n, 4),
+            "words_max": max(lengths, default=0), "words_mean": round(statistics.fmean(lengths), 1) if lengths else 0,
+            "personal_share": round(personal / n, 4), "examples": examples}
+
+
+async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The bench section: run the demo (all pairs; 8 dialogues with --quick), score it."""
+    from bench_common import bench_config, figure, info, run_prepared
+    from simloop.search import open_embedder
+
+    pairs = sum(1 for p in (ROOT / "personas").glob("*.toml") for line in p.read_text().splitlines()
+                if line.strip() == "[[topics]]")
+    limit = 8 if quick else pairs  # every persona x topic pair once, as scripts/demo runs
+    embedder = await open_embedder()
+    try:
+        with tempfile.TemporaryDirectory(prefix="simloop-bench-answers-") as tmp:
+            cfg = bench_config(Path(tmp), base_url=None, simulator="offline", assistant="bm25_extractive",
+                               concurrency=4, limit=limit, max_turns=20)
+            r = await run_prepared(cfg, {"embedder": embedder})
+            det = await score_run(r["run_dir"], embedder)
+    finally:
+        await embedder.aclose()
+    info(f"answers: {det['offtopic_answers']}/{det['answers']} with an off-topic sentence "
+         f"({det['answer_offtopic_share']}); words max {det['words_max']}, mean {det['words_mean']}")
+    det["dialogues"] = limit
+    figures = {"answer_offtopic_share": figure(det["answer_offtopic_share"], TARGET),
+               "answer_words_max": figure(det["words_max"], 220)}
+    return figures, det
+
+
+# ----------------------------------------------------------------------------- tuning (2023 train only)
+
+
+def _train_turns() -> list[dict[str, Any]]:
+    from simloop.parts.rewrite import heuristic_rewrite
+
+    data = json.loads((IKAT / "2023" / "2023_train_topics.json").read_text())
+    out = []
+    for conv in data:
+        history: list[tuple[str, str]] = []
+        for turn in conv["turns"]:
+            query = heuristic_rewrite(turn["utterance"], history, [])
+            out.append({"conv": conv["number"], "utterance": turn["utterance"], "query": query,
+                        "response": turn["response"], "ptkb": conv["ptkb"], "gold": set(turn["ptkb_provenance"])})
+            history.append((turn["utterance"], turn["response"]))
+    return out
+
+
+async def tune() -> dict[str, Any]:
+    import numpy as np
+
+    from simloop.search import cosine, open_embedder
+    from simloop.text import sentences, word_count
+
+    turns = _train_turns()
+    embedder = await open_embedder()
+    try:
+        sents = [(i, s) for i, t in enumerate(turns) for s in sentences(t["response"]) if word_count(s) >= 4]
+        s_vec = await embedder.encode([s for _, s in sents])
+        u_vec = await embedder.encode([t["utterance"] for t in turns])
+        q_vec = await embedder.encode([t["query"] for t in turns])
+        on = np.maximum(cosine(u_vec, s_vec), cosine(q_vec, s_vec))  # turns x sentences
+        own = np.array([[i == j for j, _ in sents] for i in range(len(turns))])
+        other = np.array([[turns[i]["conv"] != turns[j]["conv"] for j, _ in sents] for i in range(len(turns))])
+        grid = [round(x, 2) for x in np.arange(0.05, 0.55, 0.05)]
+        on_rows = []
+        for c in grid:
+            tpr, fpr = float((on[own] >= c).mean()), float((on[other] >= c).mean())
+            on_rows.append({"cutoff": c, "own_kept": round(tpr, 3), "other_kept": round(fpr, 3), "J": round(tpr - fpr, 3)})
+        best_on = max(on_rows, key=lambda r: (r["J"], r["cutoff"]))
+        # PTKB facts worth naming: statement cosine to the utterance vs the turn's provenance.
+        pairs = []
+        for i, t in enumerate(turns):
+            keys = list(t["ptkb"])
+            vec = await embedder.encode(list(t["ptkb"].values()))
+            for k, sim in zip(keys, cosine(u_vec[i:i + 1], vec)[0]):
+                pairs.append((float(sim), int(k) in t["gold"]))
+        fact_rows = []
+        for c in grid:
+            tp = sum(1 for s, g in pairs if s >= c and g)
+            fp = sum(1 for s, g in pairs if s >= c and not g)
+            fn = sum(1 for s, g in pairs if s < c and g)
+            p, r = tp / max(1, tp + fp), tp / max(1, tp + fn)
+            f05 = 1.25 * p * r / max(1e-9, 0.25 * p + r)
+            fact_rows.append({"cutoff": c, "precision": round(p, 3), "recall": round(r, 3), "F0.5": round(f05, 3)})
+        # Few positives (64 statements in 95 turns): each cutoff is judged with its neighbours.
+        for i, r in enumerate(fact_rows):
+            near = fact_rows[max(0, i - 1): i + 2]
+            r["F0.5_smoothed"] = round(sum(x["F0.5"] for x in near) / len(near), 3)
+        best_fact = max(fact_rows, key=lambda r: (r["F0.5_smoothed"], r["cutoff"]))
+    finally:
+        await embedder.aclose()
+    return {"train_turns": len(turns), "sentences": len(sents), "on_topic": on_rows, "on_topic_best": best_on,
+            "ptkb_fact": fact_rows, "ptkb_fact_best": best_fact}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--score", type=Path, help="score the answers of an existing run directory")
+    p.add_argument("--same-as", type=Path, help="with --score: only the dialogues this other run also has")
+    p.add_argument("--tune", action="store_true", help="the cutoff grids on the 2023 train topics")
+    a = p.parse_args()
+    if a.tune:
+        print(json.dumps(asyncio.run(tune()), indent=1))
+        return 0
+    if a.score:
+        async def _score() -> dict[str, Any]:
+            from simloop.search import open_embedder
+
+            emb = await open_embedder()
+            try:
+                only = None
+                if a.same_as:
+                    from simloop.run.recorder import read_transcripts
+
+                    only = {t.dialogue_id for t in read_transcripts(a.same_as)}
+                return await score_run(a.score, emb, only)
+            finally:
+                await emb.aclose()
+        print(json.dumps(asyncio.run(_score()), indent=1))
+        return 0
+    figures, det = asyncio.run(run(a.quick, ROOT / "bench"))
+    print(json.dumps({"figures": figures, "details": det}, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

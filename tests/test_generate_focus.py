@@ -1,0 +1,56 @@
+"""Focused extractive answers (issue 12): on the question, personal, within the word cap."""
+
+from __future__ import annotations
+
+from simloop.fakes.seams import HashEmbedder
+from simloop.parts.generate import NO_ANSWER
+from simloop.parts.generate_focus import focused_answer, personal_sentence
+from simloop.search import Hit
+from simloop.text import second_person, word_count
+
+# Lexically it qualifies (two query words), but most of its words are about something else.
+OFF = "Strings, a rock band, tuned up in Ohio, Texas, Utah and Maine every summer with two drummers, loud guitars and fireworks."
+HITS = [
+    Hit(docid="cello", score=3.0, text="Cello\nThe cello strings are tuned in fifths, from C up to A. " + OFF),
+    Hit(docid="violin", score=2.0, text="Violin\nViolin strings are tuned in fifths as well, but higher than the cello."),
+]
+QUESTION = "How are cello strings tuned?"
+
+
+async def test_a_sentence_far_from_the_question_is_left_out():
+    emb = HashEmbedder()
+    loose, _ = await focused_answer(emb, QUESTION, HITS, utterance=QUESTION, on_topic=-1.0)
+    assert OFF in loose  # lexically it qualifies ("strings"): only the embedding check drops it
+    text, used = await focused_answer(emb, QUESTION, HITS, utterance=QUESTION)
+    assert OFF not in text and "tuned in fifths, from C up to A" in text
+    assert used[0] == "cello"
+
+
+async def test_nothing_on_the_question_gives_the_honest_answer():
+    text, used = await focused_answer(HashEmbedder(), QUESTION, HITS, utterance=QUESTION, on_topic=0.99)
+    assert text == NO_ANSWER and used == []
+
+
+async def test_remembered_facts_open_the_answer_and_the_cap_holds():
+    facts = ["By the way, I have a severe peanut allergy.", "My daughter Ingrid turns seven next week."]
+    text, _ = await focused_answer(HashEmbedder(), QUESTION, HITS, utterance=QUESTION, remembered=facts,
+                                   max_words=60)
+    assert text.startswith("Since you mentioned that you have a severe peanut allergy and that your daughter Ingrid")
+    assert "skip anything below that does not fit." in text and word_count(text) <= 60
+    assert "tuned in fifths" in text  # the answer itself still follows
+
+
+async def test_only_ptkb_statements_close_to_the_question_are_named():
+    ptkb = ["My cello strings are tuned badly.", "I live in Porto."]
+    text, _ = await focused_answer(HashEmbedder(), QUESTION, HITS, utterance=QUESTION, ptkb=ptkb)
+    assert text.startswith("Since you mentioned that your cello strings are tuned badly,") and "Porto" not in text
+    plain, _ = await focused_answer(HashEmbedder(), QUESTION, HITS, utterance=QUESTION, ptkb=["I live in Porto."])
+    assert not plain.startswith("Since you")
+
+
+def test_statements_are_turned_to_the_user():
+    assert second_person("Just so you know, I can't have lactose.") == "you can't have lactose"
+    assert second_person("We're moving to Edinburgh; our flat is small.") == "you're moving to Edinburgh; your flat is small"
+    assert second_person("I am a nurse and I was born in Oslo.") == "you are a nurse and you were born in Oslo"
+    assert second_person("Since 2019, I live in Paris.") == "since 2019, you live in Paris"  # a dated lead-in stays
+    assert personal_sentence([]) == ""
