@@ -35,6 +35,10 @@ BENCHES: dict[str, tuple[str, int, int]] = {
     "retrieval": ("bench_retrieval", 420, 300),
     "memory": ("bench_footprint", 300, 120),
     "agents": ("bench_agents", 420, 300),
+    # Issue 11: the grader on real iKAT answers (MiniLM over ~3,300 candidates, then four
+    # end-to-end runs against the demo personas) and the voice against real iKAT utterances.
+    "grader": ("bench_grader", 2400, 1200),
+    "realism": ("bench_realism", 900, 300),
 }
 
 
