@@ -195,8 +195,11 @@ def test_each_trait_changes_measured_behaviour(demo_folder, tmp_path):
     assert _mean([len(t.turns) for t in long]) >= 5.0
     # cooperativeness: against the asker, the cooperative user answers (and tells a fact), the other ignores.
     coop, rude = long, _run(demo_folder, tmp_path / "c0", ASKER, **{**base, "patience": 5, "cooperativeness": 0.0})
-    intents = lambda ts: [turn.user.intent for t in ts for turn in t.turns[1:]]  # noqa: E731
-    assert set(intents(coop)) == {"answer_clarification"} and set(intents(rude)) == {"ignore_clarification"}
+    def share(ts: list, intent: str) -> float:  # of the turns after the first
+        return _mean([turn.user.intent == intent for t in ts for turn in t.turns[1:]])
+
+    assert share(coop, "answer_clarification") > 0.5 and share(rude, "answer_clarification") == 0.0
+    assert share(rude, "ignore_clarification") > 0.5 and share(coop, "ignore_clarification") == 0.0
     ptkb = {p.id: p.ptkb for p in load_personas(demo_folder)}
 
     def told(ts: list) -> int:  # later turns that state a persona fact
