@@ -36,6 +36,16 @@ class Behaviour(BaseModel):
     verbosity: float = Field(0.5, ge=0, le=1, description="0 = terse, 1 = chatty")
     reveal: Reveal = Field("relevant", description="when persona facts are volunteered")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _from_spec(cls, data: Any) -> Any:
+        """A persona's spec stands for its user when it has no range (``Scenario(behaviour=persona.behaviour)``)."""
+        if isinstance(data, BehaviourSpec):
+            if data.ranged:
+                raise ValueError(f"{', '.join(data.ranged)} given as a range: draw the user first (spec.sample(seed))")
+            return data.model_dump()
+        return data
+
 
 def _bounds(name: str) -> tuple[float, float]:
     meta = Behaviour.model_fields[name].metadata

@@ -65,6 +65,30 @@ def test_a_range_is_drawn_per_scenario_from_its_seed():
     assert BehaviourSpec(patience=4).sample(1) == Behaviour(patience=4)
 
 
+def test_a_spec_without_ranges_is_a_user_and_one_with_ranges_must_be_drawn():
+    from simloop.schema import Persona, Scenario, Topic
+
+    topic = Topic(id="t", title="T", rubric=[{"id": "q", "question": "Why?"}])
+    fixed = Persona(id="p", ptkb=["I sing."], behaviour={"patience": 2}, topics=[topic])
+    sc = Scenario(dialogue_id="d", persona=fixed, topic=topic, behaviour=fixed.behaviour, seed=1)
+    assert sc.behaviour == Behaviour(patience=2)
+    ranged = fixed.model_copy(update={"behaviour": BehaviourSpec(patience=[1, 3])})
+    with pytest.raises(ValueError, match="patience given as a range"):
+        Scenario(dialogue_id="d", persona=ranged, topic=topic, behaviour=ranged.behaviour, seed=1)
+
+
+def test_a_behaviour_override_changes_the_config_hash_and_none_keeps_the_old_one():
+    import hashlib
+
+    from simloop.config import _NOT_HASHED, RunConfig, config_hash
+
+    plain = RunConfig()
+    before = plain.model_dump(mode="json", exclude=_NOT_HASHED)  # a run made before the field existed
+    del before["scenarios"]["behaviour"]
+    assert config_hash(plain) == hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()[:16]
+    assert config_hash(plain) != config_hash(RunConfig.model_validate({"scenarios": {"behaviour": {"patience": 1}}}))
+
+
 def test_run_overrides_replace_the_personas_traits():
     spec = BehaviourSpec(patience=[2, 5], verbosity=0.9)
     assert spec.with_overrides({"patience": 1}).sample(3) == Behaviour(patience=1, verbosity=0.9)
