@@ -160,11 +160,13 @@ def looks_like_language(text: str) -> bool:
     """Whether ``text`` could be something a person typed, not model garbage such as
     "#@! &&&& ~~~ $$" or a keyboard mash "xkq zzrt vbnm".  Deliberately lenient (short
     replies such as "ok?" and misspellings pass): at least half of the visible characters
-    are letters, and at least half of the words, and at least one, carry a vowel."""
+    are letters, and at least half of the words, and at least one, carry a vowel (or are
+    written in a script other than Latin)."""
     visible = [c for c in text if not c.isspace()]
     letters = sum(c.isalpha() for c in visible)
     if not visible or letters * 2 < len(visible):
         return False
     runs = _LETTER_RUN.findall(text.lower())
-    voiced = sum(any(c in _VOWELS for c in w) for w in runs)
+    # Scripts beyond Latin (Greek, Cyrillic, CJK ...) have no vowel letters to look for: counted as words.
+    voiced = sum(any(c in _VOWELS or ord(c) > 0x24F for c in w) for w in runs)
     return voiced >= 1 and voiced * 2 >= len(runs)

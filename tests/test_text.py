@@ -54,7 +54,7 @@ def test_wordpunct_counts_words_and_marks_and_truncates_there():
 
 def test_looks_like_language():
     for text in ("Does it hurt?", "ok?", "wat abut teh stomak", "Thanks, that's all!", "Is Belém far from Porto?",
-                 "2 or 3 times a day?"):
+                 "2 or 3 times a day?", "Сколько это стоит?", "这个多少钱？"):
         assert looks_like_language(text), text
     for text in ("", "   ", "#@! &&&& ~~~ $$", "~~ ^^^ 404 %%", "xkqt zzrv bnmw", "12 345 6789", "?!?"):
         assert not looks_like_language(text), text
