@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
 MOCK_MAX_S = 900  # no benchmark needs its mock for longer
 
-__all__ = ["ROOT", "figure", "info", "MockProcess", "bench_config", "machine", "proc_cpu_s", "percentile",
+__all__ = ["ROOT", "figure", "range_figure", "ikat_dir", "info", "MockProcess", "bench_config", "machine", "proc_cpu_s", "percentile",
            "run_prepared", "shown_path"]
 
 
@@ -40,6 +40,22 @@ def figure(value: float | int | None, target: float | None, better: str = "lower
     else:
         ok = value >= target
     return {"value": value, "target": target, "ok": bool(ok)}
+
+
+def range_figure(value: float | None, lo: float, hi: float) -> dict[str, Any]:
+    """A figure whose target is a range: ``{"value", "target": [lo, hi], "ok"}`` (inclusive)."""
+    if isinstance(value, float):
+        value = round(value, 4)
+    return {"value": value, "target": [lo, hi], "ok": value is not None and bool(lo <= value <= hi)}
+
+
+def ikat_dir(files: tuple[str, ...]) -> Path | None:
+    """The iKAT data folder holding every one of ``files``: ``$SIMLOOP_IKAT_DIR``, else the first
+    ``shared/data/ikat`` beside an ancestor of the checkout (the main checkout and its worktrees
+    sit at different depths)."""
+    env = os.environ.get("SIMLOOP_IKAT_DIR")
+    candidates = [Path(env)] if env else [p / "shared" / "data" / "ikat" for p in ROOT.parents]
+    return next((c for c in candidates if all((c / f).is_file() for f in files)), None)
 
 
 def info(msg: str) -> None:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import random
 import subprocess
 import sys
@@ -36,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bench_common import ROOT, figure, info
+from bench_common import ROOT, figure, ikat_dir, info
 
 SEED = 11
 SETS = {"2023_train": "2023/2023_train_topics.json", "2023_test": "2023/2023_test_topics.json",
@@ -62,18 +61,6 @@ class Case:
     kind: str
     question: str
     response: str
-
-
-def ikat_dir() -> Path | None:
-    """``$SIMLOOP_IKAT_DIR``, else the first ``shared/data/ikat`` beside an ancestor of the checkout
-    (the main checkout and its worktrees sit at different depths)."""
-    if os.environ.get("SIMLOOP_IKAT_DIR"):
-        path = Path(os.environ["SIMLOOP_IKAT_DIR"])
-        return path if path.is_dir() else None
-    for parent in ROOT.parents:
-        if (parent / "shared" / "data" / "ikat").is_dir():
-            return parent / "shared" / "data" / "ikat"
-    return None
 
 
 def _base_topic(number: str) -> str:
@@ -216,8 +203,8 @@ def e2e(assistant: str, quick: bool) -> dict[str, Any]:
 async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     from simloop.search.embeddings import open_embedder
 
-    data = ikat_dir()
-    if data is None or not all((data / f).is_file() for f in SETS.values()):
+    data = ikat_dir(tuple(SETS.values()))
+    if data is None:
         reason = "iKAT topic files not found (set SIMLOOP_IKAT_DIR or put them in ../shared/data/ikat)"
         info(f"grader: skipped: {reason}")
         return {}, {"skipped": reason}

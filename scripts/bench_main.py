@@ -39,6 +39,10 @@ BENCHES: dict[str, tuple[str, int, int]] = {
     "ptkb": ("bench_ptkb", 300, 180),
     "answers": ("bench_answers", 1200, 400),
     "memorytest": ("bench_memorytest", 1200, 400),
+    # Issue 11: the grader on real iKAT answers (MiniLM over ~3,300 candidates, then four
+    # end-to-end runs against the demo personas) and the voice against real iKAT utterances.
+    "grader": ("bench_grader", 2400, 1200),
+    "realism": ("bench_realism", 900, 300),
 }
 
 

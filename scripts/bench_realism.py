@@ -53,7 +53,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from bench_common import ROOT, figure, info
+from bench_common import ROOT, figure, ikat_dir, info, range_figure
 
 REAL_FILES = ("2023/2023_train_topics.json", "2023/2023_test_topics.json", "2024/2024_test_topics.json")
 BACK_REFERENCES = frozenset({"it", "that", "this", "they", "those"})
@@ -66,14 +66,6 @@ _CLOSING_INTENTS = {"farewell", "give_up"}  # the closing line, in transcripts t
 
 # (text, the question it must not repeat word for word, or None)
 Utterance = tuple[str, str | None]
-
-
-def ikat_dir() -> Path | None:
-    """The iKAT data folder: $SIMLOOP_IKAT_DIR, else ../shared/data/ikat beside the checkout."""
-    env = os.environ.get("SIMLOOP_IKAT_DIR")
-    candidates = [Path(env)] if env else [ROOT.parent / "shared" / "data" / "ikat",
-                                          ROOT.parents[1] / "shared" / "data" / "ikat"]
-    return next((c for c in candidates if all((c / f).is_file() for f in REAL_FILES)), None)
 
 
 def real_utterances(folder: Path, files: tuple[str, ...] = REAL_FILES) -> list[Utterance]:
@@ -172,23 +164,20 @@ def satisfied(dialogues: list[dict[str, Any]], repeat: int | None = None) -> dic
 
 
 def figures_for(demo: dict[str, Any], real: dict[str, Any]) -> dict[str, Any]:
-    mean = real["words_per_utterance"]
-    lo, hi = round(0.7 * mean, 3), round(1.3 * mean, 3)
-    words = {"value": demo["words_per_utterance"], "target": [lo, hi],
-             "ok": bool(lo <= demo["words_per_utterance"] <= hi)}
-    nq = demo["non_question_share"]
+    mean = real["words_per_utterance"]  # target: within ±30% of the real mean
     return {
-        "voice_words_per_utterance": words,
+        "voice_words_per_utterance": range_figure(demo["words_per_utterance"], round(0.7 * mean, 3),
+                                                  round(1.3 * mean, 3)),
         "voice_distinct2": figure(demo["distinct2"], 0.55, better="higher"),
         "voice_verbatim_rubric_share": figure(demo["verbatim_rubric_share"], 0.20),
         "voice_backreference_share": figure(demo["backreference_share"], 0.10, better="higher"),
-        "voice_non_question_share": {"value": nq, "target": [0.10, 0.40], "ok": bool(0.10 <= nq <= 0.40)},
+        "voice_non_question_share": range_figure(demo["non_question_share"], 0.10, 0.40),
         "voice_top_utterance_share": figure(demo["top_utterance_share"], 0.01),
     }
 
 
 async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    folder = ikat_dir()
+    folder = ikat_dir(REAL_FILES)
     if folder is None:
         info("realism: skipped (no iKAT topic files; set SIMLOOP_IKAT_DIR to the folder of 2023/ and 2024/)")
         return {}, {"skipped": "iKAT topic files not found"}
@@ -214,7 +203,7 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
 
 if __name__ == "__main__":  # python scripts/bench_realism.py RUN_DIR: the statistics of an existing run
     sys.path.insert(0, str(ROOT))
-    found = ikat_dir()
+    found = ikat_dir(REAL_FILES)
     shown = {"demo": statistics(demo_utterances(Path(sys.argv[1]), ROOT / "personas")[0])}
     if found:
         shown["real"] = statistics(real_utterances(found))

@@ -45,9 +45,35 @@ LABELS: dict[str, tuple[str, str]] = {
     "answer_words_max": ("longest demo answer (bm25_extractive, cap 220)", "words"),
     "memory_recall_full_d40": ("memory test recall at distance 40, full history (offline)", ""),
     "memory_recall_window_d40": ("memory test recall at distance 40, 3-turn window (offline)", ""),
+    # section grader: real iKAT answers, 2023 test + 2024 pooled (parameters chosen on 2023 train)
+    "grader_auc_true_vs_restated": ("ROC-AUC, human answer vs the question restated with filler", ""),
+    "grader_auc_true_vs_other_turn": ("ROC-AUC, human answer vs another turn's answer, same conversation", ""),
+    "grader_auc_true_vs_other_topic": ("ROC-AUC, human answer vs another topic's answer", ""),
+    "grader_padding_penalised": ("share of turns whose padded answer (+2 off-topic sentences) grades below the true one", ""),
+    "grader_true_pass_rate": ("human answers passing (grade > 3)", ""),
+    "grader_restated_pass_rate": ("restatements passing (informational)", ""),
+    "grader_clarify_pass_rate": ("clarifying questions passing (informational)", ""),
+    "grader_other_topic_pass_rate": ("other topics' answers passing (informational)", ""),
+    "grader_other_turn_pass_rate": ("other turns' answers passing (informational)", ""),
+    "grader_e2e_parrot_satisfied": ("demo personas vs the parrot assistant: share ending user_satisfied", ""),
+    "grader_e2e_offtopic_satisfied": ("demo personas vs the off-topic assistant: share user_satisfied", ""),
+    "grader_e2e_asker_satisfied": ("demo personas vs the always-asking assistant: share user_satisfied", ""),
+    "grader_e2e_bm25_extractive_satisfied": ("demo personas vs bm25_extractive: share user_satisfied", ""),
+    # section realism: demo utterances vs every real iKAT 2023/2024 user utterance
+    "voice_words_per_utterance": ("words per demo utterance (target: ±30% of the real mean)", ""),
+    "voice_distinct2": ("distinct word bigrams / bigrams (200-utterance samples)", ""),
+    "voice_verbatim_rubric_share": ("utterances repeating their rubric question word for word", ""),
+    "voice_backreference_share": ("utterances leading with it/that/this/they/those", ""),
+    "voice_non_question_share": ("utterances without a question mark", ""),
+    "voice_top_utterance_share": ("share of the commonest utterance", ""),
 }
-# Figures where higher is better (the target is a floor).
-HIGHER = ("rate_limit_utilisation", "bm25_batch_speedup", "embedding_batch_speedup", "memory_recall_full_d40")
+# Figures where more is better (the rest: less is better; a [lo, hi] target is a range).
+HIGHER: frozenset[str] = frozenset({
+    "rate_limit_utilisation", "bm25_batch_speedup", "grader_auc_true_vs_restated", "grader_auc_true_vs_other_turn",
+    "grader_auc_true_vs_other_topic", "grader_padding_penalised", "grader_true_pass_rate",
+    "grader_e2e_bm25_extractive_satisfied", "voice_distinct2", "voice_backreference_share",
+    "embedding_batch_speedup", "memory_recall_full_d40",  # and every ptkb_* figure (_target)
+})
 
 
 def _fmt(v: Any) -> str:
@@ -62,6 +88,8 @@ def _target(key: str, fig: dict[str, Any]) -> str:
     t = fig.get("target")
     if t is None:
         return "—"
+    if isinstance(t, (list, tuple)) and len(t) == 2:
+        return f"{_fmt(t[0])}–{_fmt(t[1])}"
     higher = key in HIGHER or key.startswith("ptkb_")
     return f"{'≥' if higher else ('=' if t == 0 else '≤')} {_fmt(t)}"
 
@@ -86,6 +114,7 @@ def write_markdown(path: Path, results: dict[str, Any], details: dict[str, Any])
         ok = "yes" if fig.get("ok") else "**no**"
         lines.append(f"| `{key}` | {what} | {value} | {_target(key, fig)} | {ok} |")
     lines += _agents(details)
+    lines += _voice(details)
     lines += _notes(details)
     path.write_text("\n".join(lines) + "\n")
 
@@ -111,6 +140,24 @@ def _agents(details: dict[str, Any]) -> list[str]:
     out.append("\nCompletion tokens come from the mock's synthetic answers; prompt tokens are the agent's own. "
                "Wall time = sequential LLM calls × latency + local work (MiniLM on CPU, BM25); "
                "CPU is the whole process's (MiniLM, JVM and client threads included).")
+    return out
+
+
+def _voice(details: dict[str, Any]) -> list[str]:
+    """Section realism: the demo's utterance statistics beside the real ones."""
+    r = details.get("benches", {}).get("realism")
+    if not r or "demo" not in r:
+        return []
+    demo, real = r["demo"], r["real"]
+    out = ["", f"## Demo utterances vs real iKAT users ({demo['utterances']:,} demo, {real['utterances']:,} real "
+           "utterances: 2023 train + test, 2024)", "", "| statistic | demo | real |", "| --- | ---: | ---: |"]
+    for key in ("words_per_utterance", "distinct2", "verbatim_rubric_share", "backreference_share",
+                "backreference_request_share", "non_question_share", "top_utterance_share"):
+        out.append(f"| {key} | {_fmt(demo.get(key))} | {_fmt(real.get(key))} |")
+    sat = r.get("satisfied", {})
+    if sat:
+        out.append(f"\nDemo run: {sat.get('dialogues')} dialogues, {sat.get('user_satisfied')} ended user_satisfied; "
+                   f"commonest utterance: \"{demo.get('top_utterance', '')}\".")
     return out
 
 
@@ -154,6 +201,16 @@ def _notes(details: dict[str, Any]) -> list[str]:
         out.append(f"- BM25: {bt['queries']} concurrent queries, median of {bt['rounds']} paired rounds: batched "
                    f"{bt['batched_ms_per_query']} ms/query, one per call {bt['sequential_ms_per_query']} ms/query "
                    f"(speedup of the fastest rounds: {bt.get('speedup_of_minima')}×)")
+    gr = b.get("grader", {})
+    for assistant, row in (gr.get("e2e") or {}).items():
+        if "stop_reasons" in row:
+            reasons = ", ".join(f"{k} {v}" for k, v in row["stop_reasons"].items())
+            out.append(f"- grader end to end, `{assistant}` vs the offline simulator: {row['dialogues']} dialogues "
+                       f"({reasons}); turns passing {_fmt(row.get('turn_pass_rate'))}")
+    pooled = gr.get("report_pooled") or {}
+    if pooled.get("pass_rate"):
+        rates = ", ".join(f"{k} {_fmt(v)}" for k, v in pooled["pass_rate"].items())
+        out.append(f"- grader pass rates by candidate kind ({' + '.join(pooled.get('sets', []))}): {rates}")
     for name, det in b.items():
         if "error" in det:
             out.append(f"- {name}: did not finish ({det['error']})")

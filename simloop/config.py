@@ -14,11 +14,12 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import ConfigError, first_error
 from .llm.config import LLMConfig
 from .search.config import RetrievalConfig
+from .traits import check_trait
 
 __all__ = ["PluginSpec", "ScenarioSelection", "RunConfig", "load_config", "validate_config", "apply_overrides",
            "merge_trees", "config_hash", "config_diff", "describe_validation_error"]
@@ -52,6 +53,13 @@ class ScenarioSelection(_Section):
     topic_ids: list[str] = Field(default_factory=list, description="only these topics (empty = all)")
     limit: int | None = Field(None, ge=1, description="run at most this many scenarios")
     repeat: int = Field(1, ge=1, description="run each scenario N times with different seeds")
+    behaviour: dict[str, Any] = Field(default_factory=dict, description="behaviour traits for every scenario of the "
+                                      "run (a value or a [low, high] range each), in place of the personas' own")
+
+    @field_validator("behaviour")
+    @classmethod
+    def _known_traits(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return {k: check_trait(k, v) for k, v in value.items()}
 
 
 class RunConfig(_Section):
@@ -151,6 +159,8 @@ def apply_overrides(cfg: RunConfig, overrides: Mapping[str, Any], source: str = 
 def config_hash(cfg: RunConfig) -> str:
     """Hash of everything that changes what a run produces (not how fast or where)."""
     payload = cfg.model_dump(mode="json", exclude=_NOT_HASHED)
+    if not payload["scenarios"]["behaviour"]:  # runs made before the field existed resume unchanged
+        del payload["scenarios"]["behaviour"]
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -18,6 +18,7 @@ and its children are the user's to fix: the CLI prints one line and exits 2.
     │   ├── LLMTimeoutError
     │   ├── LLMConnectionError
     │   ├── StructuredOutputError     JSON that did not validate, even after one repair
+    │   ├── InvalidOutputError        text the caller's check rejected (garbage, wrong role) on every attempt
     │   └── EmptyCompletionError
     ├── DialogueError                 a plugin broke the contract during a dialogue
     ├── SimApiError                   a Sim.API server answered with an error
@@ -47,6 +48,7 @@ __all__ = [
     "LLMConnectionError",
     "StructuredOutputError",
     "EmptyCompletionError",
+    "InvalidOutputError",
     "DialogueError",
     "ContractError",
     "ApiError",
@@ -129,6 +131,11 @@ class StructuredOutputError(LLMError):
 
 class EmptyCompletionError(LLMError):
     """The model returned no content."""
+
+
+class InvalidOutputError(LLMError):
+    """Every attempt's text was rejected by the caller's check (``ChatModel.chat(check=...)``):
+    not language, the wrong role, a copy of the prompt.  Retried like an empty completion."""
 
 
 class DialogueError(SimloopError):

@@ -13,12 +13,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 
+from .traits import Behaviour, BehaviourSpec, Reveal  # noqa: F401  (re-exported: part of the schema)
+
 SCHEMA_VERSION = "1.0"
 
 StopReason = Literal["user_satisfied", "user_gave_up", "max_turns", "timeout", "error"]
 StopBy = Literal["simulator", "engine"]
 ErrorSource = Literal["simulator", "assistant", "llm", "retrieval", "engine"]
-Reveal = Literal["never", "relevant", "eager"]
 
 
 def utcnow() -> datetime:
@@ -36,16 +37,6 @@ class _Open(BaseModel):
 
 
 # --------------------------------------------------------------------------- inputs
-
-
-class Behaviour(_Model):
-    """How a simulated user behaves; recorded in every transcript."""
-
-    patience: int = Field(3, ge=0, le=20, description="failed answers tolerated over the whole dialogue before giving up")
-    cooperativeness: float = Field(0.8, ge=0, le=1, description="chance of answering the assistant's clarifying questions")
-    language_skill: float = Field(1.0, ge=0, le=1, description="1 = precise and well spelt; low = vague, misspelt")
-    verbosity: float = Field(0.5, ge=0, le=1, description="0 = terse, 1 = chatty")
-    reveal: Reveal = Field("relevant", description="when persona facts are volunteered")
 
 
 class RubricQuestion(_Model):
@@ -90,7 +81,8 @@ class Persona(_Model):
     id: str
     name: str = ""
     ptkb: list[str] = Field(min_length=1, description="personal text knowledge base, first person")
-    behaviour: Behaviour = Field(default_factory=Behaviour)
+    behaviour: BehaviourSpec = Field(default_factory=BehaviourSpec, description="traits, each a value or a range "
+                                     "drawn per scenario")
     topics: list[Topic] = Field(default_factory=list)
 
     @field_validator("ptkb")

@@ -17,7 +17,7 @@ __all__ = [
     "STOPWORDS", "TOKENS_PER_WORD",
     "words", "stem", "content_words", "content_terms", "sentences", "word_count", "first_lower", "term_coverage",
     "second_person",
-    "count_tokens", "clip_words", "clip_to_tokens", "count_wordpunct", "truncate_wordpunct",
+    "count_tokens", "clip_words", "clip_to_tokens", "count_wordpunct", "truncate_wordpunct", "looks_like_language",
 ]
 
 _WORD = re.compile(r"[^\W_][\w'’\-]*")  # Unicode letters: "Belém" is one word
@@ -182,3 +182,23 @@ def truncate_wordpunct(text: str, limit: int) -> str:
         if i == limit:
             return text[: m.end()]
     return text
+
+
+_LETTER_RUN = re.compile(r"[^\W\d_]+")
+_VOWELS = frozenset("aeiouyàáâäãåèéêëìíîïòóôöõùúûüæœø")
+
+
+def looks_like_language(text: str) -> bool:
+    """Whether ``text`` could be something a person typed, not model garbage such as
+    "#@! &&&& ~~~ $$" or a keyboard mash "xkq zzrt vbnm".  Deliberately lenient (short
+    replies such as "ok?" and misspellings pass): at least half of the visible characters
+    are letters, and at least half of the words, and at least one, carry a vowel (or are
+    written in a script other than Latin)."""
+    visible = [c for c in text if not c.isspace()]
+    letters = sum(c.isalpha() for c in visible)
+    if not visible or letters * 2 < len(visible):
+        return False
+    runs = _LETTER_RUN.findall(text.lower())
+    # Scripts beyond Latin (Greek, Cyrillic, CJK ...) have no vowel letters to look for: counted as words.
+    voiced = sum(any(c in _VOWELS or ord(c) > 0x24F for c in w) for w in runs)
+    return voiced >= 1 and voiced * 2 >= len(runs)

@@ -44,3 +44,20 @@ def test_bench_rejects_an_unknown_benchmark(tmp_path):
                            "--out", str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "unknown benchmark 'nope'" in proc.stderr
     assert not (tmp_path / "results.json").exists()
+
+
+def test_bench_report_shows_every_target_kind(tmp_path):
+    # Range targets ([lo, hi]) and "more is better" figures must read right in results.md.
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from bench_common import figure, range_figure
+    from bench_report import write_markdown
+
+    results = {"voice_non_question_share": range_figure(0.29, 0.10, 0.40),
+               "voice_words_per_utterance": range_figure(20.0, 8.5, 15.8),
+               "grader_auc_true_vs_restated": figure(0.97, 0.90, better="higher"),
+               "voice_top_utterance_share": figure(0.004, 0.01)}
+    assert results["voice_non_question_share"]["ok"] and not results["voice_words_per_utterance"]["ok"]
+    write_markdown(tmp_path / "r.md", results, {})
+    md = (tmp_path / "r.md").read_text()
+    assert "| 0.1–0.4 | yes |" in md and "| 8.5–15.8 | **no** |" in md
+    assert "| ≥ 0.9 | yes |" in md and "| ≤ 0.01 | yes |" in md

@@ -26,7 +26,7 @@ def test_real_files_load_with_the_right_counts(path, conversations, turns):
     assert sum(len(p.topics[0].gold_turns) for p in personas) == turns
     for p in personas:
         assert len(p.topics) == 1 and p.topics[0].id == p.id and p.topics[0].rubric == []
-        assert p.behaviour == Behaviour()
+        assert p.behaviour.sample(0) == Behaviour()
         for t in p.topics[0].gold_turns:
             assert all(1 <= i <= len(p.ptkb) for i in t.ptkb_provenance)
     assert len({p.id for p in personas}) == conversations

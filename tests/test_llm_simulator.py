@@ -18,6 +18,7 @@ from simloop.schema import AssistantReply, Behaviour, Persona, PluginRef, Rubric
 from simloop.simulators.llm import LLMGrader, LLMSimulator, LLMVoice, build_messages, invalid_reason, second_person
 from simloop.simulators.policy import Action, SimContext
 from simloop.fakes.seams import HashEmbedder
+from simloop.text import looks_like_language
 
 RUBRIC = [
     RubricQuestion(id="r1", question="What are the side effects of ibuprofen?", keywords=["stomach"]),
@@ -75,7 +76,7 @@ async def test_empty_content_is_retried_then_recorded_as_dialogue_error(mock):
     await ctx.aclose()
     assert [outcome for _, outcome in mock.log] == ["empty", "empty"]
     assert t.stop.reason == "error" and t.stop.by == "engine"
-    assert t.error.type == "DialogueError" and "no content" in t.error.message
+    assert t.error.type == "DialogueError" and "empty content after 2 attempts" in t.error.message
     assert t.error.source == "llm"  # the model failed, not the simulator
     assert t.turns == []
 
@@ -120,32 +121,51 @@ async def test_n_candidates_keeps_the_one_closest_to_the_rubric_question(mock):
     assert text == best and stages[0].name == "simulator.voice"
 
 
-class ScriptedModel:
-    """A fake ChatModel at the seam: returns the given replies in order."""
+class CheckingModel:
+    """A fake ChatModel at the seam: keeps the ``check`` the voice passes to the retry layer."""
 
-    def __init__(self, replies):
-        self.replies, self.prompts = list(replies), []
+    def __init__(self, reply: str):
+        self.reply, self.checks = reply, []
 
-    async def chat(self, messages, *, stage, n=1, **kw):
-        self.prompts.append(messages)
-        text = self.replies.pop(0)
-        return ChatResult(text, [text] * n, Stage(name=stage, model="scripted"))
+    async def chat(self, messages, *, stage, n=1, check=None, **kw):
+        self.checks.append((messages[0]["content"], check))
+        return ChatResult(self.reply, [self.reply] * n, Stage(name=stage, model="scripted"))
 
 
-async def test_replies_that_play_the_assistant_are_retried_then_fail():
-    bad = "As an AI language model, I can tell you that ibuprofen is an NSAID."
-    model = ScriptedModel([bad, bad, bad])
+async def test_the_voice_hands_its_output_check_to_the_retry_layer():
+    model = CheckingModel("Does it hurt the stomach?")
     voice = LLMVoice(Context(config=None, overrides={"chat:simulator": model}))
-    with pytest.raises(DialogueError, match="after 3 attempts.*assistant"):
-        await voice.speak(Action("ask", rubric=RUBRIC[0], turn=1), SimContext(scenario=scenario()))
-    assert "could not be used" in model.prompts[1][0]["content"]  # the retry says why (and misses the cache)
+    text, _ = await voice.speak(Action("ask", rubric=RUBRIC[0], turn=1), SimContext(scenario=scenario()))
+    [(system, check)] = model.checks
+    assert text == "Does it hurt the stomach?" and check(text) is None
+    assert check('User: "Does it hurt?"') is None  # a label and quotes are cleaned, not rejected
+    assert "assistant" in check("As an AI language model, I can tell you that ibuprofen is an NSAID.")
+    assert "not language" in check("#@! &&&& ~~~ $$")
+    copied = " ".join(system.split("How you write:")[1].split()[:14])
+    assert "copied the instructions" in check(copied)
+    assert check(f"{RUBRIC[0].question} I get headaches a lot.") is None  # repeating one's own question is fine
 
 
-async def test_an_invalid_reply_then_a_good_one():
-    model = ScriptedModel(["Sure! Here is a summary of ibuprofen.", 'User: "Does it hurt the stomach?"'])
-    voice = LLMVoice(Context(config=None, overrides={"chat:simulator": model}))
-    text, stages = await voice.speak(Action("ask", rubric=RUBRIC[0], turn=1), SimContext(scenario=scenario()))
-    assert text == "Does it hurt the stomach?" and len(stages) == 2
+async def test_garbage_is_regenerated_inside_the_retry_layer_and_never_written(mock):
+    ctx = context(mock.url)
+    mock.inject("garbage")
+    t = await run_dialogue(scenario(), LLMSimulator(ctx, grader="embedding"), Assistant(), SPEC)
+    await ctx.aclose()
+    assert [o for _, o in mock.log][:2] == ["garbage", "200"]
+    assert t.error is None and t.turns[0].stages[0].name == "simulator.voice"
+    assert t.turns[0].stages[0].retries == 1 and t.usage.retries >= 1
+    said = [turn.user.utterance for turn in t.turns] + [t.stop.utterance]
+    assert all(looks_like_language(u) for u in said), said
+
+
+async def test_garbage_on_every_attempt_is_a_dialogue_error(mock):
+    ctx = context(mock.url)
+    mock.inject("garbage", "garbage")  # both attempts the retry layer allows here
+    t = await run_dialogue(scenario(), LLMSimulator(ctx, grader="embedding"), Assistant(), SPEC)
+    await ctx.aclose()
+    assert t.stop.reason == "error" and t.error.type == "DialogueError"
+    assert "not language" in t.error.message and "after 2 attempts" in t.error.message
+    assert t.turns == []
 
 
 async def test_unparsable_grade_becomes_none_and_the_user_asks_for_clarification(mock):
@@ -194,6 +214,8 @@ def test_second_person_and_invalid_reason():
     assert "assistant" in invalid_reason("As an AI, I think", ask)
     assert "instead of asking" in invalid_reason(" ".join(["word"] * 70), ask)
     assert invalid_reason("   ", ask) == "it was empty"
+    assert invalid_reason("xkqt zzrv bnm", ask) == "it was not language"
+    assert invalid_reason("ok?", ask) is None
 
 
 async def test_repeats_with_other_seeds_are_not_cache_copies(mock, tmp_path):
@@ -208,3 +230,23 @@ async def test_repeats_with_other_seeds_are_not_cache_copies(mock, tmp_path):
         await voice.speak(Action(kind="ask", rubric=RUBRIC[0], turn=1), SimContext(scenario=sc))
     await ctx.aclose()
     assert mock.stats()["requests"] == 2
+
+
+async def test_under_every_fault_kind_no_user_line_is_garbage():
+    """A small version of the issue-11 measurement (200 dialogues against mock-llm --fault-rate
+    0.3): whatever the faults, every recorded user line is language."""
+    from simloop.fakes.mockllm import FAULT_KINDS
+
+    async with MockLLM(seed=5, fault_rate=0.3, faults=",".join(FAULT_KINDS), retry_after_s=0.01, hang_s=30) as server:
+        role = LLMRole(base_url=server.url, model="mock-model", max_attempts=6, timeout_s=0.5, backoff_base_s=0.0,
+                       backoff_cap_s=0.0)
+        ctx = Context(config=RunConfig(llm=LLMConfig(default=role)), overrides={"embedder": HashEmbedder()})
+        sim = LLMSimulator(ctx)
+        ts = [await run_dialogue(scenario().model_copy(update={"seed": s, "dialogue_id": f"d{s}"}), sim, Assistant(),
+                                 SPEC) for s in range(6)]
+        await ctx.aclose()
+        faults = server.stats()["faults"]
+    said = [turn.user.utterance for t in ts for turn in t.turns] + [t.stop.utterance for t in ts if t.stop.utterance]
+    assert faults.get("garbage", 0) >= 1 and len(said) >= 12
+    assert all(looks_like_language(u) for u in said), [u for u in said if not looks_like_language(u)]
+    assert sum(s.retries for t in ts for turn in t.turns for s in turn.stages) >= 1

@@ -16,6 +16,7 @@ from pydantic import BaseModel, Field
 from simloop.errors import BadInputError
 from simloop.llm.structured import response_format_for
 from simloop.fakes.mockllm import FAULT_KINDS, MockLLM, MockOptions
+from simloop.text import looks_like_language
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -134,11 +135,13 @@ async def test_each_fault_kind_over_http():
         bad = await post(client, mock.url, chat_body(response_format={"type": "json_object"}))
         with pytest.raises(json.JSONDecodeError):
             json.loads(bad.json()["choices"][0]["message"]["content"])
+        garbage = (await post(client, mock.url, chat_body())).json()["choices"][0]["message"]["content"]
+        assert garbage.strip() and not looks_like_language(garbage), garbage
         empty = await post(client, mock.url, chat_body())
         assert empty.status_code == 200 and empty.json()["choices"][0]["message"]["content"] == ""
         stats = mock.stats()
     assert stats["faults"] == {k: 1 for k in FAULT_KINDS}
-    assert stats["requests"] == 6 and stats["by_status"] == {"429": 1, "500": 1, "200": 2}
+    assert stats["requests"] == 7 and stats["by_status"] == {"429": 1, "500": 1, "200": 3}
 
 
 async def test_fault_rate_draws_from_the_chosen_kinds_reproducibly():

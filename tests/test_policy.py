@@ -89,8 +89,23 @@ def test_unparsed_grade_asks_for_clarification_without_costing_patience():
 
 
 def test_cooperative_user_answers_the_assistants_question():
-    actions = run(policy(cooperativeness=1.0, patience=0), [Observation(1.0, assistant_asked=True), PASS])
-    assert kinds(actions) == ["ask", "answer_clarification", "ask"]  # not counted as a failure
+    actions = run(policy(cooperativeness=1.0, patience=1), [Observation(1.0, assistant_asked=True), PASS])
+    assert kinds(actions) == ["ask", "answer_clarification", "ask"]
+    assert actions[1].mood == "frustrated"  # the round used up patience 1, though it was no failure
+
+
+def test_clarification_rounds_count_against_patience():
+    asks = Observation(1.0, assistant_asked=True)
+    for patience in (0, 2, 4):
+        actions = run(policy(cooperativeness=1.0, patience=patience), [asks] * 20)
+        said = kinds(actions)
+        # the opening ask, one turn per round the patience allows, then the give-up line
+        assert len(said) == patience + 3 and said[-2] == "give_up" and said[-1] == "end", said
+        assert patience == 0 or "answer_clarification" in said
+        assert "clarification rounds > patience" in actions[-1].end.detail
+    # failures and rounds share one budget
+    actions = run(policy(cooperativeness=1.0, patience=2), [FAIL, asks, asks])
+    assert kinds(actions) == ["ask", "reask", "answer_clarification", "give_up"]
 
 
 def test_uncooperative_user_ignores_the_question_and_repeats_the_need():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from simloop.text import (
     STOPWORDS, clip_to_tokens, clip_words, content_terms, content_words, count_tokens, count_wordpunct, first_lower,
+    looks_like_language,
     sentences, stem, term_coverage, truncate_wordpunct, words,
 )
 
@@ -49,3 +50,11 @@ def test_token_estimate_and_clipping_agree():
 def test_wordpunct_counts_words_and_marks_and_truncates_there():
     assert count_wordpunct("U.S. isn't far, is it?") == 12  # U . S . isn ' t far , is it ?
     assert truncate_wordpunct("One, two three.", 3) == "One, two" and truncate_wordpunct("short", 9) == "short"
+
+
+def test_looks_like_language():
+    for text in ("Does it hurt?", "ok?", "wat abut teh stomak", "Thanks, that's all!", "Is Belém far from Porto?",
+                 "2 or 3 times a day?", "Сколько это стоит?", "这个多少钱？"):
+        assert looks_like_language(text), text
+    for text in ("", "   ", "#@! &&&& ~~~ $$", "~~ ^^^ 404 %%", "xkqt zzrv bnmw", "12 345 6789", "?!?"):
+        assert not looks_like_language(text), text

@@ -122,10 +122,19 @@ def print_list(personas_dir: Path, topics: Path | None) -> int:
         p.add_column(col)
     for persona in personas:
         b = persona.behaviour
-        traits = f"patience {b.patience}, coop {b.cooperativeness:g}, lang {b.language_skill:g}, verb {b.verbosity:g}, reveal {b.reveal}"
+        traits = ", ".join(f"{short} {_trait(getattr(b, name))}" for short, name in (
+            ("patience", "patience"), ("coop", "cooperativeness"), ("lang", "language_skill"),
+            ("verb", "verbosity"), ("reveal", "reveal")))
         p.add_row(persona.id, str(len(persona.ptkb)), traits, "\n".join(f"{tp.id}: {tp.title}" for tp in persona.topics))
     out.print(p)
     return 0
+
+
+def _trait(value: object) -> str:
+    """A trait value, or its range as 'low-high' (a list of modes as 'a|b')."""
+    if isinstance(value, list):
+        return "|".join(value) if all(isinstance(v, str) for v in value) else f"{value[0]:g}-{value[1]:g}"
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _overview(ts: list[Transcript]) -> Table:

@@ -14,7 +14,8 @@ from typing import Any, Iterable, Mapping
 
 from ..config import RunConfig, apply_overrides, config_diff, load_config, merge_trees
 from ..errors import BadInputError, ConfigError, ResumeError
-from .args import parse_params
+from ..traits import check_trait
+from .args import parse_param, parse_params
 
 __all__ = ["RUN_FLAGS", "RESUME_MAY_CHANGE", "EVERY_ROLE", "CLEAR", "add_flags", "config_from_flags", "flag_overrides",
            "resumed_config"]
@@ -28,6 +29,7 @@ RUN_FLAGS: dict[str, str] = {
     "assistant": "assistant.name", "assistant_param": "assistant.params",
     "topics": "scenarios.topics", "personas": "scenarios.personas_dir", "persona": "scenarios.persona_ids",
     "topic": "scenarios.topic_ids", "limit": "scenarios.limit", "repeat": "scenarios.repeat",
+    "behaviour": "scenarios.behaviour",
     "concurrency": "concurrency", "max_turns": "max_turns", "timeout": "dialogue_timeout_s", "seed": "seed",
     "out": "out", "run_id": "run_id", "backend": "backend", "address": "ray_address", "progress": "progress",
     "index": "retrieval.index", "k": "retrieval.k",
@@ -53,6 +55,9 @@ _OPTIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "topic": ("--topic", {"action": "append", "help": "only this topic id (repeatable)"}),
     "limit": ("--limit", {"type": int, "help": "run at most N scenarios"}),
     "repeat": ("--repeat", {"type": int, "help": "run each persona x topic N times with different seeds"}),
+    "behaviour": ("--behaviour", {"action": "append", "metavar": "KEY=VALUE",
+                                  "help": "a behaviour trait for every scenario, e.g. patience=1 or patience=[2,5] "
+                                          "(a range is drawn per scenario; repeatable)"}),
     "base_url": ("--base-url", {"help": "OpenAI-compatible base URL for every LLM role"}),
     "model": ("--model", {"help": "model name for every LLM role"}),
     "rpm": ("--rpm", {"type": float, "help": "LLM requests per minute per endpoint"}),
@@ -106,11 +111,25 @@ def flag_overrides(args: argparse.Namespace, mapping: Mapping[str, str]) -> tupl
             value = None
         elif path.endswith(".params"):
             value = parse_params(value, "--" + dest.replace("_", "-"))
+        elif path == "scenarios.behaviour":
+            value = _behaviour(value)
         if path.startswith(EVERY_ROLE):
             every[path[len(EVERY_ROLE):]] = value
         else:
             _put(tree, path, value)
     return tree, every
+
+
+def _behaviour(pairs: list[str]) -> dict[str, Any]:
+    """``--behaviour KEY=VALUE`` pairs, each checked here so that the error names the flag and the trait."""
+    out: dict[str, Any] = {}
+    for text in pairs:
+        key, value = parse_param(text, "--behaviour")
+        try:
+            out[key] = check_trait(key, value)
+        except ValueError as exc:
+            raise BadInputError(f"--behaviour {text}: {exc}") from None
+    return out
 
 
 def config_from_flags(args: argparse.Namespace, mapping: Mapping[str, str], *, config: Path | None = None,

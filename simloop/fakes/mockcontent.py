@@ -115,6 +115,15 @@ class Composer:
             value = _Builder(self, schema).build(schema, "", 0)
         return json.dumps(value, ensure_ascii=False)
 
+    def garbage(self) -> str:
+        """Plain text that is no language (what a broken model or proxy emits): symbols and
+        digits, or a keyboard mash of consonants.  Never empty, never JSON."""
+        if self.rng.random() < 0.5:
+            return " ".join(self.rng.choice("#@!~^%$&*+=|<>") * self.rng.randint(1, 4) for _ in range(6)) + \
+                f" {self.rng.randint(0, 999)}"
+        return " ".join("".join(self.rng.choice("bcdfghjklmnpqrstvwxz") for _ in range(self.rng.randint(3, 6)))
+                        for _ in range(self.rng.randint(2, 5)))
+
     def bad_json(self, json_wanted: bool) -> str:
         if json_wanted:  # a truncated object: the commonest real-world failure
             return '{"response": "' + " ".join(self._pick(4))

@@ -8,7 +8,8 @@ request fails is drawn from a separate seeded stream, so a retried request can s
 
 Faults: ``429`` (with Retry-After), ``500``, ``timeout`` (hang until the client gives up;
 released on shutdown), ``cut`` (connection closed mid-response), ``badjson`` (200, content
-not valid JSON), ``empty`` (200, empty content).  ``rpm_limit`` makes the server itself
+not valid JSON), ``garbage`` (200, plain text that is no language, JSON wanted or not:
+"#@! &&&& ~~~ 42", "xkqt zzrv"), ``empty`` (200, empty content).  ``rpm_limit`` makes the server itself
 answer 429 to a client (per Authorization header) above that many requests per minute.
 """
 
@@ -32,7 +33,7 @@ from .mockhttp import Connection, Request, error, response
 
 __all__ = ["FAULT_KINDS", "MockOptions", "MockLLM", "serve", "add_arguments", "main_from_args"]
 
-FAULT_KINDS = ("429", "500", "timeout", "cut", "badjson", "empty")
+FAULT_KINDS = ("429", "500", "timeout", "cut", "badjson", "garbage", "empty")
 _EXTRA_KINDS = ("400",)  # opt-in only: a non-retryable client error, for tests of "fail at once"
 
 
@@ -282,6 +283,8 @@ class MockLLM:
             texts = [""] * n
         elif fault == "badjson":
             texts = [composer.bad_json(wants_json) for _ in range(n)]
+        elif fault == "garbage":
+            texts = [composer.garbage() for _ in range(n)]
         else:
             texts = [composer.json_text(fmt) if wants_json else composer.text() for _ in range(n)]
         prompt_tokens = count_tokens(composer.prompt) + 3 * len(body["messages"])

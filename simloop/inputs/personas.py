@@ -6,7 +6,7 @@ A persona file looks like ``personas/maya.toml``::
     name = "Maya Okafor"
     ptkb = ["I am a vegetarian.", ...]
     [behaviour]                 # optional; Behaviour defaults otherwise
-    patience = 3
+    patience = 3                # or a range drawn per scenario: patience = [2, 5]
     [[topics]]
     id = "maya-marathon"        # unique across all files
     title = "..."
@@ -114,6 +114,7 @@ def _first_error(exc: ValidationError) -> str:
     first = errors[0]
     loc = ".".join(str(part) for part in first["loc"]) or "(top level)"
     msg = " ".join(str(first["msg"]).split())  # one line, whatever pydantic wrote
+    msg = msg.removeprefix("Value error, ")  # our own validators' messages read as they are
     more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
     return f"{loc}: {msg}{more}"
 

@@ -16,13 +16,14 @@ import re
 import time
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
-from typing import Any, Sequence, TypeVar
+from typing import Any, Callable, Sequence, TypeVar
 
 from pydantic import BaseModel
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from ..errors import (
-    EmptyCompletionError, LLMConnectionError, LLMError, LLMStatusError, LLMTimeoutError, StructuredOutputError,
+    EmptyCompletionError, InvalidOutputError, LLMConnectionError, LLMError, LLMStatusError, LLMTimeoutError,
+    StructuredOutputError,
 )
 from .cache import CachedCompletion, CompletionCache, cache_key
 from .config import NO_KEY, LLMConfig, LLMRole
@@ -35,6 +36,8 @@ __all__ = ["LLMRole", "LLMConfig", "LLMPool", "ChatModel", "ChatResult", "strict
            "retry_after_s"]
 
 M = TypeVar("M", bound=BaseModel)
+# A caller's check of one choice's text: None when usable, else why not (ChatModel.chat).
+Check = Callable[[str], "str | None"]
 _KEYLIKE = re.compile(r"\b(sk|key|token)-[A-Za-z0-9_\-]{6,}")
 
 
@@ -63,7 +66,7 @@ def _content(choice: Any) -> str:
 def _retryable(exc: BaseException) -> bool:
     import openai
 
-    if isinstance(exc, (EmptyCompletionError, openai.APIConnectionError)):  # includes APITimeoutError
+    if isinstance(exc, (EmptyCompletionError, InvalidOutputError, openai.APIConnectionError)):  # + APITimeoutError
         return True
     if isinstance(exc, openai.APIStatusError):
         return exc.status_code in (408, 429) or exc.status_code >= 500
@@ -127,10 +130,15 @@ class ChatModel:
 
     async def chat(self, messages: Sequence[dict[str, Any]], *, stage: str, temperature: float | None = None,
                    max_tokens: int | None = None, n: int = 1, response_format: dict[str, Any] | None = None,
-                   seed: int | None = None) -> ChatResult:
-        """One completion (``n`` choices).  Raises a typed ``LLMError`` whose ``stage`` says what it cost."""
+                   seed: int | None = None, check: Check | None = None) -> ChatResult:
+        """One completion (``n`` choices).  Raises a typed ``LLMError`` whose ``stage`` says what it cost.
+
+        ``check`` rejects unusable text inside the retry layer: the result keeps only the choices
+        it accepts; when it accepts none the attempt counts as failed (``InvalidOutputError``,
+        retried like an empty completion, counted in ``stage.retries``), and a rejected text is
+        neither returned nor cached."""
         request = self._request(messages, temperature, max_tokens, n, response_format, seed)
-        result, key = await self._complete(request, stage)
+        result, key = await self._complete(request, stage, check)
         await self._store(key, result)
         return result
 
@@ -187,19 +195,22 @@ class ChatModel:
                      latency_ms=round((time.perf_counter() - t0) * 1000, 3), cached=cached, retries=retries,
                      cost_usd=cost, role=self.role, error=error)
 
-    async def _complete(self, request: dict[str, Any], name: str) -> tuple[ChatResult, str | None]:
+    async def _complete(self, request: dict[str, Any], name: str,
+                        check: Check | None = None) -> tuple[ChatResult, str | None]:
         """Cache lookup, else the retried HTTP call.  Returns the cache key still to be written."""
         t0 = time.perf_counter()
         key = cache_key(request) if self._cache is not None else None
         if key is not None and self._cache is not None:
             hit = await self._cache.get(key)
+            if hit is not None and check is not None:  # cached before the check existed or changed
+                hit = hit if all(check(t) is None for t in hit.texts) else None
             if hit is not None:
                 stage = self._stage(name, t0, prompt=hit.prompt_tokens, completion=hit.completion_tokens, cached=True)
                 self._usage.add(stage)
                 return ChatResult(hit.texts[0], hit.texts, stage), None
         attempts = [0]
         try:
-            texts, prompt, completion = await self._with_retries(request, attempts)
+            texts, prompt, completion = await self._with_retries(request, attempts, check)
         except Exception as exc:
             err = self._translate(exc, attempts[0])
             if err is None:
@@ -218,14 +229,20 @@ class ChatModel:
             s = result.stage
             await self._cache.put(key, CachedCompletion(result.texts, s.prompt_tokens, s.completion_tokens))
 
-    async def _with_retries(self, request: dict[str, Any], attempts: list[int]) -> tuple[list[str], int, int]:
+    async def _with_retries(self, request: dict[str, Any], attempts: list[int],
+                            check: Check | None = None) -> tuple[list[str], int, int]:
         retrying = AsyncRetrying(stop=stop_after_attempt(self.settings.max_attempts), wait=self._wait,
                                  retry=retry_if_exception(_retryable), reraise=True)
         outcome: tuple[list[str], int, int] | None = None
+        send = request
         async for attempt in retrying:
             with attempt:
                 attempts[0] = attempt.retry_state.attempt_number
-                outcome = await self._attempt(request)
+                outcome = await self._attempt(send, check)
+            if isinstance(attempt.retry_state.outcome.exception(), InvalidOutputError) and request.get("seed") is not None:
+                # A seeded model would write the same rejected text again: the next attempt
+                # asks with the next seed (still reproducible; the cache key keeps the first).
+                send = {**request, "seed": request["seed"] + attempt.retry_state.attempt_number}
         assert outcome is not None  # reraise=True: tenacity either returns or raises
         return outcome
 
@@ -238,7 +255,7 @@ class ChatModel:
         ceiling = min(s.backoff_cap_s, s.backoff_base_s * 2 ** (state.attempt_number - 1))
         return random.uniform(0.0, ceiling)
 
-    async def _attempt(self, request: dict[str, Any]) -> tuple[list[str], int, int]:
+    async def _attempt(self, request: dict[str, Any], check: Check | None = None) -> tuple[list[str], int, int]:
         send = {k: v for k, v in request.items() if v is not None and not (k == "n" and v == 1)}
         estimate = sum(len(str(m.get("content") or "")) for m in request["messages"]) // 4 + 1
         entry = await self._endpoint.admit(estimate)
@@ -260,6 +277,11 @@ class ChatModel:
         texts = [_content(c) for c in choices]
         if not texts or any(not t.strip() for t in texts):
             raise EmptyCompletionError(f"{self._where()}: the model returned empty content")
+        if check is not None:
+            reasons = [check(t) for t in texts]
+            texts = [t for t, r in zip(texts, reasons) if r is None]
+            if not texts:
+                raise InvalidOutputError(f"{self._where()}: unusable output ({next(r for r in reasons if r)})")
         return texts, prompt, completion
 
     def _translate(self, exc: BaseException, attempts: int) -> LLMError | None:
@@ -270,6 +292,8 @@ class ChatModel:
         tried = f"after {attempts} attempt{'s' if attempts != 1 else ''}"
         if isinstance(exc, EmptyCompletionError):
             return EmptyCompletionError(f"{self._where()}: the model returned empty content {tried}")
+        if isinstance(exc, InvalidOutputError):
+            return InvalidOutputError(_one_line(f"{exc} {tried}", key))
         if isinstance(exc, LLMError):
             return exc
         if isinstance(exc, openai.APITimeoutError):

@@ -164,8 +164,9 @@ def build_probes(personas: Iterable[Persona], distances: Sequence[int], reveal_t
                     need=f"Memory probe: '{fact.reveal}' said at turn {reveal_turn}, needed at turn {reveal_turn + d}.",
                     rubric=build_script(fillers, fact, probe, d, reveal_turn),
                 )
-                scenario = Scenario(dialogue_id=did, persona=persona, topic=topic, behaviour=persona.behaviour,
-                                    seed=seed + _stable(did) % 10_000)
+                dseed = seed + _stable(did) % 10_000
+                scenario = Scenario(dialogue_id=did, persona=persona, topic=topic,
+                                    behaviour=persona.behaviour.sample(dseed), seed=dseed)
                 plan = ProbePlan(did, persona.id, fact.id, fact.kind, d, reveal_turn, reveal_turn + d, fact.reveal,
                                  probe, fact.must_mention, fact.must_not)
                 out.append((scenario, plan))

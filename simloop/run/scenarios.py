@@ -63,12 +63,14 @@ def iter_scenarios(cfg: RunConfig, personas: list[Persona]) -> Iterator[Scenario
                 if sel.limit is not None and emitted >= sel.limit:
                     return
                 emitted += 1
+                seed = scenario_seed(cfg.seed, persona.id, topic.id, repeat)
+                # The run's --behaviour replaces the persona's traits; ranges are drawn from the seed.
                 yield Scenario(
                     dialogue_id=dialogue_id(persona.id, topic.id, repeat),
                     persona=persona,
                     topic=topic,
-                    behaviour=persona.behaviour,
-                    seed=scenario_seed(cfg.seed, persona.id, topic.id, repeat),
+                    behaviour=persona.behaviour.with_overrides(sel.behaviour).sample(seed),
+                    seed=seed,
                     repeat=repeat,
                 )
 

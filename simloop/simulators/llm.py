@@ -7,12 +7,13 @@ answerability grade — but the prompts are our own wording, and the policy inst
 and behaviour traits (patience, cooperativeness, language skill, verbosity, reveal) are
 ours too.
 
-Retries: transport failures, including empty content, are retried by the ChatModel (the
-one retry layer, DESIGN §7); if it still gets nothing the voice raises ``DialogueError``
-at once.  A reply that arrives but is unusable (it plays the assistant, or lectures
-instead of asking) is asked for again up to ``invalid_retries`` times, each time with a
-note saying what was wrong (so the request, and its cache key, differ); then
-``DialogueError`` too.  The engine records either as ``stop.reason = error``.
+Validated output: every choice the model writes is checked before it is used
+(``invalid_reason``): empty, not language (``text.looks_like_language``: "#@! &&&& ~~~"),
+the assistant's role instead of the user's, an explanation instead of a question, or a
+copy of the prompt is rejected.  The check runs inside the ChatModel's retry layer (the
+one retry layer, DESIGN §7), so a rejected answer is asked for again like an empty one,
+counted in the stage's ``retries``, never cached and never written.  When every attempt
+fails the voice raises ``DialogueError`` and the engine records ``stop.reason = error``.
 """
 
 from __future__ import annotations
@@ -23,11 +24,12 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ..errors import DialogueError, EmptyCompletionError, StructuredOutputError
+from ..errors import DialogueError, EmptyCompletionError, InvalidOutputError, StructuredOutputError
 from ..schema import Behaviour, RubricQuestion, Stage
 from .offline import RubricSimulator
 from .policy import Action, SimContext
 from .voices import EmbedderSource
+from ..text import looks_like_language, words
 
 __all__ = ["LLMVoice", "LLMGrader", "LLMSimulator", "second_person", "invalid_reason", "GradeReply"]
 
@@ -112,7 +114,7 @@ def _instruction(action: Action, context: SimContext) -> str:
     raise ValueError(f"nothing to say for action {kind!r}")
 
 
-def build_messages(action: Action, context: SimContext, note: str = "") -> list[dict[str, str]]:
+def build_messages(action: Action, context: SimContext) -> list[dict[str, str]]:
     """System prompt plus the dialogue with roles swapped: the model speaks as the user."""
     scenario = context.scenario
     topic = scenario.topic
@@ -129,7 +131,6 @@ def build_messages(action: Action, context: SimContext, note: str = "") -> list[
         + "\n".join(_traits(scenario.behaviour))
         + f"\n\nYour next message: {_instruction(action, context)}\n"
         "Reply with the message only."
-        + (f"\n\n{note}" if note else "")
     )
     messages = [{"role": "system", "content": system}, {"role": "user", "content": _OPENER}]
     for said, answer in context.history:
@@ -144,10 +145,36 @@ def _clean(text: str) -> str:
     return text
 
 
-def invalid_reason(text: str, action: Action) -> str | None:
-    """Why ``text`` cannot be the user's message, or None when it can."""
+_COPY_WORDS = 7  # this many consecutive words of our own instructions = a copy of the prompt
+
+
+def prompt_scaffold(action: Action, context: SimContext, system: str) -> set[tuple[str, ...]]:
+    """The ``_COPY_WORDS``-word runs of the system prompt that are ours to write, not the
+    user's: the topic title, the need and the questions are taken out first (a user may
+    well repeat their own question)."""
+    text = system
+    asked = [action.rubric.question if action.rubric else "", action.skipped.question if action.skipped else "",
+             context.assistant_question or "", context.scenario.topic.title, context.scenario.topic.need]
+    for part in sorted(filter(None, asked), key=len, reverse=True):
+        text = text.replace(part, " | ")
+    runs: set[tuple[str, ...]] = set()
+    for chunk in text.split("|"):
+        w = words(chunk)
+        runs.update(tuple(w[i:i + _COPY_WORDS]) for i in range(len(w) - _COPY_WORDS + 1))
+    return runs
+
+
+def invalid_reason(text: str, action: Action, scaffold: set[tuple[str, ...]] | None = None) -> str | None:
+    """Why ``text`` cannot be the user's message, or None when it can.  ``scaffold``: the
+    prompt's own word runs (``prompt_scaffold``), for the copy check."""
     if not text.strip():
         return "it was empty"
+    if not looks_like_language(text):
+        return "it was not language"
+    if scaffold:
+        w = words(text)
+        if any(tuple(w[i:i + _COPY_WORDS]) in scaffold for i in range(len(w) - _COPY_WORDS + 1)):
+            return "it copied the instructions instead of writing the message"
     if _ASSISTANT_LIKE.search(text) or "as an ai language model" in text.lower():
         return "it spoke as the assistant, not as the user"
     n = len(text.split())
@@ -166,39 +193,27 @@ class LLMVoice:
     """Writes the user's message with the simulator model; keeps the best of ``candidates``."""
     llm_roles = ("simulator",)  # see RubricSimulator.llm_roles
 
-    def __init__(self, ctx: Any, candidates: int = 1, invalid_retries: int = 2, temperature: float | None = None):
+    def __init__(self, ctx: Any, candidates: int = 1, temperature: float | None = None):
         if not 1 <= candidates <= 16:
             raise ValueError("candidates must be between 1 and 16")
         self.ctx = ctx
         self.candidates = candidates
-        self.invalid_retries = invalid_retries
         self.temperature = temperature
         self.embeddings = EmbedderSource(ctx)
 
     async def speak(self, action: Action, context: SimContext) -> tuple[str, list[Stage]]:
         model = self.ctx.chat("simulator")
-        stages: list[Stage] = []
-        problem = ""
-        for attempt in range(1 + self.invalid_retries):
-            note = f"Your previous reply could not be used because {problem}. Write only the user's message." if problem else ""
-            try:
-                # The scenario seed makes repeats of one persona x topic sample (and cache)
-                # apart, and a rerun of the same scenario reproducible.
-                res = await model.chat(build_messages(action, context, note), stage="simulator.voice",
-                                       n=self.candidates, temperature=self.temperature,
-                                       seed=_request_seed(context, action))
-            except EmptyCompletionError as exc:  # the ChatModel already retried it
-                raise DialogueError(f"simulator voice: the model returned no content ({exc})") from exc
-            stages.append(res.stage)
-            texts = [_clean(t) for t in res.texts]
-            reasons = [invalid_reason(t, action) for t in texts]
-            usable = [t for t, r in zip(texts, reasons) if r is None]
-            if usable:
-                return await self._closest(usable, action), stages
-            problem = next(r for r in reasons if r)
-        raise DialogueError(
-            f"simulator voice: no usable user message after {1 + self.invalid_retries} attempts ({problem})"
-        )
+        messages = build_messages(action, context)
+        scaffold = prompt_scaffold(action, context, messages[0]["content"])
+        try:
+            # The scenario seed makes repeats of one persona x topic sample (and cache)
+            # apart, and a rerun of the same scenario reproducible.
+            res = await model.chat(messages, stage="simulator.voice", n=self.candidates, temperature=self.temperature,
+                                   seed=_request_seed(context, action),
+                                   check=lambda raw: invalid_reason(_clean(raw), action, scaffold))
+        except (EmptyCompletionError, InvalidOutputError) as exc:  # the ChatModel already retried it
+            raise DialogueError(f"simulator voice: no usable user message ({exc})") from exc
+        return await self._closest([_clean(t) for t in res.texts], action), [res.stage]
 
     async def _closest(self, texts: list[str], action: Action) -> str:
         """The candidate most similar to the rubric question (iKAT's selection rule)."""

@@ -6,8 +6,10 @@ again more specifically until the question has been asked ``retries`` times, the
 anyway; when no question is left, say thanks and end.  Behaviour traits add what Year-4
 iKAT promises and the organisers' code lacks:
 
-* ``patience`` — failed answers tolerated over the *whole* dialogue; one more and the user
-  gives up (``user_gave_up``).  Users close to that limit complain emotionally first.
+* ``patience`` — unhelpful turns tolerated over the *whole* dialogue: failed answers and
+  clarification rounds (the assistant asked back instead of answering) both count; one
+  more and the user gives up (``user_gave_up``).  Users close to that limit complain
+  emotionally first.
 * ``cooperativeness`` — the chance (seeded) that a user answers the assistant's clarifying
   question instead of ignoring it and repeating the need.
 
@@ -18,10 +20,11 @@ Decisions this module makes (documented because evaluation depends on them):
   the user asks for clarification, which uses one of the question's asks but is not counted
   against patience.
 * When the assistant asks the user something and its answer did not pass, a cooperative
-  user answers (not a failure: the assistant is gathering what it needs); an uncooperative
-  one ignores the question and repeats the need (a failure: they wanted an answer).  Either
-  way one ask of the question is used, so every dialogue is bounded by
-  ``retries * len(rubric) + 1`` user turns, as in iKAT.
+  user answers (a clarification round, not a failure: the assistant is gathering what it
+  needs); an uncooperative one ignores the question and repeats the need (a failure: they
+  wanted an answer).  Either way the round costs one unit of patience (an assistant that
+  keeps asking back wears any user out, issue 11) and one ask of the question, so every
+  dialogue is bounded by ``retries * len(rubric) + 1`` user turns, as in iKAT.
 * End reason when the questions run out: ``user_satisfied`` only if a strict majority of the
   rubric questions were answered (grade > threshold); otherwise ``user_gave_up`` — a user who
   had to move past most of their questions did not get what they came for.  The counts go
@@ -212,15 +215,17 @@ class RubricPolicy:
         # Seeded per (dialogue seed, turn): the same scenario answers the same way on rerun.
         rng = seeded_rng(self.seed, m["turns"], "cooperate")
         if rng.random() < self.behaviour.cooperativeness:
+            m["clarifications_answered"] += 1
+            if self._spent(m) > self.behaviour.patience:
+                return self._give_up(m, q, obs.grade)
             if m["asks"][q.id] >= self.retries:
                 return self._move_on(m, q, obs.grade)
-            m["clarifications_answered"] += 1
             return self._utter(m, "answer_clarification", q, obs.grade, bump=True)
         return self._fail(m, q, obs.grade, ignored=True)
 
     def _fail(self, m: dict[str, Any], q: RubricQuestion, grade: float | None, ignored: bool) -> Action:
         m["failures"] += 1
-        if m["failures"] > self.behaviour.patience:
+        if self._spent(m) > self.behaviour.patience:
             return self._give_up(m, q, grade)
         return self._retry_or_move_on(m, q, grade, kind="reask", ignored=ignored)
 
@@ -257,8 +262,9 @@ class RubricPolicy:
         return self._closing(m, "farewell", Ending(reason, detail), grade)
 
     def _give_up(self, m: dict[str, Any], q: RubricQuestion, grade: float | None) -> Action:
+        rounds = f" + {m['clarifications_answered']} clarification rounds" if m["clarifications_answered"] else ""
         detail = (
-            f"patience exhausted: {m['failures']} failed answers > patience {self.behaviour.patience} "
+            f"patience exhausted: {m['failures']} failed answers{rounds} > patience {self.behaviour.patience} "
             f"(on {q.id}); {self._summary(m)}"
         )
         return self._closing(m, "give_up", Ending("user_gave_up", detail), grade, rubric=q)
@@ -296,8 +302,13 @@ class RubricPolicy:
 
     # ------------------------------------------------------------------ helpers
 
+    @staticmethod
+    def _spent(m: dict[str, Any]) -> int:
+        """Patience used so far: failed answers and clarification rounds."""
+        return m["failures"] + m["clarifications_answered"]
+
     def _mood(self, m: dict[str, Any]) -> Mood:
-        return mood_for(m["failures"], self.behaviour.patience)
+        return mood_for(self._spent(m), self.behaviour.patience)
 
     def _summary(self, m: dict[str, Any]) -> str:
         status = m["status"]

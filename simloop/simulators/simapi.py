@@ -379,7 +379,7 @@ class SimApiSimulator:
         return Scenario(dialogue_id=f"{run_id}--{utt.user_id}--{utt.topic_id}",
                         persona=Persona(id=utt.user_id or "user", ptkb=ptkb),
                         topic=Topic(id=utt.topic_id or "topic", title=title or "topic", rubric=[_HIDDEN]),
-                        behaviour=persona.behaviour if persona else Behaviour(), seed=seed)
+                        behaviour=persona.behaviour.sample(seed) if persona else Behaviour(), seed=seed)
 
     def _personas(self) -> dict[str, Persona]:
         """PTKB and titles by user id and by ``topic:<id>``, for servers without ``user_meta``:
