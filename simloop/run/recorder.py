@@ -17,7 +17,6 @@ for the whole run after any number of resumes.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import platform
