@@ -295,7 +295,7 @@ def test_config_errors(tmp_path: Path):
 @pytest.mark.parametrize("argv, message", [
     (["--distances", "0"], "distances"), (["--distances", "5,x"], "--distances"),
     (["--strategies", "full,nope"], "unknown memory strategy 'nope'"), (["--persona", "nobody"], "nobody"),
-    (["--assistant", "genaius", "--strategies", "window"], "memory is 'full' or 'summary'"),
+    (["--assistant", "genaius", "--strategies", "window"], "memory takes one of 'full', 'summary'"),
 ])
 def test_cli_bad_input_is_one_line_and_exit_2(tmp_path: Path, capsys, argv: list[str], message: str):
     assert main(["memory", "--out", str(tmp_path), "--no-progress", *argv]) == 2
