@@ -35,7 +35,8 @@ async def _one(out: Path, n: int, embedder: Any, retriever: Any) -> dict[str, An
             "wall_s": round(r["engine_wall_s"], 3), "cpu_s": round(r["cpu_s"], 3),
             "dialogues_per_s": round(n / r["engine_wall_s"], 4), "cpu_s_per_dialogue": round(r["cpu_s"] / n, 3),
             "cpu_ms_per_turn": round(1000 * r["cpu_s"] / turns, 1), "model_calls": embedder.stats["batches"],
-            "texts_encoded": embedder.stats["texts"], "stored_hits": embedder.stats["stored_hits"],
+            "texts_encoded": embedder.stats["texts"],
+            "encode_cpu_s_per_dialogue": round(embedder.stats["encode_cpu_s"] / n, 3), "stored_hits": embedder.stats["stored_hits"],
             "loadavg": [round(x, 2) for x in os.getloadavg()]}
 
 
@@ -54,7 +55,7 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
                 for mode in ("on", "off") if rnd % 2 == 0 else ("off", "on"):  # alternate who goes first
                     embedder = await open_embedder(**settings[mode])
                     await embedder.encode(["warm-up sentence"])
-                    embedder.stats.update(batches=0, texts=0)
+                    embedder.stats.update(batches=0, texts=0, encode_cpu_s=0.0)
                     try:
                         row = await _one(Path(tmp) / f"{mode}{rnd}", n, embedder, retriever)
                     finally:
@@ -62,7 +63,7 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
                     rows[mode].append(row)
                     info(f"offline demo, embeddings {mode}: {n} dialogues in {row['wall_s']} s, "
                          f"{row['cpu_s_per_dialogue']} s CPU/dialogue, {row['model_calls']} model calls for "
-                         f"{row['texts_encoded']} texts, {row['stored_hits']} stored vectors used, load {row['loadavg']}")
+                         f"{row['texts_encoded']} texts ({row['encode_cpu_s_per_dialogue']} s CPU/dialogue), {row['stored_hits']} stored vectors used, load {row['loadavg']}")
     finally:
         await retriever.aclose()
     on = max(rows["on"], key=lambda r: r["dialogues_per_s"])  # best of each: the least disturbed

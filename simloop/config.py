@@ -28,7 +28,8 @@ ENV_PREFIX = "SIMLOOP_"
 # Fields that change how fast or where a run goes, not what it produces: excluded from the
 # config hash so a run can be resumed with another concurrency or output folder.
 # SIMLOOP_* variables that belong to other commands, not to a run config.
-_NOT_RUN_SETTINGS = {"SIMLOOP_CACHE", "SIMLOOP_SERVE_TOKENS", "SIMLOOP_TEST_CACHE"}
+_NOT_RUN_SETTINGS = {"SIMLOOP_CACHE", "SIMLOOP_SERVE_TOKENS", "SIMLOOP_TEST_CACHE", "SIMLOOP_DEMO_VECTORS",
+                     "SIMLOOP_LLM_HTTP", "SIMLOOP_TORCH_THREADS"}  # process settings (search/, llm/http.py)
 _NOT_HASHED = {"concurrency", "out", "run_id", "backend", "progress", "ray_address", "max_error_share"}
 
 

@@ -26,6 +26,7 @@ import asyncio
 import logging
 import os
 import threading
+import time
 import warnings
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
@@ -147,7 +148,7 @@ class MiniLMEmbedder:
         self._dispatcher: asyncio.Task | None = None
         self._closed = False
         # Counters for tests and benchmarks.
-        self.stats = {"batches": 0, "texts": 0, "cache_hits": 0, "stored_hits": 0}
+        self.stats = {"batches": 0, "texts": 0, "cache_hits": 0, "stored_hits": 0, "encode_cpu_s": 0.0}
 
     # ---- blocking side (worker thread or a loader thread)
 
@@ -162,9 +163,11 @@ class MiniLMEmbedder:
         model = self.load()
         self.stats["batches"] += 1
         self.stats["texts"] += len(texts)
+        cpu0 = time.thread_time()
         vectors = model.encode(
             texts, batch_size=64, show_progress_bar=False, normalize_embeddings=True, convert_to_numpy=True
         )
+        self.stats["encode_cpu_s"] += time.thread_time() - cpu0  # this thread's (one torch thread: all of it)
         return np.asarray(vectors, dtype=np.float32)
 
     # ---- cache
