@@ -194,8 +194,11 @@ async def test_one_encode_call_per_grade():
     embedder = HashEmbedder()
     g = EmbeddingGrader(embedder=embedder)
     q = RubricQuestion(id="q", question="What are the side effects of ibuprofen?", reference="Stomach pain and nausea.")
-    await g.grade(q, "Ibuprofen can cause stomach pain. It may also cause nausea and dizziness. Would you like more?")
-    assert embedder.calls == 1
+    answer = "Ibuprofen can cause stomach pain. It may also cause nausea and dizziness. Would you like more?"
+    await g.grade(q, answer)
+    # One batch for the answer's texts, one for the question and reference: fixed texts,
+    # which MiniLMEmbedder keeps all run (a plain Embedder, like this one, re-encodes them).
+    assert embedder.calls == 2
 
 
 async def test_keyword_coverage_raises_the_grade():

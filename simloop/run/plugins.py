@@ -104,7 +104,7 @@ class Context:
 
         # Passage vectors stored with the run's index make re-ranking a lookup; the demo
         # index's folder is resolved on first use (retrieval builds it first).
-        index = self.config.retrieval.index
+        index = self.config.retrieval.index if self.config is not None else None
 
         def stored() -> Path | None:
             from ..search.corpus import demo_index_path

@@ -2,8 +2,9 @@
 
 ``EmbeddingGrader`` is the offline grader.  It must not be gameable (DESIGN §5): a
 restatement of the question, padding with off-topic sentences, or a clarifying question
-in place of an answer never passes (> 3.0).  One MiniLM call per grade encodes the
-question, the reference (if any), the answer, its *residual* and each of its sentences:
+in place of an answer never passes (> 3.0).  Per grade, MiniLM encodes the answer, its
+*residual* and each of its sentences in one batch; the question and the reference (if
+any) are fixed texts, encoded once per run:
 
 * the **answer** is the response without its questions: what the assistant asks back
   ("Would you like to know more?") answers nothing;

@@ -357,6 +357,7 @@ class SimApiSimulator:
             response=response, rewritten_query=turn.assistant.rewritten_query, passages=turn.assistant.passages,
             ptkb_provenance=[u for u in turn.assistant.ptkb_provenance if u.statement != NO_PTKB],
             context=turn.assistant.context, stages=turn.stages)
+        await lane.save(lane.last, state)  # a crash during the post still finds this turn's provenance
         t0 = time.perf_counter()
         utt = await lane.post(reply_payload(lane.run_id, reply, extension=self.client.simloop_server))
         stage = Stage(name="simapi.continue", latency_ms=round((time.perf_counter() - t0) * 1000, 3))
