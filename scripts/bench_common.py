@@ -28,9 +28,11 @@ __all__ = ["ROOT", "figure", "range_figure", "ikat_dir", "info", "MockProcess", 
 
 
 def figure(value: float | int | None, target: float | None, better: str = "lower") -> dict[str, Any]:
-    """``{"value", "target", "ok"}``; ``target`` None = informational (ok when measured)."""
+    """``{"value", "target", "ok"}`` (+ ``"better": "higher"`` when more is better, so the
+    report shows ≥); ``target`` None = informational (ok when measured)."""
+    side = {"better": "higher"} if better == "higher" and target is not None else {}
     if value is None:
-        return {"value": None, "target": target, "ok": False}
+        return {"value": None, "target": target, "ok": False, **side}
     if isinstance(value, float):
         value = round(value, 4)
     if target is None:
@@ -39,7 +41,7 @@ def figure(value: float | int | None, target: float | None, better: str = "lower
         ok = value <= target
     else:
         ok = value >= target
-    return {"value": value, "target": target, "ok": bool(ok)}
+    return {"value": value, "target": target, "ok": bool(ok), **side}
 
 
 def range_figure(value: float | None, lo: float, hi: float) -> dict[str, Any]:

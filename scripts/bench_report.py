@@ -67,13 +67,6 @@ LABELS: dict[str, tuple[str, str]] = {
     "voice_non_question_share": ("utterances without a question mark", ""),
     "voice_top_utterance_share": ("share of the commonest utterance", ""),
 }
-# Figures where more is better (the rest: less is better; a [lo, hi] target is a range).
-HIGHER: frozenset[str] = frozenset({
-    "rate_limit_utilisation", "bm25_batch_speedup", "grader_auc_true_vs_restated", "grader_auc_true_vs_other_turn",
-    "grader_auc_true_vs_other_topic", "grader_padding_penalised", "grader_true_pass_rate",
-    "grader_e2e_bm25_extractive_satisfied", "voice_distinct2", "voice_backreference_share",
-    "embedding_batch_speedup", "memory_recall_full_d40",  # and every ptkb_* figure (_target)
-})
 
 
 def _fmt(v: Any) -> str:
@@ -90,7 +83,7 @@ def _target(key: str, fig: dict[str, Any]) -> str:
         return "—"
     if isinstance(t, (list, tuple)) and len(t) == 2:
         return f"{_fmt(t[0])}–{_fmt(t[1])}"
-    higher = key in HIGHER or key.startswith("ptkb_")
+    higher = fig.get("better") == "higher"
     return f"{'≥' if higher else ('=' if t == 0 else '≤')} {_fmt(t)}"
 
 
