@@ -58,8 +58,10 @@ statement's centred cosine to its PTKB's mean vector: a prior that reads only th
 statements) and a logistic-regression / pairwise combination of per-turn features (cosine
 to the current, previous and earlier utterances, to the conversation centroid and the
 first utterance, lexical overlap, BM25, per-turn z-scores): the penalty reached train
-0.566 at w 2.0, but leave-one-conversation-out 0.458 against 0.516 for these defaults
-(over-fitted); the learned combinations 0.48-0.55 in the same CV, per-turn z-scores
+0.556 at w 1.5 (0.566 at w 2.0 with history_weight 0.1-0.2 and lexical_weight 0.2), but
+leave-one-conversation-out (w chosen on 10 conversations) 0.462 against 0.516 for these
+defaults: over-fitted (``scripts/bench_ptkb_explore.py`` prints both); the learned
+combinations 0.48-0.55 in the same CV (a throwaway script, not kept), per-turn z-scores
 0.538-0.550 on train: none adopted.  The assistant's own earlier answers were not used
 (the bench replays no answers, and the parity with ``simloop eval`` needs the same inputs).
 
