@@ -2,8 +2,9 @@
 
 PTKB statements are ranked by the no-LLM ranker (``simloop.parts.ptkb_rank``: MiniLM
 similarity to the utterance and, discounted, to the earlier user utterances); the whole
-ranking is the turn's ``ptkb_provenance`` and the ``used`` head of it (the top
-``ptkb_top_k`` scoring at least ``ptkb_threshold``, at least one) feeds the rewrite; the
+ranking is the turn's ``ptkb_provenance`` and the ``used`` head of it (of the top
+``ptkb_top_k``, those scoring at least ``ptkb_threshold`` and within ``used_gap`` of the
+turn's best, at least one) feeds the rewrite; the
 query is rewritten heuristically with context terms; BM25 retrieves; the response is the
 best sentences of the top passages that stay on the question, opened by a sentence naming
 the user's facts that bear on it (PTKB statements, and what the memory strategy kept:

@@ -208,8 +208,9 @@ def _tied_centre(scored: list[tuple[float, dict[str, float]]], axes: Sequence[st
 RANK_GRID = {"history_weight": [round(x, 2) for x in np.arange(0.0, 1.001, 0.05)],
              "decay": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0],
              "lexical_weight": [0.0, 0.1, 0.2, 0.3, 0.5]}
-USED_GRID = {"used_threshold": [round(x, 3) for x in np.arange(0.0, 0.601, 0.025)],
-             "used_top_k": [1, 2, 3, 4, 5], "used_min": [0, 1]}
+USED_GRID = {"used_threshold": [round(x, 3) for x in np.arange(-0.2, 0.501, 0.05)],
+             "used_top_k": [1, 2, 3, 4, 5], "used_min": [0, 1],
+             "used_gap": [0.05, 0.1, 0.15, 0.175, 0.2, 0.25, 0.3, 2.0]}
 
 
 def tune_ranking(ts: TopicSet, sims: list[np.ndarray], only: set[str] | None = None) -> tuple[Any, list]:
@@ -223,22 +224,46 @@ def tune_ranking(ts: TopicSet, sims: list[np.ndarray], only: set[str] | None = N
     return replace(base, **_tied_centre(scored, list(RANK_GRID))), scored
 
 
-def tune_used(ts: TopicSet, rankings: list) -> tuple[dict[str, Any], list]:
-    """Set F1 over the ``used`` grid, smoothed over neighbouring thresholds (42 turns are few)."""
+def tune_used(ts: TopicSet, rankings: list, only: set[str] | None = None,
+              grid: dict[str, list] | None = None) -> tuple[dict[str, Any], list]:
+    """Set F1 over the ``used`` grid, smoothed over neighbouring thresholds and gaps (42 turns
+    are few: a lone spike is noise)."""
+    grid = grid or USED_GRID
     f1: dict[tuple, float] = {}
-    for th, k, m in itertools.product(*USED_GRID.values()):
+    for th, k, m, gap in itertools.product(*grid.values()):
         if m <= k:
-            params = RankParams(used_threshold=th, used_top_k=k, used_min=m)
-            f1[(th, k, m)] = ts.score(rankings, [select_used(r, params) for r in rankings])["F1"]
-    ths = USED_GRID["used_threshold"]
+            params = RankParams(used_threshold=th, used_top_k=k, used_min=m, used_gap=gap)
+            f1[(th, k, m, gap)] = ts.score(rankings, [select_used(r, params) for r in rankings], only=only)["F1"]
+    ths, gaps = grid["used_threshold"], grid["used_gap"]
+
+    def near(values: list, v: Any) -> list:
+        i = values.index(v)
+        return values[max(0, i - 1): i + 2]
 
     def smoothed(key: tuple) -> float:
-        i = ths.index(key[0])
-        return float(np.mean([f1[(ths[j], *key[1:])] for j in range(max(0, i - 1), min(len(ths), i + 2))]))
+        th, k, m, gap = key
+        return float(np.mean([f1[(t, k, m, g)] for t in near(ths, th) for g in near(gaps, gap)]))
 
     best = max(f1, key=lambda key: (round(smoothed(key), 6), -key[0]))
     table = sorted(((round(smoothed(k), 4), f1[k], k) for k in f1), reverse=True)
-    return dict(zip(USED_GRID, best)), table
+    return dict(zip(grid, best)), table
+
+
+def loo_cv_used(ts: TopicSet, rankings: list) -> dict[str, Any]:
+    """Leave one conversation out for the ``used`` rule: chosen on the others with and
+    without the gap rule, set F1 of the held-out one."""
+    everyone = {t.dialogue_id for t in ts.transcripts}
+    no_gap = {**USED_GRID, "used_gap": [2.0]}
+    rows: dict[str, Any] = {}
+    for held in sorted(everyone):
+        if not any(g.ptkb_provenance for p in ts.personas if p.id == held for g in p.topics[0].gold_turns):
+            continue
+        row = {}
+        for name, grid in (("with_gap", USED_GRID), ("without_gap", no_gap)):
+            params = RankParams(**tune_used(ts, rankings, everyone - {held}, grid)[0])
+            row[name] = ts.score(rankings, [select_used(r, params) for r in rankings], only={held})["F1"]
+        rows[held] = row
+    return rows
 
 
 def loo_cv(ts: TopicSet, sims: list[np.ndarray]) -> dict[str, Any]:
@@ -250,7 +275,7 @@ def loo_cv(ts: TopicSet, sims: list[np.ndarray]) -> dict[str, Any]:
             continue  # nothing to score in this conversation
         params, _ = tune_ranking(ts, sims, only=everyone - {held})
         alone = replace(params, history_weight=0.0, lexical_weight=0.0)
-        rows[held] = {"params": [params.history_weight, params.decay, params.lexical_weight],
+        rows[held] = {"params": [getattr(params, k) for k in RANK_GRID],
                       "chosen": _ranking_objective(ts.score(_rank_with(sims, params), only={held})),
                       "current_only": _ranking_objective(ts.score(_rank_with(sims, alone), only={held}))}
     return rows
@@ -280,6 +305,10 @@ async def tune(root: Path, cv: bool) -> dict[str, Any]:
         report["loo_cv"] = rows
         report["loo_cv_mean"] = {k: round(float(np.mean([r[k] for r in rows.values()])), 4)
                                  for k in ("chosen", "current_only")}
+        used_rows = loo_cv_used(ts, rankings)
+        report["loo_cv_used_f1"] = used_rows
+        report["loo_cv_used_f1_mean"] = {k: round(float(np.mean([r[k] for r in used_rows.values()])), 4)
+                                         for k in ("with_gap", "without_gap")}
     for key, value in report.items():  # one line per entry: the tables stay readable
         print(f"{key}: {json.dumps(value, default=str)}")
     return report

@@ -23,7 +23,7 @@ sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).res
 import bench_ptkb as B  # noqa: E402
 from simloop.parts.ptkb_rank import RankParams, order_scores, query_texts, score_statements, similarities  # noqa: E402
 from simloop.parts.rewrite import heuristic_rewrite  # noqa: E402
-from simloop.search.embeddings import open_embedder  # noqa: E402
+from simloop.search.embeddings import encode_fixed, open_embedder  # noqa: E402
 from simloop.text import content_words, stem  # noqa: E402
 
 
@@ -36,6 +36,16 @@ def bm25(query: str, docs: list[str], k1: float = 1.2, b: float = 0.75) -> np.nd
     out = np.array([sum(math.log(1 + (len(docs) - df[w] + 0.5) / (df[w] + 0.5)) * t.count(w) * (k1 + 1)
                         / (t.count(w) + k1 * (1 - b + b * len(t) / avg)) for w in q if w in t) for t in toks])
     return out / out.max() if out.max() > 0 else out
+
+
+def generic(statements: np.ndarray) -> np.ndarray:
+    """How generic each statement is in its PTKB: centred cosine to the PTKB's mean vector
+    (a prior that reads only the statements; tried as a penalty, not adopted)."""
+    if len(statements) < 2:
+        return np.zeros(len(statements))
+    centre = statements.mean(axis=0)
+    closeness = statements @ (centre / np.linalg.norm(centre))
+    return closeness - closeness.mean()
 
 
 def rrf(*vectors: np.ndarray, k: int = 60) -> np.ndarray:
@@ -54,10 +64,28 @@ async def features(ts: B.TopicSet) -> list[dict[str, np.ndarray]]:
             extra = [" ".join([u, *h[-1:]]), h[0] if h else u, heuristic_rewrite(u, [(x, "") for x in h])]
             e = await similarities(emb, extra, ptkb)
             rows.append({"S": await similarities(emb, query_texts(u, h, B.TUNE_HISTORY), ptkb), "joined": e[0],
-                         "first": e[1], "rewrite": e[2], "bm25": bm25(u, ptkb), "bm25_joined": bm25(extra[0], ptkb)})
+                         "first": e[1], "rewrite": e[2], "bm25": bm25(u, ptkb), "bm25_joined": bm25(extra[0], ptkb),
+                         "generic": generic(np.asarray(await encode_fixed(emb, ptkb), dtype=np.float64))})
         return rows
     finally:
         await emb.aclose()
+
+
+def generic_cv(ts: B.TopicSet, feats: list, ranker: object) -> None:
+    """Leave one conversation out: the penalty's weight chosen on the other conversations
+    (objective as ``--tune``), the held-out one scored; against the weight 0 (the defaults)."""
+    everyone = {t.dialogue_id for t in ts.transcripts}
+    judged = sorted(h for h in everyone if any(g.ptkb_provenance for p in ts.personas if p.id == h
+                                                 for g in p.topics[0].gold_turns))
+    ranked = {w: [order_scores(ranker(f) - w * f["generic"]) for f in feats] for w in (0, 0.5, 1.0, 1.5, 1.75, 2.0, 2.5)}
+
+    def objective(w: float, only: set[str]) -> float:
+        r = ts.score(ranked[w], only=only)
+        return (r["nDCG@3"] + r["nDCG@5"]) / 2
+
+    chosen = [objective(max(ranked, key=lambda w: objective(w, everyone - {h})), {h}) for h in judged]
+    print(f"generic penalty, leave-one-conversation-out: {np.mean(chosen):.4f} "
+          f"(weight 0, the defaults: {np.mean([objective(0, {h}) for h in judged]):.4f})")
 
 
 def main() -> int:
@@ -85,6 +113,8 @@ def main() -> int:
         for key in ("bm25", "bm25_joined", "joined", "first"):
             variants[f"ranker + {w} * {key}"] = lambda f, w=w, key=key: ranker(f) + w * f[key]
         variants[f"max(ranker, {1 - w:.1f} * joined)"] = lambda f, w=w: np.maximum(ranker(f), (1 - w) * f["joined"])
+    for w in (0.5, 1.0, 1.5, 2.0, 2.5):
+        variants[f"ranker - {w} * generic"] = lambda f, w=w: ranker(f) - w * f["generic"]
     rows = []
     for name, fn in variants.items():
         r = ts.score([order_scores(fn(f)) for f in feats])
@@ -92,6 +122,7 @@ def main() -> int:
     for row in sorted(rows, reverse=True):
         print(f"ranking {row[0]:.4f} (nDCG@3 {row[1]:.4f})  {row[2]}")
 
+    generic_cv(ts, feats, ranker)
     rankings = [order_scores(ranker(f)) for f in feats]
     used_rows = []
     for th, rel, k, m in itertools.product(np.arange(0, 0.51, 0.05), (0, 0.5, 0.6, 0.7, 0.8, 0.9), (1, 2, 3, 4), (0, 1)):

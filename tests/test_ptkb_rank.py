@@ -99,12 +99,21 @@ def test_score_is_the_current_similarity_or_the_discounted_best_earlier_one():
     np.testing.assert_allclose(score_statements(sims[:1], params), [0.2, 0.1, 0.0])
 
 
+def test_used_gap_keeps_only_statements_close_to_the_turns_best():
+    ranking = [(4, 0.5), (2, 0.45), (1, 0.2), (3, 0.05)]
+    assert select_used(ranking, RankParams(used_threshold=-1.0, used_top_k=4, used_gap=0.1)) == [4, 2]
+    assert select_used(ranking, RankParams(used_threshold=-1.0, used_top_k=4, used_gap=0.0)) == [4]
+    assert select_used(ranking, RankParams(used_threshold=-1.0, used_top_k=4, used_gap=2.0)) == [4, 2, 1, 3]
+    assert select_used(ranking, RankParams(used_threshold=0.3, used_top_k=4, used_gap=0.4)) == [4, 2]
+
+
 def test_used_keeps_the_top_k_above_the_threshold_and_at_least_used_min():
     ranking = [(4, 0.5), (2, 0.3), (1, 0.2), (3, 0.05)]
-    assert select_used(ranking, RankParams(used_threshold=0.1, used_top_k=3, used_min=1)) == [4, 2, 1]
-    assert select_used(ranking, RankParams(used_threshold=0.25, used_top_k=3, used_min=1)) == [4, 2]
-    assert select_used(ranking, RankParams(used_threshold=0.9, used_top_k=3, used_min=1)) == [4]
-    assert select_used(ranking, RankParams(used_threshold=0.9, used_top_k=3, used_min=0)) == []
+    no_gap = {"used_gap": 2.0}
+    assert select_used(ranking, RankParams(used_threshold=0.1, used_top_k=3, used_min=1, **no_gap)) == [4, 2, 1]
+    assert select_used(ranking, RankParams(used_threshold=0.25, used_top_k=3, used_min=1, **no_gap)) == [4, 2]
+    assert select_used(ranking, RankParams(used_threshold=0.9, used_top_k=3, used_min=1, **no_gap)) == [4]
+    assert select_used(ranking, RankParams(used_threshold=0.9, used_top_k=3, used_min=0, **no_gap)) == []
     assert select_used([], DEFAULT_PARAMS) == []
 
 
@@ -112,6 +121,7 @@ def test_used_keeps_the_top_k_above_the_threshold_and_at_least_used_min():
     ({"decay": 1.5}, "decay must be between 0 and 1"),
     ({"used_min": 4, "used_top_k": 3}, "used_min <= used_top_k"),
     ({"windo": 2}, "unknown PTKB ranker parameter 'windo'"),
+    ({"used_gap": -0.1}, "used_gap must be between 0 and 2"),
 ])
 def test_bad_parameters_are_rejected_by_name(values, message):
     with pytest.raises(ValueError, match=message):
