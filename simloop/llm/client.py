@@ -16,7 +16,6 @@ import random
 import re
 import time
 from dataclasses import dataclass, field
-from email.utils import parsedate_to_datetime
 from typing import Any, Callable, Sequence, TypeVar
 
 from pydantic import BaseModel
@@ -30,6 +29,7 @@ from .cache import CachedCompletion, CompletionCache, cache_key
 from .config import NO_KEY, LLMConfig, LLMRole
 from .structured import REPAIR_PROMPT, response_format_for, strict_json_schema, validate_json
 from .limits import Endpoint, Permit
+from .retry import retry_after_s, retryable as _retryable
 from .usage import RoleUsage, merge_usage
 from ..schema import Stage
 
@@ -62,36 +62,6 @@ def _content(choice: Any) -> str:
     message = choice.get("message") if isinstance(choice, dict) else None
     content = message.get("content") if isinstance(message, dict) else None
     return content if isinstance(content, str) else ""
-
-
-def _retryable(exc: BaseException) -> bool:
-    import openai
-
-    if isinstance(exc, (EmptyCompletionError, InvalidOutputError, openai.APIConnectionError)):  # + APITimeoutError
-        return True
-    if isinstance(exc, openai.APIStatusError):
-        return exc.status_code in (408, 429) or exc.status_code >= 500
-    return False
-
-
-def retry_after_s(exc: BaseException | None) -> float | None:
-    """Seconds the server asked us to wait (``retry-after-ms``, ``Retry-After`` seconds or date)."""
-    headers = getattr(getattr(exc, "response", None), "headers", None)
-    if headers is None:
-        return None
-    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is None:
-            continue
-        try:
-            return max(0.0, float(value) / scale)
-        except ValueError:
-            pass
-        try:
-            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-        except (TypeError, ValueError, IndexError, OverflowError):
-            pass
-    return None
 
 
 def _one_line(text: str, secret: str | None, limit: int = 300) -> str:
@@ -232,6 +202,16 @@ class ChatModel:
 
     async def _with_retries(self, request: dict[str, Any], attempts: list[int],
                             check: Check | None = None) -> tuple[list[str], int, int]:
+        # Most calls succeed at once, so the first attempt runs before tenacity is set up (its
+        # per-call objects and callback checks were ~5% of the CPU per call); on a retryable
+        # failure tenacity takes over with that failure as its attempt 1, so its rules decide.
+        attempts[0] = 1
+        try:
+            return await self._attempt(request, check)
+        except Exception as exc:
+            if not _retryable(exc):
+                raise
+            first = exc
         retrying = AsyncRetrying(stop=stop_after_attempt(self.settings.max_attempts), wait=self._wait,
                                  retry=retry_if_exception(_retryable), reraise=True)
         outcome: tuple[list[str], int, int] | None = None
@@ -239,6 +219,8 @@ class ChatModel:
         async for attempt in retrying:
             with attempt:
                 attempts[0] = attempt.retry_state.attempt_number
+                if attempts[0] == 1:
+                    raise first
                 outcome = await self._attempt(send, check)
             if isinstance(attempt.retry_state.outcome.exception(), InvalidOutputError) and request.get("seed") is not None:
                 # A seeded model would write the same rejected text again: the next attempt
