@@ -67,8 +67,11 @@ class AioHttpTransport(httpx2.AsyncBaseTransport):
         # TLS as httpx2 verifies by default (certifi bundle), built once.
         connector = aiohttp.TCPConnector(limit=self._connections, keepalive_timeout=self._keepalive_s,
                                          ssl=httpx2.create_ssl_context())
-        self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False, skip_auto_headers=(
-            "User-Agent", "Accept-Encoding"))  # httpx2 and openai set both: send theirs only
+        # Cookies are httpx2's business (a response that sets one goes through its send), so
+        # aiohttp's jar, filtered for every request, stays empty: DummyCookieJar.
+        self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False,
+                                              cookie_jar=aiohttp.DummyCookieJar(),
+                                              skip_auto_headers=("User-Agent", "Accept-Encoding"))  # theirs only
         return self._session
 
     def _url(self, request: httpx2.Request) -> URL:

@@ -249,8 +249,9 @@ class ChatModel:
         # cast_to=httpx2.Response hands back the HTTP response itself (status errors are still
         # raised as openai's): building ChatCompletion models was another tenth of the CPU, and
         # openai's response wrapper a few percent more, for three values we read.
-        raw = await self._client.post("/chat/completions", cast_to=httpx2.Response, body=send,
-                                      options={"timeout": self.settings.timeout_s})
+        # Options given are not copied from openai's defaults (a deepcopy each, per call).
+        raw = await self._client.post("/chat/completions", cast_to=httpx2.Response, body=send, options={
+            "timeout": self.settings.timeout_s, "max_retries": 0, "headers": {}, "params": {}})
         try:
             response = json.loads(raw.content)
         except ValueError:  # not JSON (a proxy's HTML page); UnicodeDecodeError is a ValueError
