@@ -1,12 +1,12 @@
 """The HTTP client under each endpoint's ``AsyncOpenAI``: aiohttp by default, httpx2 as fallback.
 
-openai's own aiohttp transport (``DefaultAioHttpClient``, the ``openai[aiohttp]`` extra)
-spends about half the CPU per request of its httpx2 stack (httpcore, anyio; measured in
-``scripts/bench`` section concurrency), and one core is what bounds a run with 1,000
-dialogues in flight.  Without aiohttp, or with ``SIMLOOP_LLM_HTTP=httpx``, the fallback
-is httpx2 over sharded pools: httpcore's pool re-scans every connection and queued request
-twice per request, so requests go round-robin over a few smaller pools to keep each scan
-short.  Either way one ``AsyncOpenAI`` client serves the whole endpoint.  Imported lazily.
+The default is simloop's lean client over aiohttp (``aio.py``): openai builds and checks every
+request as usual, and only the send is shorter.  openai's own aiohttp client
+(``DefaultAioHttpClient``, ``SIMLOOP_LLM_HTTP=openai-aiohttp``) is kept to compare against
+(``scripts/bench`` section concurrency).  Without aiohttp, or with ``SIMLOOP_LLM_HTTP=httpx``,
+the fallback is httpx2 over sharded pools: httpcore's pool re-scans every connection and queued
+request twice per request, so requests go round-robin over a few smaller pools to keep each
+scan short.  Either way one ``AsyncOpenAI`` client serves the whole endpoint.  Imported lazily.
 """
 
 from __future__ import annotations
