@@ -161,3 +161,26 @@ async def test_a_changed_base_url_is_followed(server, monkeypatch):
         assert (await model.chat(MSGS, stage="generate")).text == "from two"
     finally:
         await pool.aclose()
+
+
+async def test_builds_the_request_httpx2_would_build():
+    import httpx2
+
+    from simloop.llm.aio import LeanAioHttpClient
+
+    lean = LeanAioHttpClient(5.0, 8)
+    plain = httpx2.AsyncClient(timeout=5.0)
+    try:
+        args = dict(method="POST", url="http://127.0.0.1:9/v1/chat/completions", content=b'{"model": "m"}',
+                    headers=[("Authorization", "Bearer x"), ("Content-Type", "application/json"),
+                             ("Accept", "application/json"), ("X-Stainless-Retry-Count", "0")], timeout=7.0)
+        ours, theirs = lean.build_request(**args), plain.build_request(**args)
+        assert (ours.method, ours.url, ours.content) == (theirs.method, theirs.url, theirs.content)
+        assert ours.headers.multi_items() == theirs.headers.multi_items()  # same names, values and order
+        assert ours.extensions == theirs.extensions
+        # Anything else (query parameters here) goes through httpx2's own build_request.
+        with_query = lean.build_request("GET", "http://127.0.0.1:9/v1/models", params={"limit": "2"})
+        assert str(with_query.url) == "http://127.0.0.1:9/v1/models?limit=2"
+    finally:
+        await lean.aclose()
+        await plain.aclose()

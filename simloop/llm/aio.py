@@ -126,9 +126,10 @@ class LeanAioHttpClient(httpx2.AsyncClient):
     def build_request(self, method: str, url: Any, *, content: Any = None, params: Any = None, headers: Any = None,
                       extensions: Any = None, **rest: Any) -> httpx2.Request:
         # openai hands over an absolute URL string, bytes of JSON and a header list.  httpx2
-        # would parse the URL twice and copy the headers three times; here the URL is parsed
-        # once per endpoint path and the client's headers are merged in one pass.
-        simple = (isinstance(url, str) and isinstance(content, (bytes, type(None))) and not params and not self.params
+        # would parse the URL twice, copy the headers four times and look each auto header up
+        # by name; here the URL is parsed once per endpoint path and the headers are merged in
+        # one pass, with Host and Content-Length where httpx2 would put them.
+        simple = (isinstance(url, str) and isinstance(content, bytes) and not params and not self.params
                   and not extensions and isinstance(headers, (list, type(None)))
                   and all(v is None for k, v in rest.items() if k != "timeout"))  # data, files, json, cookies
         if not simple:
@@ -142,9 +143,16 @@ class LeanAioHttpClient(httpx2.AsyncClient):
         given = headers or []
         names = {k.lower() for k, _ in given}
         merged = [(k, v) for k, v in self.headers.multi_items() if k not in names] + given
+        if "host" not in names:
+            merged.insert(0, ("Host", parsed.netloc.decode("ascii")))
+        if "content-length" not in names and "transfer-encoding" not in names:
+            merged.append(("Content-Length", str(len(content))))
         timeout = rest.get("timeout", httpx2.USE_CLIENT_DEFAULT)
         timeout = self.timeout if timeout is httpx2.USE_CLIENT_DEFAULT else httpx2.Timeout(timeout)
-        return httpx2.Request(method, parsed, content=content, headers=merged, extensions={"timeout": timeout.as_dict()})
+        request = httpx2.Request(method, parsed, headers=merged, stream=httpx2.ByteStream(content),
+                                 extensions={"timeout": timeout.as_dict()})
+        request.read()  # .content, as with content=: the bytes are already in memory
+        return request
 
     async def send(self, request: httpx2.Request, *, stream: bool = False, auth: Any = httpx2.USE_CLIENT_DEFAULT,
                    follow_redirects: Any = httpx2.USE_CLIENT_DEFAULT) -> httpx2.Response:
