@@ -184,3 +184,24 @@ async def test_builds_the_request_httpx2_would_build():
     finally:
         await lean.aclose()
         await plain.aclose()
+
+
+async def test_a_rejected_first_answer_is_retried_with_the_next_seed(server, monkeypatch):
+    # The first attempt runs before tenacity is set up (client.py); a rejection there must
+    # still be retried by tenacity, asking a seeded model with the next seed.
+    async def chat(request: web.Request) -> web.Response:
+        seed = json.loads(await request.read()).get("seed")
+        return web.json_response(completion("unusable" if seed == 7 else f"fine with seed {seed}"))
+
+    url = await server({"/v1/chat/completions": chat})
+    monkeypatch.setenv("SIMLOOP_LLM_HTTP", "aiohttp")
+    monkeypatch.setenv("AIO_TEST_KEY", "sk-aio-test-0123456789")
+    pool = LLMPool(LLMConfig(default={"base_url": url, "model": "m", "api_key_env": "AIO_TEST_KEY", "timeout_s": 5,
+                                      "max_attempts": 3, "backoff_base_s": 0.01}))
+    try:
+        result = await pool.model("assistant").chat(
+            MSGS, stage="generate", seed=7, check=lambda text: "rejected" if text == "unusable" else None)
+    finally:
+        await pool.aclose()
+    assert result.text == "fine with seed 8" and result.stage.retries == 1
+    assert [json.loads(s["body"])["seed"] for s in server.seen] == [7, 8]
