@@ -64,8 +64,12 @@ def pool_for(url: str, monkeypatch, transport: str = "aiohttp") -> LLMPool:
                                       "max_attempts": 1}))
 
 
-def test_the_default_client_is_the_lean_one():
+def test_the_default_client_is_the_lean_one(monkeypatch):
     from simloop.llm.aio import LeanAioHttpClient
+
+    for name in ("http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
 
     assert isinstance(make_http_client(5.0, transport="aiohttp"), LeanAioHttpClient)
     assert not isinstance(make_http_client(5.0, transport="openai-aiohttp"), LeanAioHttpClient)
@@ -205,3 +209,10 @@ async def test_a_rejected_first_answer_is_retried_with_the_next_seed(server, mon
         await pool.aclose()
     assert result.text == "fine with seed 8" and result.stage.retries == 1
     assert [json.loads(s["body"])["seed"] for s in server.seen] == [7, 8]
+
+
+def test_behind_a_proxy_openais_own_client_is_used(monkeypatch):
+    from simloop.llm.aio import LeanAioHttpClient
+
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:3128")
+    assert not isinstance(make_http_client(5.0, transport="aiohttp"), LeanAioHttpClient)

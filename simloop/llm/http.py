@@ -66,14 +66,21 @@ def make_http_client(timeout_s: float, shards: int = 16, per_shard: int = 128, *
     """
     connections = max(1, shards) * per_shard
     name = transport_name(transport)
-    if name == "aiohttp":
+    if name == "aiohttp" and not _env_proxies():
         from .aio import LeanAioHttpClient
 
         return LeanAioHttpClient(timeout_s, connections)
-    if name == "openai-aiohttp":
+    if name in ("aiohttp", "openai-aiohttp"):  # behind a proxy: openai's client routes through it
         limits = httpx2.Limits(max_connections=connections, max_keepalive_connections=connections)
         return openai.DefaultAioHttpClient(timeout=timeout_s, limits=limits)
     return openai.DefaultAsyncHttpxClient(transport=ShardedTransport(shards, per_shard), timeout=timeout_s)
+
+
+def _env_proxies() -> bool:
+    """Does the environment name an HTTP(S) proxy?  The lean client sends directly."""
+    import urllib.request
+
+    return any(k in ("http", "https", "all") for k in urllib.request.getproxies())
 
 
 class AsyncOpenAI(openai.AsyncOpenAI):
