@@ -9,8 +9,9 @@ bounded below by (C / latency) × cpu_per_request, whatever the engine does.
 Figures compare against limits measured in the same run (the machine is shared, so
 absolute times drift; the load average is recorded with every row):
 
-- ``client_cpu_ms_per_request``: the full LLM layer at concurrency 500 (aiohttp, the
-  default), paired A/B with the httpx2 fallback (``..._httpx``);
+- ``client_cpu_ms_per_request``: the full LLM layer at concurrency 500 (simloop's lean
+  aiohttp client, the default), paired A/B with openai's own aiohttp client
+  (``..._openai_aiohttp``) and the httpx2 fallback (``..._httpx``);
 - ``concurrency_ratio_1000_vs_cpu_bound``: wall / ideal at 1,000 dialogues and 200 ms,
   divided by that run's own CPU bound max(1, ρ), ρ = needed req/s × CPU per request;
 - ``concurrency_ratio_1000_at_2s``: wall / ideal at 1,000 dialogues when the model takes
@@ -73,7 +74,7 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
 
     turns = 2 if quick else 4
     plan = [(10, 10), (100, 100), (1000, 1000)] if quick else [(10, 20), (100, 200), (1000, 1000)]
-    rows, ab = [], {"aiohttp": [], "httpx": []}
+    rows, ab = [], {"aiohttp": [], "openai-aiohttp": [], "httpx": []}
     with MockProcess(latency_ms=LATENCY_MS) as mock, tempfile.TemporaryDirectory(prefix="simloop-bench-") as tmp:
         for transport in ab:  # warm-up: imports, first connections
             await _one(mock, Path(tmp) / f"warm-{transport}", 10, 10, 1, transport=transport)
@@ -81,7 +82,8 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
             rows.append(await _one(mock, Path(tmp) / f"c{c}", c, n, turns))
         # client CPU at concurrency 500, A/B paired: aiohttp (default) and httpx2, alternating
         for rnd in range(1 if quick else 2):
-            for transport in ("aiohttp", "httpx") if rnd % 2 == 0 else ("httpx", "aiohttp"):
+            order = ("aiohttp", "openai-aiohttp", "httpx")
+            for transport in order if rnd % 2 == 0 else order[::-1]:
                 ab[transport].append(await _one(mock, Path(tmp) / f"ab-{transport}-{rnd}", 500, 500, turns,
                                                 transport=transport))
         httpx_1000 = await _one(mock, Path(tmp) / "httpx-1000", *plan[-1], turns, transport="httpx")
@@ -99,6 +101,7 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
     best = {t: min(rs, key=lambda r: r["client_cpu_ms_per_request"]) for t, rs in ab.items()}
     figures["client_cpu_ms_per_request"] = figure(best["aiohttp"]["client_cpu_ms_per_request"], 1.0)
     figures["client_cpu_ms_per_request_httpx"] = figure(best["httpx"]["client_cpu_ms_per_request"], None)
+    figures["client_cpu_ms_per_request_openai_aiohttp"] = figure(best["openai-aiohttp"]["client_cpu_ms_per_request"], None)
     figures["client_cpu_ms_per_request_1000"] = figure(top["client_cpu_ms_per_request"], None)
     figures["concurrency_ratio_1000_vs_cpu_bound"] = figure(top["ratio_vs_cpu_bound"], 1.2)
     figures["concurrency_ratio_1000_at_2s"] = figure(at_2s["ratio"], 1.1)

@@ -15,6 +15,7 @@ LABELS: dict[str, tuple[str, str]] = {
     "concurrency_ratio_1000_httpx": ("wall / ideal at 1,000 over the httpx2 fallback (A/B, same run)", "×"),
     "client_cpu_ms_per_request": ("process CPU per LLM request at concurrency 500 (full LLM layer + engine)", "ms"),
     "client_cpu_ms_per_request_httpx": ("same over the httpx2 fallback (A/B, same run)", "ms"),
+    "client_cpu_ms_per_request_openai_aiohttp": ("same over openai's own aiohttp client (A/B, same run)", "ms"),
     "client_cpu_ms_per_request_1000": ("same at concurrency 1,000", "ms"),
     "embedding_batch_speedup": ("offline demo throughput, embedding batching + caching on vs off (same run)", "×"),
     "offline_cpu_s_per_dialogue": ("process CPU per offline demo dialogue (offline simulator, bm25_extractive)", "s"),

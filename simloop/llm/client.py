@@ -11,11 +11,11 @@ off (``max_retries=0``): tenacity here is the only retry layer, so attempts, wai
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import time
 from dataclasses import dataclass, field
-from email.utils import parsedate_to_datetime
 from typing import Any, Callable, Sequence, TypeVar
 
 from pydantic import BaseModel
@@ -29,6 +29,7 @@ from .cache import CachedCompletion, CompletionCache, cache_key
 from .config import NO_KEY, LLMConfig, LLMRole
 from .structured import REPAIR_PROMPT, response_format_for, strict_json_schema, validate_json
 from .limits import Endpoint, Permit
+from .retry import retry_after_s, retryable as _retryable
 from .usage import RoleUsage, merge_usage
 from ..schema import Stage
 
@@ -61,36 +62,6 @@ def _content(choice: Any) -> str:
     message = choice.get("message") if isinstance(choice, dict) else None
     content = message.get("content") if isinstance(message, dict) else None
     return content if isinstance(content, str) else ""
-
-
-def _retryable(exc: BaseException) -> bool:
-    import openai
-
-    if isinstance(exc, (EmptyCompletionError, InvalidOutputError, openai.APIConnectionError)):  # + APITimeoutError
-        return True
-    if isinstance(exc, openai.APIStatusError):
-        return exc.status_code in (408, 429) or exc.status_code >= 500
-    return False
-
-
-def retry_after_s(exc: BaseException | None) -> float | None:
-    """Seconds the server asked us to wait (``retry-after-ms``, ``Retry-After`` seconds or date)."""
-    headers = getattr(getattr(exc, "response", None), "headers", None)
-    if headers is None:
-        return None
-    for name, scale in (("retry-after-ms", 1000.0), ("retry-after", 1.0)):
-        value = headers.get(name)
-        if value is None:
-            continue
-        try:
-            return max(0.0, float(value) / scale)
-        except ValueError:
-            pass
-        try:
-            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
-        except (TypeError, ValueError, IndexError, OverflowError):
-            pass
-    return None
 
 
 def _one_line(text: str, secret: str | None, limit: int = 300) -> str:
@@ -231,6 +202,16 @@ class ChatModel:
 
     async def _with_retries(self, request: dict[str, Any], attempts: list[int],
                             check: Check | None = None) -> tuple[list[str], int, int]:
+        # Most calls succeed at once, so the first attempt runs before tenacity is set up (its
+        # per-call objects and callback checks were ~5% of the CPU per call); on a retryable
+        # failure tenacity takes over with that failure as its attempt 1, so its rules decide.
+        attempts[0] = 1
+        try:
+            return await self._attempt(request, check)
+        except Exception as exc:
+            if not _retryable(exc):
+                raise
+            first = exc
         retrying = AsyncRetrying(stop=stop_after_attempt(self.settings.max_attempts), wait=self._wait,
                                  retry=retry_if_exception(_retryable), reraise=True)
         outcome: tuple[list[str], int, int] | None = None
@@ -238,6 +219,8 @@ class ChatModel:
         async for attempt in retrying:
             with attempt:
                 attempts[0] = attempt.retry_state.attempt_number
+                if attempts[0] == 1:
+                    raise first
                 outcome = await self._attempt(send, check)
             if isinstance(attempt.retry_state.outcome.exception(), InvalidOutputError) and request.get("seed") is not None:
                 # A seeded model would write the same rejected text again: the next attempt
@@ -256,16 +239,23 @@ class ChatModel:
         return random.uniform(0.0, ceiling)
 
     async def _attempt(self, request: dict[str, Any], check: Check | None = None) -> tuple[list[str], int, int]:
+        import httpx2  # with openai, lazily
         send = {k: v for k, v in request.items() if v is not None and not (k == "n" and v == 1)}
         estimate = sum(len(str(m.get("content") or "")) for m in request["messages"]) // 4 + 1
         entry = await self._endpoint.admit(estimate)
         self._usage.requests += 1
         # client.post, not chat.completions.create: create() re-walks the params through its
         # TypedDict transform, a fifth of the client's CPU per call (measured); ours are plain JSON.
-        # cast_to=object hands back the decoded JSON as it is: building ChatCompletion models
-        # (construct_type over every field) was another tenth, for three values we read.
-        response = await self._client.post("/chat/completions", cast_to=object, body=send,
-                                           options={"timeout": self.settings.timeout_s})
+        # cast_to=httpx2.Response hands back the HTTP response itself (status errors are still
+        # raised as openai's): building ChatCompletion models was another tenth of the CPU, and
+        # openai's response wrapper a few percent more, for three values we read.
+        # Options given are not copied from openai's defaults (a deepcopy each, per call).
+        raw = await self._client.post("/chat/completions", cast_to=httpx2.Response, body=send, options={
+            "timeout": self.settings.timeout_s, "max_retries": 0, "headers": {}, "params": {}})
+        try:
+            response = json.loads(raw.content)
+        except ValueError:  # not JSON (a proxy's HTML page); UnicodeDecodeError is a ValueError
+            response = None
         choices = response.get("choices") if isinstance(response, dict) else None
         if not isinstance(choices, list):  # e.g. an HTML page with status 200 from a misconfigured proxy
             raise LLMError(f"{self._where()}: the endpoint did not answer with a chat completion")
@@ -349,13 +339,11 @@ class LLMPool:
         url = s.endpoint()
         slot = (url, s.api_key_env)
         if slot not in self._clients:
-            import openai
-
-            from .http import make_http_client
+            from .http import AsyncOpenAI, make_http_client
 
             # Sharded keep-alive pools (see llmhttp): with 1,000 dialogues in flight the openai
             # default (one pool, 100 kept alive) reconnects often and costs 4x the CPU per call.
-            self._clients[slot] = openai.AsyncOpenAI(base_url=url, api_key=s.api_key(), max_retries=0,
+            self._clients[slot] = AsyncOpenAI(base_url=url, api_key=s.api_key(), max_retries=0,
                                                      timeout=s.timeout_s, http_client=make_http_client(s.timeout_s))
         return self._clients[slot]
 

@@ -1,12 +1,12 @@
 """The HTTP client under each endpoint's ``AsyncOpenAI``: aiohttp by default, httpx2 as fallback.
 
-openai's own aiohttp transport (``DefaultAioHttpClient``, the ``openai[aiohttp]`` extra)
-spends about half the CPU per request of its httpx2 stack (httpcore, anyio; measured in
-``scripts/bench`` section concurrency), and one core is what bounds a run with 1,000
-dialogues in flight.  Without aiohttp, or with ``SIMLOOP_LLM_HTTP=httpx``, the fallback
-is httpx2 over sharded pools: httpcore's pool re-scans every connection and queued request
-twice per request, so requests go round-robin over a few smaller pools to keep each scan
-short.  Either way one ``AsyncOpenAI`` client serves the whole endpoint.  Imported lazily.
+The default is simloop's lean client over aiohttp (``aio.py``): openai builds and checks every
+request as usual, and only the send is shorter.  openai's own aiohttp client
+(``DefaultAioHttpClient``, ``SIMLOOP_LLM_HTTP=openai-aiohttp``) is kept to compare against
+(``scripts/bench`` section concurrency).  Without aiohttp, or with ``SIMLOOP_LLM_HTTP=httpx``,
+the fallback is httpx2 over sharded pools: httpcore's pool re-scans every connection and queued
+request twice per request, so requests go round-robin over a few smaller pools to keep each
+scan short.  Either way one ``AsyncOpenAI`` client serves the whole endpoint.  Imported lazily.
 """
 
 from __future__ import annotations
@@ -20,11 +20,13 @@ from typing import Any
 import httpx2
 import openai
 
-__all__ = ["ShardedTransport", "make_http_client", "transport_name", "TRANSPORTS"]
+__all__ = ["AsyncOpenAI", "ShardedTransport", "make_http_client", "transport_name", "TRANSPORTS"]
 
 log = logging.getLogger(__name__)
 
-TRANSPORTS = ("aiohttp", "httpx")
+# "aiohttp": simloop's lean client over aiohttp (llm/aio.py); "openai-aiohttp": openai's own
+# DefaultAioHttpClient (to compare); "httpx": the fallback without aiohttp.
+TRANSPORTS = ("aiohttp", "openai-aiohttp", "httpx")
 ENV = "SIMLOOP_LLM_HTTP"  # "httpx" forces the fallback (e.g. to compare, or behind a proxy aiohttp dislikes)
 
 
@@ -51,7 +53,7 @@ def transport_name(wanted: str | None = None) -> str:
     if wanted not in TRANSPORTS:
         log.warning("%s=%r is not one of %s; using aiohttp when installed", ENV, wanted, ", ".join(TRANSPORTS))
         wanted = "aiohttp"
-    if wanted == "aiohttp" and find_spec("aiohttp") is None:
+    if wanted != "httpx" and find_spec("aiohttp") is None:
         return "httpx"
     return wanted
 
@@ -63,7 +65,39 @@ def make_http_client(timeout_s: float, shards: int = 16, per_shard: int = 128, *
     must not reconnect (openai's default keeps 100 alive, and reconnecting costs 4x the CPU).
     """
     connections = max(1, shards) * per_shard
-    if transport_name(transport) == "aiohttp":
+    name = transport_name(transport)
+    if name == "aiohttp" and not _env_proxies():
+        from .aio import LeanAioHttpClient
+
+        return LeanAioHttpClient(timeout_s, connections)
+    if name in ("aiohttp", "openai-aiohttp"):  # behind a proxy: openai's client routes through it
         limits = httpx2.Limits(max_connections=connections, max_keepalive_connections=connections)
         return openai.DefaultAioHttpClient(timeout=timeout_s, limits=limits)
     return openai.DefaultAsyncHttpxClient(transport=ShardedTransport(shards, per_shard), timeout=timeout_s)
+
+
+def _env_proxies() -> bool:
+    """Does the environment name an HTTP(S) proxy?  The lean client sends directly."""
+    import urllib.request
+
+    return any(k in ("http", "https", "all") for k in urllib.request.getproxies())
+
+
+class AsyncOpenAI(openai.AsyncOpenAI):
+    """``openai.AsyncOpenAI`` that remembers where its paths point: openai parses and joins
+    the base URL for every request (a tenth of the client's CPU per call, measured), though
+    a run only ever asks for a handful of paths.  If a later openai drops ``_prepare_url``,
+    this is simply never called."""
+
+    _prepared: tuple[Any, dict[str, Any]] = (None, {})
+
+    def _prepare_url(self, url: str) -> Any:
+        base, cache = self._prepared
+        if base is not self.base_url:  # first call, or the base URL was changed
+            base, cache = self._prepared = (self.base_url, {})
+        hit = cache.get(url)
+        if hit is None:
+            if len(cache) > 256:
+                cache.clear()
+            hit = cache[url] = super()._prepare_url(url)
+        return hit

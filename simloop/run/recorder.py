@@ -227,6 +227,9 @@ class Recorder:
         self.manifest = manifest
         self._fh = None
         self._lock = asyncio.Lock()
+        self._waiting: list[bytes] = []  # lines not yet handed to a write
+        self._queued = self._taken = 0  # lines queued so far / handed to a write so far
+        self._failed: list[tuple[int, int, BaseException]] = []  # (after, up to line, why) of failed writes
         self.written = 0
         self.retried = 0  # lines moved out by resume(retry_errors=True) for a re-run
         self.tally = Tally()
@@ -286,19 +289,33 @@ class Recorder:
         atomic_write(self.dir.manifest, self.manifest.model_dump_json(indent=2).encode())
 
     # ---------------------------------------------------------------- appends
-    def _append_sync(self, line: bytes) -> None:
+    def _append_sync(self, lines: bytes) -> None:
         if self._fh is None:
             self._fh = self.dir.dialogues.open("ab")
-        self._fh.write(line)
+        self._fh.write(lines)
         self._fh.flush()
         os.fsync(self._fh.fileno())
 
     async def append(self, transcript: Transcript) -> None:
-        line = transcript.model_dump_json(exclude_none=True).encode() + b"\n"
+        """Returns once the line is on disk.  Lines that arrive while a write is under way go
+        out together with one fsync (group commit): 1,000 dialogues ending at once cost a few
+        fsyncs of ~2 ms, not 1,000 in a row (measured: 3 s at the end of the 2 s benchmark)."""
+        self._waiting.append(transcript.model_dump_json(exclude_none=True).encode() + b"\n")
+        mine = self._queued = self._queued + 1
         async with self._lock:  # one writer at a time keeps lines whole and ordered
-            await asyncio.to_thread(self._append_sync, line)
-            self.written += 1
-            self.tally.add(transcript)
+            if mine > self._taken:  # not in an earlier writer's batch: write every waiting line
+                lo, hi = self._taken, self._queued
+                batch, self._waiting, self._taken = self._waiting, [], hi
+                try:
+                    await asyncio.to_thread(self._append_sync, b"".join(batch))
+                except BaseException as exc:
+                    self._failed.append((lo, hi, exc))
+                    raise
+            for lo, hi, exc in self._failed:  # that batch was written before we got the lock ...
+                if lo < mine <= hi:  # ... or failed
+                    raise exc
+        self.written += 1
+        self.tally.add(transcript)
 
     def counts(self) -> dict[str, int]:
         """Counts over every line of the run, this session's and earlier ones'."""
