@@ -46,3 +46,28 @@ async def test_without_buckets_a_batch_is_one_model_call():
     embedder = MiniLMEmbedder(model, buckets=False)
     await embedder.encode([*SHORT[:5], ANSWER])
     assert [len(b) for b in model.batches] == [6]
+
+
+async def test_a_turn_encodes_each_answer_sentence_once_across_answer_and_grade():
+    """The extractive answer's sentences were encoded when the answer was chosen; grading
+    it encodes only what is new: the whole answer and its residual."""
+    from simloop.parts.generate_focus import focused_answer
+    from simloop.schema import RubricQuestion
+    from simloop.search import Hit
+    from simloop.simulators.graders import EmbeddingGrader
+    from simloop.text import sentences
+
+    model = CountingModel()
+    embedder = MiniLMEmbedder(model)
+    question = "How are cello strings tuned?"
+    hits = [Hit("cello", 3.0, "Cello\nThe cello strings are tuned in perfect fifths, from low C up to A, like a viola "
+                              "an octave lower. Players of orchestral "
+                              "repertoire keep their cello strings tuned with wooden pegs near the scroll and metal "
+                              "adjusters on the tailpiece."),
+            Hit("violin", 2.0, "Violin\nViolin strings are tuned in fifths as well, but higher than the cello.")]
+    response, _ = await focused_answer(embedder, question, hits, utterance=question, on_topic=-1.0)
+    before = embedder.stats["texts"]
+    await EmbeddingGrader(embedder=embedder).explain(RubricQuestion(id="q", question=question), response)
+    encoded = [t for batch in model.batches for t in batch][before:]
+    assert len(sentences(response)) >= 2 and not set(sentences(response)) & set(encoded)
+    assert embedder.stats["texts"] - before == 2  # the answer and its residual (the question was encoded before)
