@@ -77,4 +77,8 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
     if errors:
         for fig in figures.values():
             fig["ok"] = False
-    return figures, {"concurrency": CONCURRENCY, "dialogues": n, "runs": rows, "errors": errors}
+    # CPU per dialogue off / on: what the throughput ratio becomes on a quiet machine (under
+    # other processes' load, wall time tracks the CPU share a process gets, not its work).
+    cpu_ratio = min(r["cpu_s_per_dialogue"] for r in rows["off"]) / min(r["cpu_s_per_dialogue"] for r in rows["on"])
+    return figures, {"concurrency": CONCURRENCY, "dialogues": n, "runs": rows, "errors": errors,
+                     "cpu_ratio_off_on": round(cpu_ratio, 3)}
