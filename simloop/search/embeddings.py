@@ -15,6 +15,8 @@ answer's price).  Three caches skip work:
   references) are kept for the whole run, never evicted by the stream of passages;
 - passages by docid (``encode_passages``): first the vectors stored with the index
   (``search/vectors.py``, a lookup), else the ones encoded earlier in the run;
+- sentences of the index's passages: the vectors stored with it at build time (the
+  extractive answer embeds the best sentences of the passages it read), a lookup;
 - any other text: an LRU of recent texts (utterances, rewrites).
 
 Nothing is loaded at import; each embedder loads its own copy of the weights
@@ -39,7 +41,7 @@ import numpy as np
 
 from ..errors import DataFileError, RetrievalError
 from . import batching
-from .vectors import PassageVectors
+from .vectors import PassageVectors, SentenceVectors
 
 __all__ = ["Embedder", "MiniLMEmbedder", "cosine", "open_embedder", "load_minilm", "encode_fixed", "encode_passages",
            "length_buckets"]
@@ -174,6 +176,7 @@ class MiniLMEmbedder:
         # (the demo index's folder is known only once retrieval has built it); read once.
         self._index = index
         self._stored: PassageVectors | None = None
+        self._sentences: SentenceVectors | None = None
         self._stored_loaded = False
         self._pending: list[_Request] = []
         self._dispatcher: asyncio.Task | None = None
@@ -245,6 +248,8 @@ class MiniLMEmbedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         vectors = self._lookup(texts)
         missing = list(dict.fromkeys(t for t in texts if t not in vectors))
+        if missing and self._index is not None:
+            missing = await self._stored_sentences(missing, vectors)
         if missing:
             fresh = await self._submit(missing)
             self._remember(missing, fresh, fixed)
@@ -286,13 +291,31 @@ class MiniLMEmbedder:
                     self._passages.popitem(last=False)
         return np.stack(rows).astype(np.float32, copy=False)
 
+    async def _stored_sentences(self, texts: list[str], found: dict[str, np.ndarray]) -> list[str]:
+        """Fill ``found`` with the sentence vectors stored with the index; the texts left."""
+        await self._stored_vectors()
+        if self._sentences is None:
+            return texts
+        left = []
+        for text in texts:
+            vec = self._sentences.lookup(text)
+            if vec is None:
+                left.append(text)
+            else:
+                vec.setflags(write=False)
+                found[text] = vec
+        self.stats["stored_hits"] += len(texts) - len(left)
+        return left
+
     async def _stored_vectors(self) -> PassageVectors | None:
         if not self._stored_loaded:
             index = self._index() if callable(self._index) else self._index
             if index is not None:
                 self._stored = await asyncio.to_thread(PassageVectors.open, Path(index))
-                if self._stored is not None:
-                    log.info("using %d stored passage vectors from %s", len(self._stored), index)
+                self._sentences = await asyncio.to_thread(SentenceVectors.open, Path(index))
+                for what, found in (("passage", self._stored), ("sentence", self._sentences)):
+                    if found is not None:
+                        log.info("using %d stored %s vectors from %s", len(found), what, index)
             self._stored_loaded = True
         return self._stored
 
