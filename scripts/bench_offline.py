@@ -4,8 +4,9 @@ The offline demo (offline simulator with its embedding grader, ``bm25_extractive
 demo index) runs the same dialogues twice in this process, A/B paired, each time with a
 fresh embedder:
 
-- on: simloop's embedder (concurrent encodes coalesced into one model batch, fixed texts
-  and passages cached, passage vectors stored with the index);
+- on: simloop's embedder (concurrent encodes coalesced into one batch, split into model
+  calls of similar length; fixed texts and passages cached; passage and sentence vectors
+  stored with the index);
 - off: every encode call is its own model call, padded as sentence-transformers pads
   a plain ``encode`` (to the longest text of each 64), and nothing is cached or stored
   (``max_batch=1``, no length buckets, every cache size 0, no index).
