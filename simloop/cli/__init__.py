@@ -108,7 +108,8 @@ def _add_misc(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--embeddings", action="store_true",
-                   help="also store each passage's MiniLM vector (re-ranking becomes a lookup; ~20-50 ms CPU per passage, once)")
+                   help="also store the MiniLM vector of each passage and each of its sentences (re-ranking and "
+                        "extractive answers become lookups; ~20-50 ms CPU per passage, once)")
     p.set_defaults(func=cmd_index_build)
 
     cor = sub.add_parser("corpus", help="write a demo corpus").add_subparsers(dest="corpus_cmd", required=True)

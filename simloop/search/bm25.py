@@ -92,7 +92,8 @@ class BM25Retriever:
         self._wake: asyncio.Future | None = None
         self._closed = False
         # Counters for tests and benchmarks; written on the worker thread only.
-        self.stats = {"single_calls": 0, "batch_calls": 0, "queries": 0}
+        self.stats = {"single_calls": 0, "batch_calls": 0, "queries": 0, "doc_reads": 0}
+        self._docs: dict[int, Hit] = {}  # parsed stored documents by Lucene docid (worker thread only)
 
     # ---- worker-thread side
 
@@ -117,10 +118,21 @@ class BM25Retriever:
             groups = [found.get(q, []) for q in qids]
         return [[self._hit(h) for h in hits] for hits in groups]
 
-    @staticmethod
-    def _hit(h: Any) -> Hit:
-        raw = h.lucene_document.get("raw") if h.lucene_document is not None else None
-        return _to_hit(h.docid, h.score, raw)
+    def _hit(self, h: Any) -> Hit:
+        # Reading a hit's stored document from Python costs ~60-90 us (a pyjnius proxy for
+        # the Document, the "raw" string, json.loads): as much as the Java search of the
+        # whole query.  The same passages come back turn after turn, so their parsed text
+        # is kept by Lucene docid (fixed while this searcher is open); score and docid are
+        # plain fields, read per hit.
+        key = h.lucene_docid
+        doc = self._docs.get(key)
+        if doc is None:
+            self.stats["doc_reads"] += 1
+            raw = h.lucene_document.get("raw") if h.lucene_document is not None else None
+            doc = self._docs[key] = _to_hit(h.docid, 0.0, raw)
+            if len(self._docs) > self.cfg.doc_cache:
+                del self._docs[next(iter(self._docs))]  # the oldest read: FIFO is enough here
+        return Hit(doc.docid, float(h.score), doc.text, doc.title)
 
     def _doc(self, docid: str) -> Hit | None:
         doc = self._open().doc(docid)

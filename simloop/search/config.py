@@ -23,3 +23,4 @@ class RetrievalConfig(BaseModel):
     max_batch: int = Field(64, ge=1, description="most queries coalesced into one batch_search")
     batch_window_ms: float = Field(2.0, ge=0, description="how long the first query waits for company")
     threads: int = Field(2, ge=1)
+    doc_cache: int = Field(8192, ge=0, description="parsed passages kept by the retriever (0: read every hit)")

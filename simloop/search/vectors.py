@@ -27,9 +27,11 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import DataFileError
 from ..files import atomic_open, atomic_write
+from ..text import sentences, word_count
 
 __all__ = ["RERANK_CHARS", "VECTORS_FILE", "META_FILE", "VectorsMeta", "PassageVectors", "passage_text",
-           "text_digest", "write_vectors", "has_vectors"]
+           "text_digest", "write_vectors", "has_vectors", "SENTENCES_FILE", "SENTENCES_META", "SentencesMeta",
+           "SentenceVectors", "write_sentence_vectors", "has_sentence_vectors"]
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +41,11 @@ RERANK_CHARS = 600
 MODEL = "all-MiniLM-L6-v2"
 VECTORS_FILE = "minilm-vectors.npy"
 META_FILE = "minilm-vectors.json"
+SENTENCES_FILE = "minilm-sentences.npy"
+SENTENCES_META = "minilm-sentences.json"
+# Extractive answers read passages sentence by sentence (parts/generate.py drops fragments
+# under 4 words); shorter ones are left to be encoded when asked for.
+SENTENCE_MIN_WORDS = 4
 
 
 class VectorsMeta(BaseModel):
@@ -141,3 +148,86 @@ def encode_blocking(model: Any) -> Callable[[list[str]], np.ndarray]:
         return np.asarray(model.encode(texts, batch_size=64, show_progress_bar=False, normalize_embeddings=True,
                                        convert_to_numpy=True), dtype=np.float32)
     return encode
+
+
+# ---- sentence vectors: the extractive answer embeds the best sentences of the passages it
+# read (``parts/generate_focus.py``), about half of the offline demo's MiniLM CPU (issue 16).
+# They are stored once, keyed by the digest of the sentence text, so any caller asking for
+# exactly that text gets the stored row.
+
+
+class SentencesMeta(BaseModel):
+    """``minilm-sentences.json``: what the rows of ``minilm-sentences.npy`` are."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    dim: int
+    digests: list[str]  # text_digest of each row's sentence
+
+
+def has_sentence_vectors(index_dir: Path) -> bool:
+    return (Path(index_dir) / SENTENCES_META).is_file() and (Path(index_dir) / SENTENCES_FILE).is_file()
+
+
+def corpus_sentences(files: Iterable[Path]) -> list[str]:
+    """Every distinct sentence (of at least ``SENTENCE_MIN_WORDS`` words) of the passages'
+    contents, split as the extractive answer splits a hit's text."""
+    seen: dict[str, None] = {}
+    for path in files:
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                if line.strip():
+                    contents = str(json.loads(line).get("contents", ""))
+                    seen.update((s, None) for s in sentences(contents) if word_count(s) >= SENTENCE_MIN_WORDS)
+    return list(seen)
+
+
+def write_sentence_vectors(index_dir: Path, files: Sequence[Path], encode: Callable[[list[str]], np.ndarray],
+                           chunk: int = 2048) -> int:
+    """Embed every sentence of the corpus ``files`` (sorted by length, so each model batch
+    pads little) and store them in ``index_dir``; the meta file is written last."""
+    texts = sorted(corpus_sentences(files), key=len)
+    parts = []
+    for start in range(0, len(texts), chunk):
+        parts.append(np.asarray(encode(texts[start:start + chunk]), dtype=np.float32))
+        log.info("embedded %d of %d sentences", min(start + chunk, len(texts)), len(texts))
+    vectors = np.concatenate(parts) if parts else np.zeros((0, 384), dtype=np.float32)
+    index_dir = Path(index_dir)
+    (index_dir / SENTENCES_META).unlink(missing_ok=True)
+    with atomic_open(index_dir / SENTENCES_FILE, "wb") as fh:
+        np.save(fh, vectors, allow_pickle=False)
+    meta = SentencesMeta(model=MODEL, dim=int(vectors.shape[1]), digests=[text_digest(t) for t in texts])
+    atomic_write(index_dir / SENTENCES_META, meta.model_dump_json())
+    return len(texts)
+
+
+class SentenceVectors:
+    """The stored sentence vectors of one index: ``lookup`` by exact text."""
+
+    def __init__(self, meta: SentencesMeta, vectors: np.ndarray):
+        self.vectors = vectors
+        self._row = {digest: i for i, digest in enumerate(meta.digests)}
+
+    @classmethod
+    def open(cls, index_dir: Path) -> "SentenceVectors | None":
+        """The sentence vectors stored in ``index_dir``; None when it has none (blocking)."""
+        index_dir = Path(index_dir)
+        if not has_sentence_vectors(index_dir):
+            return None
+        try:
+            meta = SentencesMeta.model_validate_json((index_dir / SENTENCES_META).read_bytes())
+            vectors = np.load(index_dir / SENTENCES_FILE, mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError, ValidationError) as exc:
+            raise DataFileError(f"{index_dir}: unreadable sentence vectors ({exc}); rebuild with --embeddings") from None
+        if meta.model != MODEL or vectors.ndim != 2 or vectors.shape != (len(meta.digests), meta.dim):
+            log.warning("%s: sentence vectors do not match their meta or model; ignoring them", index_dir)
+            return None
+        return cls(meta, vectors)
+
+    def lookup(self, text: str) -> np.ndarray | None:
+        row = self._row.get(text_digest(text))
+        return None if row is None else np.array(self.vectors[row], dtype=np.float32)
+
+    def __len__(self) -> int:
+        return len(self._row)
