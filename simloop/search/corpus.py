@@ -246,13 +246,22 @@ def _embed(files: list[Path], index: Path) -> None:
     from .embeddings import load_minilm
     from .vectors import encode_blocking, has_sentence_vectors, has_vectors, write_sentence_vectors, write_vectors
 
+    import torch
+
     encode = encode_blocking(load_minilm())
-    if not has_vectors(index):
-        log.info("embedding the passages of %s (MiniLM, once)", index)
-        write_vectors(index, files, encode)
-    if not has_sentence_vectors(index):
-        log.info("embedding the sentences of %s (MiniLM, once)", index)
-        write_sentence_vectors(index, files, encode)
+    # A build is one long batch job with nothing else to share the cores with, unlike a run
+    # (where MiniLM keeps to one thread): every core here, ~1.5x faster on 2.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(threads, os.cpu_count() or 1))
+    try:
+        if not has_vectors(index):
+            log.info("embedding the passages of %s (MiniLM, once)", index)
+            write_vectors(index, files, encode)
+        if not has_sentence_vectors(index):
+            log.info("embedding the sentences of %s (MiniLM, once; a few minutes)", index)
+            write_sentence_vectors(index, files, encode)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def demo_index_path(cache_dir: Path | None = None) -> Path:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import sys
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -143,9 +144,14 @@ class PassageVectors:
 
 
 def encode_blocking(model: Any) -> Callable[[list[str]], np.ndarray]:
-    """``texts -> normalised float32 rows`` over a sentence-transformers model (for index builds)."""
+    """``texts -> normalised float32 rows`` over a sentence-transformers model (for index builds).
+
+    An index build embeds tens of thousands of texts (minutes): on a terminal it shows
+    sentence-transformers' progress bar on stderr; in a log or a pipe it stays quiet."""
+    shown = sys.stderr.isatty()
+
     def encode(texts: list[str]) -> np.ndarray:
-        return np.asarray(model.encode(texts, batch_size=64, show_progress_bar=False, normalize_embeddings=True,
+        return np.asarray(model.encode(texts, batch_size=64, show_progress_bar=shown, normalize_embeddings=True,
                                        convert_to_numpy=True), dtype=np.float32)
     return encode
 
