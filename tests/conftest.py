@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
+import subprocess
+import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -17,9 +22,42 @@ from simloop.search import prepare_environment
 prepare_environment()
 
 ROOT = Path(__file__).resolve().parents[1]
-# ../shared next to the checkout; a git worktree one level deeper finds it further up.
-SHARED = next((p / "shared" for p in ROOT.parents if (p / "shared" / "data").is_dir()), ROOT.parent / "shared")
-IKAT = SHARED / "data" / "ikat"
+
+
+def _ikat_dir() -> Path:
+    """``$SIMLOOP_IKAT_DATA`` (scripts/bench_ptkb.py's name) or ``$SIMLOOP_IKAT_DIR``
+    (scripts/bench_common.py's), else ``shared/data/ikat`` beside the checkout or further up
+    (a git worktree sits one level deeper).  A fresh clone elsewhere has none: ``ikat_file``
+    then skips the tests that need it instead of failing them."""
+    for var in ("SIMLOOP_IKAT_DATA", "SIMLOOP_IKAT_DIR"):
+        if os.environ.get(var):
+            return Path(os.environ[var])
+    found = (p / "shared" / "data" / "ikat" for p in ROOT.parents)
+    return next((c for c in found if c.is_dir()), ROOT.parent / "shared" / "data" / "ikat")
+
+
+IKAT = _ikat_dir()
+
+
+def ikat_file(*parts: str) -> Path:
+    """A file under the iKAT data folder, or a skip with a one-line reason when it is absent."""
+    path = IKAT.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"iKAT data not found: {path} (set SIMLOOP_IKAT_DATA to the ikat folder)")
+    return path
+
+
+def simloop_cli(*args, timeout: float = 300, cwd: Path = ROOT, **kw) -> subprocess.CompletedProcess:
+    """``python -m simloop ARGS`` in a subprocess, the real CLI, output captured as text."""
+    return subprocess.run([sys.executable, "-m", "simloop", *map(str, args)], cwd=cwd, text=True,
+                          capture_output=True, timeout=timeout, **kw)
+
+
+def free_port() -> int:
+    """A port nothing listens on now (the kernel's pick, so parallel workers do not collide)."""
+    with closing(socket.socket()) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def make_persona(pid: str = "p1", topics: int = 2, questions: int = 3) -> Persona:
@@ -103,8 +141,11 @@ def scenario() -> Scenario:
 @pytest.fixture(scope="module")
 def demo_cache(tmp_path_factory: pytest.TempPathFactory):
     """A per-session cache dir so tests never touch ~/.cache/simloop; the first module to
-    ask builds the demo index there and the others reuse it."""
-    cache = tmp_path_factory.getbasetemp() / "simloop-cache"
+    ask builds the demo index there and the others reuse it.  Under pytest-xdist each worker
+    has its own basetemp below the session's: the workers share the session's folder, and
+    the file lock in ``demo_index`` lets the first one build while the others wait."""
+    base = tmp_path_factory.getbasetemp()
+    cache = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "simloop-cache"
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SIMLOOP_CACHE", str(cache))
         # Embedding all 10,033 demo passages takes minutes of CPU: the suite's demo index goes
@@ -123,3 +164,11 @@ async def minilm():
         yield embedder
     finally:
         await embedder.aclose()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The end-to-end tests (``slow``: JVM, MiniLM, subprocess runs) first, in their usual
+    order, then the rest.  Under pytest-xdist (scripts/test) the first tests are dealt out
+    round robin, so the long ones run side by side from the start instead of one of them
+    starting last and keeping a worker busy alone at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
