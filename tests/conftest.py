@@ -166,9 +166,33 @@ async def minilm():
         await embedder.aclose()
 
 
+# The longest tests and their seconds in one full run under xdist (4 workers, 2 cores, load ~9;
+# ./scripts/test --durations=50).  Only the order matters: they start first, longest first.
+LONGEST = {
+    "test_offline_run_interrupted_during_boot_load_and_retrieval": 408,
+    "test_llm_run_interrupted_in_the_middle_of_llm_calls": 376,
+    "test_bm25_extractive_still_satisfies_most_users": 242,
+    "test_same_seed_same_transcript_text_whatever_the_hash_seed": 154,
+    "test_demo_dialogues_validate": 141,
+    "test_minilm_separates_ikat_gold_responses_from_shuffled_ones": 125,
+    "test_sigkill_then_resume_records_each_dialogue_once": 121,
+    "test_agent_provenance_scores_as_the_bench": 125,  # with its MiniLM setup
+    "test_no_adversary_satisfies_the_offline_user": 90,
+    "test_every_dialogue_failing_exits_1_with_the_commonest_error_and_the_retry_command": 93,
+    "test_soak_every_dialogue_recorded_then_retried_to_completion": 86,
+    "test_agent_end_to_end": 30,
+    "test_ray_run_records_the_same_dialogues_as_local_and_resumes": 41,
+    "test_corrupt_lines_outage_and_retry_errors_end_to_end": 40,
+    "test_arun_read_and_evaluate_inside_a_running_event_loop": 39,
+    "test_a_run_with_k_retrieves_that_many_passages": 33,
+    "test_the_rate_limit_is_shared_by_all_workers": 31,
+}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The end-to-end tests (``slow``: JVM, MiniLM, subprocess runs) first, in their usual
-    order, then the rest.  Under pytest-xdist (scripts/test) the first tests are dealt out
-    round robin, so the long ones run side by side from the start instead of one of them
-    starting last and keeping a worker busy alone at the end."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """The longest tests first (``LONGEST``), then the other end-to-end ones (``slow``: JVM,
+    MiniLM, subprocess runs), then the rest, each group in its usual order.  Under pytest-xdist
+    (scripts/test: ``--dist load --maxschedchunk 1``) a worker takes the next test when it is
+    free, so the long ones run side by side from the start instead of one of them starting
+    late and keeping a worker busy alone at the end."""
+    items.sort(key=lambda item: (-LONGEST.get(item.originalname, 0), item.get_closest_marker("slow") is None))
