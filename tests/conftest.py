@@ -53,6 +53,15 @@ def simloop_cli(*args, timeout: float = 300, cwd: Path = ROOT, **kw) -> subproce
                           capture_output=True, timeout=timeout, **kw)
 
 
+def write_personas(folder: Path, **tomls: str) -> Path:
+    """A personas folder holding ``<id>.toml`` for each keyword (the loader wants the file
+    stem to equal the persona id)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for pid, text in tomls.items():
+        (folder / f"{pid}.toml").write_text(text)
+    return folder
+
+
 def free_port() -> int:
     """A port nothing listens on now (the kernel's pick, so parallel workers do not collide)."""
     with closing(socket.socket()) as s:

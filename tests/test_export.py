@@ -9,7 +9,7 @@ import ir_measures
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import ikat_file
+from conftest import ikat_file, write_personas
 from eval_helpers import PTKB, transcript, turn, write_run
 from simloop.cli import main
 from simloop.errors import BadInputError, DataFileError
@@ -34,10 +34,7 @@ question = "Where can I learn the cello?"
 
 
 def _personas(tmp_path: Path) -> Path:
-    d = tmp_path / "personas"
-    d.mkdir(exist_ok=True)
-    (d / "p1.toml").write_text(PERSONA_TOML.format(ptkb=json.dumps(PTKB)))
-    return d
+    return write_personas(tmp_path / "personas", p1=PERSONA_TOML.format(ptkb=json.dumps(PTKB)))
 
 
 def _dialogues():

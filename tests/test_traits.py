@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import simloop
-from conftest import simloop_cli
+from conftest import simloop_cli, write_personas
 from simloop.errors import DataFileError
 from simloop.inputs.personas import load_personas
 from simloop.simulators.cues import mentions_statement
@@ -43,11 +43,8 @@ question = "How often should a cello be restrung?"
 
 
 def write_persona(folder: Path, behaviour: str = "", pid: str = "ana") -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
     text = PERSONA.replace('"ana"', f'"{pid}"').replace('"ana-cello"', f'"{pid}-cello"')
-    path = folder / f"{pid}.toml"
-    path.write_text(text.format(behaviour=behaviour))
-    return path
+    return write_personas(folder, **{pid: text.format(behaviour=behaviour)}) / f"{pid}.toml"
 
 
 # ------------------------------------------------------------------------------ ranges
