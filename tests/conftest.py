@@ -199,9 +199,15 @@ LONGEST = {
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The longest tests first (``LONGEST``), then the other end-to-end ones (``slow``: JVM,
-    MiniLM, subprocess runs), then the rest, each group in its usual order.  Under pytest-xdist
+    """The longest tests first (``LONGEST``), each followed by a quick one, then the other
+    end-to-end ones (``slow``: JVM, MiniLM, subprocess runs), then the rest.  Under pytest-xdist
     (scripts/test: ``--dist load --maxschedchunk 1``) a worker takes the next test when it is
     free, so the long ones run side by side from the start instead of one of them starting
     late and keeping a worker busy alone at the end."""
     items.sort(key=lambda item: (-LONGEST.get(item.originalname, 0), item.get_closest_marker("slow") is None))
+    # xdist starts each worker with two tests, neighbours in this order, and queues one more
+    # behind the running one: a quick test after each long one keeps two long ones from
+    # landing on one worker (where they would run one after the other).
+    n = sum(item.originalname in LONGEST for item in items)
+    longest, middle, quick = items[:n], items[n:len(items) - n], items[len(items) - n:]
+    items[:] = [x for pair in zip(longest, reversed(quick)) for x in pair] + middle
