@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
+import subprocess
+import sys
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -17,9 +22,51 @@ from simloop.search import prepare_environment
 prepare_environment()
 
 ROOT = Path(__file__).resolve().parents[1]
-# ../shared next to the checkout; a git worktree one level deeper finds it further up.
-SHARED = next((p / "shared" for p in ROOT.parents if (p / "shared" / "data").is_dir()), ROOT.parent / "shared")
-IKAT = SHARED / "data" / "ikat"
+
+
+def _ikat_dir() -> Path:
+    """``$SIMLOOP_IKAT_DATA`` (scripts/bench_ptkb.py's name) or ``$SIMLOOP_IKAT_DIR``
+    (scripts/bench_common.py's), else ``shared/data/ikat`` beside the checkout or further up
+    (a git worktree sits one level deeper).  A fresh clone elsewhere has none: ``ikat_file``
+    then skips the tests that need it instead of failing them."""
+    for var in ("SIMLOOP_IKAT_DATA", "SIMLOOP_IKAT_DIR"):
+        if os.environ.get(var):
+            return Path(os.environ[var])
+    found = (p / "shared" / "data" / "ikat" for p in ROOT.parents)
+    return next((c for c in found if c.is_dir()), ROOT.parent / "shared" / "data" / "ikat")
+
+
+IKAT = _ikat_dir()
+
+
+def ikat_file(*parts: str) -> Path:
+    """A file under the iKAT data folder, or a skip with a one-line reason when it is absent."""
+    path = IKAT.joinpath(*parts)
+    if not path.exists():
+        pytest.skip(f"iKAT data not found: {path} (set SIMLOOP_IKAT_DATA to the ikat folder)")
+    return path
+
+
+def simloop_cli(*args, timeout: float = 300, cwd: Path = ROOT, **kw) -> subprocess.CompletedProcess:
+    """``python -m simloop ARGS`` in a subprocess, the real CLI, output captured as text."""
+    return subprocess.run([sys.executable, "-m", "simloop", *map(str, args)], cwd=cwd, text=True,
+                          capture_output=True, timeout=timeout, **kw)
+
+
+def write_personas(folder: Path, **tomls: str) -> Path:
+    """A personas folder holding ``<id>.toml`` for each keyword (the loader wants the file
+    stem to equal the persona id)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for pid, text in tomls.items():
+        (folder / f"{pid}.toml").write_text(text)
+    return folder
+
+
+def free_port() -> int:
+    """A port nothing listens on now (the kernel's pick, so parallel workers do not collide)."""
+    with closing(socket.socket()) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def make_persona(pid: str = "p1", topics: int = 2, questions: int = 3) -> Persona:
@@ -103,8 +150,11 @@ def scenario() -> Scenario:
 @pytest.fixture(scope="module")
 def demo_cache(tmp_path_factory: pytest.TempPathFactory):
     """A per-session cache dir so tests never touch ~/.cache/simloop; the first module to
-    ask builds the demo index there and the others reuse it."""
-    cache = tmp_path_factory.getbasetemp() / "simloop-cache"
+    ask builds the demo index there and the others reuse it.  Under pytest-xdist each worker
+    has its own basetemp below the session's: the workers share the session's folder, and
+    the file lock in ``demo_index`` lets the first one build while the others wait."""
+    base = tmp_path_factory.getbasetemp()
+    cache = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "simloop-cache"
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SIMLOOP_CACHE", str(cache))
         # Embedding all 10,033 demo passages takes minutes of CPU: the suite's demo index goes
@@ -123,3 +173,41 @@ async def minilm():
         yield embedder
     finally:
         await embedder.aclose()
+
+
+# The longest tests and their seconds in one full run under xdist (4 workers, 2 cores, load ~9;
+# ./scripts/test --durations=50).  Only the order matters: they start first, longest first.
+LONGEST = {
+    "test_offline_run_interrupted_during_boot_load_and_retrieval": 408,
+    "test_llm_run_interrupted_in_the_middle_of_llm_calls": 376,
+    "test_bm25_extractive_still_satisfies_most_users": 242,
+    "test_same_seed_same_transcript_text_whatever_the_hash_seed": 154,
+    "test_demo_dialogues_validate": 141,
+    "test_minilm_separates_ikat_gold_responses_from_shuffled_ones": 125,
+    "test_sigkill_then_resume_records_each_dialogue_once": 121,
+    "test_agent_provenance_scores_as_the_bench": 125,  # with its MiniLM setup
+    "test_no_adversary_satisfies_the_offline_user": 90,
+    "test_every_dialogue_failing_exits_1_with_the_commonest_error_and_the_retry_command": 93,
+    "test_soak_every_dialogue_recorded_then_retried_to_completion": 86,
+    "test_agent_end_to_end": 30,
+    "test_ray_run_records_the_same_dialogues_as_local_and_resumes": 41,
+    "test_corrupt_lines_outage_and_retry_errors_end_to_end": 40,
+    "test_arun_read_and_evaluate_inside_a_running_event_loop": 39,
+    "test_a_run_with_k_retrieves_that_many_passages": 33,
+    "test_the_rate_limit_is_shared_by_all_workers": 31,
+}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The longest tests first (``LONGEST``), each followed by a quick one, then the other
+    end-to-end ones (``slow``: JVM, MiniLM, subprocess runs), then the rest.  Under pytest-xdist
+    (scripts/test: ``--dist load --maxschedchunk 1``) a worker takes the next test when it is
+    free, so the long ones run side by side from the start instead of one of them starting
+    late and keeping a worker busy alone at the end."""
+    items.sort(key=lambda item: (-LONGEST.get(item.originalname, 0), item.get_closest_marker("slow") is None))
+    # xdist starts each worker with two tests, neighbours in this order, and queues one more
+    # behind the running one: a quick test after each long one keeps two long ones from
+    # landing on one worker (where they would run one after the other).
+    n = sum(item.originalname in LONGEST for item in items)
+    longest, middle, quick = items[:n], items[n:len(items) - n], items[len(items) - n:]
+    items[:] = [x for pair in zip(longest, reversed(quick)) for x in pair] + middle

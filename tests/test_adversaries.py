@@ -5,12 +5,11 @@ satisfies most users.  End to end through the real CLI, index, MiniLM and person
 from __future__ import annotations
 
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from conftest import simloop_cli
 from simloop.fakes.adversaries import OffTopic, Parrot, Asker, clarifying_question, restate, topic_phrase
 from simloop.run.plugins import Assistant
 from simloop.run.recorder import read_transcripts
@@ -68,9 +67,8 @@ def _run(tmp_path: Path, assistant: str, limit: int = 6) -> list:
     from simloop.inputs.personas import load_personas
 
     topics = [a for p in load_personas(ROOT / "personas") for a in ("--topic", p.topics[0].id)]
-    cmd = [sys.executable, "-m", "simloop", "run", "--assistant", assistant, "--concurrency", "16",
-           "--no-progress", "--out", str(tmp_path), "--run-id", "r", "--limit", str(limit), *topics]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    proc = simloop_cli("run", "--assistant", assistant, "--concurrency", "16", "--no-progress", "--out", tmp_path,
+                       "--run-id", "r", "--limit", limit, *topics, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return list(read_transcripts(tmp_path / "r"))
 

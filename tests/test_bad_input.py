@@ -15,18 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import IKAT
+from conftest import free_port, ikat_file, simloop_cli as cli
 from simloop.config import RunConfig
 from simloop.run.manifest import new_manifest
 from simloop.run.recorder import Recorder, read_manifest
 from simloop.schema import Behaviour, PluginRef, ScenarioRef, Stop, Transcript
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def cli(*args: str, timeout: float = 300, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "simloop", *map(str, args)], cwd=ROOT, text=True,
-                          capture_output=True, timeout=timeout, **kw)
 
 
 def one_line_exit_2(p: subprocess.CompletedProcess, *needles: str) -> str:
@@ -37,12 +32,6 @@ def one_line_exit_2(p: subprocess.CompletedProcess, *needles: str) -> str:
     for needle in needles:
         assert needle in lines[0], lines[0]
     return lines[0]
-
-
-def free_port() -> int:
-    with closing(socket.socket()) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextmanager
@@ -112,7 +101,7 @@ def test_ptkb_qrels_that_match_no_turn_of_a_persona_run(tmp_path):
 
 
 def test_offline_simulator_on_ikat_topics_points_to_replay_and_from_ikat(tmp_path):
-    topics = IKAT / "2023" / "2023_train_topics.json"
+    topics = ikat_file("2023", "2023_train_topics.json")
     one_line_exit_2(cli("run", "--topics", topics, "--out", tmp_path, "--limit", "1"),
                     "no rubric questions", "--simulator replay", "personas from-ikat")
     assert not any(tmp_path.iterdir())

@@ -3,6 +3,7 @@
 from pathlib import Path
 
 
+from conftest import write_personas
 from simloop.cli import main
 
 PERSONA = """id = "{pid}"
@@ -18,10 +19,7 @@ question = "What is tea?"
 
 
 def _personas(tmp_path: Path) -> Path:
-    d = tmp_path / "personas"
-    d.mkdir()
-    (d / "ann.toml").write_text(PERSONA.format(pid="ann"))
-    return d
+    return write_personas(tmp_path / "personas", ann=PERSONA.format(pid="ann"))
 
 
 def _run(capsys, *argv: str) -> tuple[int, str]:

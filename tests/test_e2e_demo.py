@@ -51,7 +51,7 @@ def test_demo_dialogues_validate(tmp_path):
 
 def test_sigkill_then_resume_records_each_dialogue_once(tmp_path):
     run_dir = tmp_path / "k"
-    p = simloop("run", "--limit", "12", "--concurrency", "2", "--out", str(tmp_path), "--run-id", "k", "--no-progress")
+    p = simloop("run", "--limit", "8", "--concurrency", "2", "--out", str(tmp_path), "--run-id", "k", "--no-progress")
     lines = run_dir / "dialogues.jsonl"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
@@ -63,11 +63,11 @@ def test_sigkill_then_resume_records_each_dialogue_once(tmp_path):
     p.send_signal(signal.SIGKILL)
     p.wait(timeout=30)
     before = lines.read_text().count("\n")
-    assert before < 12, "run finished before the kill; nothing to resume"
+    assert before < 8, "run finished before the kill; nothing to resume"
     assert read_manifest(run_dir).status == "running"  # killed: never finished
     r = simloop("run", "--resume", str(run_dir), "--no-progress")
     out, err = r.communicate(timeout=600)
     assert r.returncode == 0, err
     ids = [t.dialogue_id for t in read_transcripts(run_dir)]
-    assert len(ids) == 12 and len(set(ids)) == 12
+    assert len(ids) == 8 and len(set(ids)) == 8
     assert read_manifest(run_dir).status == "finished"

@@ -203,12 +203,12 @@ def test_eval_cli_prints_tables(tmp_path: Path, capsys):
 
 
 def test_2023_reference_only_for_2023_topic_files(tmp_path: Path):
-    from conftest import IKAT
+    from conftest import ikat_file
 
     ts = [transcript([turn(1, ptkb=[1], gold=gold(1, [1]))], persona="9-1", topic="9-1")]
     y2025 = tmp_path / "2025.json"  # 2025 topics are numbered like 2023 ones ("9-1"): the file's shape decides
     y2025.write_text(json.dumps([{"number": "9-1", "title": "x", "ptkb": ["a"], "responses": []}]))
-    for source, expected in ((IKAT / "2023" / "2023_test_topics.json", True), (y2025, False)):
+    for source, expected in ((ikat_file("2023", "2023_test_topics.json"), True), (y2025, False)):
         run = write_run(tmp_path / source.stem, ts, config={"scenarios": {"topics": str(source)}})
         summary = evaluate_run(run, EvalOptions()).summary
         assert (summary.ptkb_reference is not None) is expected

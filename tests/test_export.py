@@ -9,7 +9,7 @@ import ir_measures
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import IKAT
+from conftest import ikat_file, write_personas
 from eval_helpers import PTKB, transcript, turn, write_run
 from simloop.cli import main
 from simloop.errors import BadInputError, DataFileError
@@ -34,10 +34,7 @@ question = "Where can I learn the cello?"
 
 
 def _personas(tmp_path: Path) -> Path:
-    d = tmp_path / "personas"
-    d.mkdir(exist_ok=True)
-    (d / "p1.toml").write_text(PERSONA_TOML.format(ptkb=json.dumps(PTKB)))
-    return d
+    return write_personas(tmp_path / "personas", p1=PERSONA_TOML.format(ptkb=json.dumps(PTKB)))
 
 
 def _dialogues():
@@ -86,7 +83,7 @@ def test_ikat_round_trip(run: Path):
 def test_ikat_export_of_a_replayed_2023_topic(tmp_path: Path):
     from simloop.inputs.ikat import load_ikat_topics
 
-    source = IKAT / "2023" / "2023_test_topics.json"
+    source = ikat_file("2023", "2023_test_topics.json")
     [orig] = [p for p in load_ikat_topics(source) if p.id == "9-1"]
     gold = orig.topics[0].gold_turns[:3]
     turns = [turn(i, utterance=g.utterance, ptkb=g.ptkb_provenance, gold=g,

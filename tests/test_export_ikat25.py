@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import IKAT
+from conftest import ikat_file
 from eval_helpers import PTKB, transcript, turn, write_run
 from simloop.cli import main
 from simloop.errors import BadInputError
@@ -51,14 +51,11 @@ def _replay_run(tmp_path: Path, source: Path, *, conversations: int | None = Non
 def _topic_files(tmp_path: Path) -> list[Path]:
     y2025 = tmp_path / "2025_topics.json"
     y2025.write_text(json.dumps(TOPICS_2025))
-    real = [IKAT / "2023" / "2023_train_topics.json", IKAT / "2024" / "2024_test_topics.json"]
-    return [p for p in real if p.exists()] + [y2025]
+    return [ikat_file("2023", "2023_train_topics.json"), ikat_file("2024", "2024_test_topics.json"), y2025]
 
 
 def test_replays_of_2023_2024_2025_topic_files_export_cleanly(tmp_path: Path):
     files = _topic_files(tmp_path)
-    if len(files) < 3:
-        pytest.skip(f"iKAT topic files not found under {IKAT}")
     for source in files:
         run = _replay_run(tmp_path, source)
         res = export_run(run, "ikat25-run", tag=RunTag(team_id="uva", run_id="bm25-run", run_type="manual"))

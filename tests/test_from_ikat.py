@@ -7,13 +7,11 @@ made-up conversations."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import IKAT
+from conftest import ikat_file, simloop_cli
 from simloop.cli import main
 from simloop.inputs.from_ikat import IKAT_PATIENCE, personas_from_ikat, rubric_from_turns
 from simloop.inputs.ikat import load_ikat_topics
@@ -23,8 +21,7 @@ from simloop.schema import GoldTurn
 from simloop.text import sentences
 
 ROOT = Path(__file__).resolve().parents[1]
-REAL = [IKAT / "2023" / "2023_train_topics.json", IKAT / "2023" / "2023_test_topics.json",
-        IKAT / "2024" / "2024_test_topics.json"]
+REAL = ["2023/2023_train_topics.json", "2023/2023_test_topics.json", "2024/2024_test_topics.json"]
 
 
 def _turns(*rows: tuple[str, str]) -> list[GoldTurn]:
@@ -60,10 +57,9 @@ def test_different_questions_on_the_same_subject_stay_apart():
         "How does solar power work?", "Why is solar power important?"]
 
 
-@pytest.mark.parametrize("source", REAL, ids=lambda p: p.name)
-def test_real_topic_files_convert_and_validate_like_hand_written_personas(source: Path, tmp_path: Path):
-    if not source.exists():
-        pytest.skip(f"{source} not found")
+@pytest.mark.parametrize("name", REAL, ids=lambda n: n.split("/")[1])
+def test_real_topic_files_convert_and_validate_like_hand_written_personas(name: str, tmp_path: Path):
+    source = ikat_file(*name.split("/"))
     out = tmp_path / "personas"
     assert main(["personas", "from-ikat", str(source), "--out", str(out)]) == 0
     loaded = {p.id: p for p in load_personas(out)}  # the hand-written personas' loader
@@ -144,8 +140,7 @@ def test_interactive_run_on_converted_personas(tmp_path: Path):
                                 "turns": turns}]))
     out = tmp_path / "personas"
     assert main(["personas", "from-ikat", str(src), "--out", str(out)]) == 0
-    p = subprocess.run([sys.executable, "-m", "simloop", "run", "--personas", str(out), "--out", str(tmp_path),
-                        "--run-id", "ikat-live", "--no-progress"], cwd=ROOT, text=True, capture_output=True, timeout=600)
+    p = simloop_cli("run", "--personas", out, "--out", tmp_path, "--run-id", "ikat-live", "--no-progress", timeout=600)
     assert p.returncode == 0, p.stderr
     [t] = list(read_transcripts(tmp_path / "ikat-live"))
     assert t.stop.by == "simulator" and t.stop.reason in ("user_satisfied", "user_gave_up") and t.stop.utterance

@@ -18,7 +18,7 @@ from simloop.schema import RubricQuestion
 from simloop.simulators.graders import EmbeddingGrader, is_asking, is_evasive, residual
 from simloop.simulators.policy import SimContext
 
-from conftest import IKAT
+from conftest import ikat_file
 
 # (question, keywords, {kind: response}): on-point Wikipedia-style answers must pass (> 3);
 # off-topic and evasive replies must fail (<= 3); topical-but-not-answering and other-aspect
@@ -145,9 +145,8 @@ async def test_a_reference_answer_keeps_the_right_answer_and_lowers_the_others(m
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not (IKAT / "2024" / "2024_test_topics.json").is_file(), reason="iKAT 2024 topics not present")
 async def test_minilm_separates_ikat_gold_responses_from_shuffled_ones(minilm_grader):
-    conversations = json.loads((IKAT / "2024" / "2024_test_topics.json").read_text())
+    conversations = json.loads(ikat_file("2024", "2024_test_topics.json").read_text())
     pairs = [(t["resolved_utterance"], t["response"]) for c in conversations for t in c["turns"]][::6]  # CPU time
     shuffled = [r for _, r in pairs]
     random.Random(0).shuffle(shuffled)

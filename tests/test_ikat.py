@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import IKAT
+from conftest import ikat_file
 from simloop.errors import DataFileError
 from simloop.inputs.ikat import load_ikat_topics
 from simloop.schema import Behaviour
@@ -15,13 +15,13 @@ from simloop.schema import Behaviour
 @pytest.mark.parametrize(
     "path,conversations,turns",
     [
-        (IKAT / "2023" / "2023_test_topics.json", 25, 332),
-        (IKAT / "2023" / "2023_train_topics.json", 11, 95),
-        (IKAT / "2024" / "2024_test_topics.json", 17, 218),
+        (("2023", "2023_test_topics.json"), 25, 332),
+        (("2023", "2023_train_topics.json"), 11, 95),
+        (("2024", "2024_test_topics.json"), 17, 218),
     ],
 )
 def test_real_files_load_with_the_right_counts(path, conversations, turns):
-    personas = load_ikat_topics(path)
+    personas = load_ikat_topics(ikat_file(*path))
     assert len(personas) == conversations
     assert sum(len(p.topics[0].gold_turns) for p in personas) == turns
     for p in personas:
@@ -33,9 +33,10 @@ def test_real_files_load_with_the_right_counts(path, conversations, turns):
 
 
 def test_2023_ids_ptkb_order_and_provenance():
-    personas = {p.id: p for p in load_ikat_topics(IKAT / "2023" / "2023_train_topics.json")}
+    source = ikat_file("2023", "2023_train_topics.json")
+    personas = {p.id: p for p in load_ikat_topics(source)}
     p = personas["1-1"]
-    raw = next(c for c in json.loads((IKAT / "2023" / "2023_train_topics.json").read_text()) if c["number"] == "1-1")
+    raw = next(c for c in json.loads(source.read_text()) if c["number"] == "1-1")
     assert p.ptkb == [raw["ptkb"][str(i)] for i in range(1, len(raw["ptkb"]) + 1)]
     topic = p.topics[0]
     assert topic.title == "Finding a university"
@@ -48,7 +49,7 @@ def test_2023_ids_ptkb_order_and_provenance():
 
 
 def test_2024_int_numbers_become_string_ids_and_keep_provenance():
-    personas = load_ikat_topics(IKAT / "2024" / "2024_test_topics.json")
+    personas = load_ikat_topics(ikat_file("2024", "2024_test_topics.json"))
     egypt = personas[0]
     assert egypt.id == "0" and egypt.topics[0].title == "Traveling to Egypt"
     visa = egypt.topics[0].gold_turns[1]

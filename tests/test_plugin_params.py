@@ -3,12 +3,11 @@ run's ``retrieval.k`` / ``--k`` is honoured by every assistant or rejected by na
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from conftest import simloop_cli
 from simloop.cli import main
 from simloop.config import RunConfig
 from simloop.errors import BadInputError
@@ -107,9 +106,8 @@ def test_iiuot_names_candidates_when_the_run_k_exceeds_them(capsys, tmp_path):
 @pytest.mark.slow
 def test_a_run_with_k_retrieves_that_many_passages(tmp_path):
     """End to end: the real CLI, index and MiniLM; every turn lists --k passages."""
-    p = subprocess.run([sys.executable, "-m", "simloop", "run", "--limit", "1", "--max-turns", "2", "--k", "3",
-                        "--out", str(tmp_path), "--run-id", "k3", "--no-progress"],
-                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    p = simloop_cli("run", "--limit", "1", "--max-turns", "2", "--k", "3", "--out", tmp_path, "--run-id", "k3",
+                    "--no-progress", timeout=600)
     assert p.returncode == 0, p.stderr
     turns = [t for tr in read_transcripts(tmp_path / "k3") for t in tr.turns]
     assert turns and all(len(t.assistant.passages) == 3 for t in turns)

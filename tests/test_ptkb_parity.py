@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import IKAT
+from conftest import IKAT, ikat_file
 from agents.bm25_extractive import BM25Extractive
 from simloop.evaluate.provenance import ptkb_scores
 from simloop.fakes.seams import MemoryRetriever
@@ -26,8 +26,7 @@ CONVERSATIONS = 2  # enough turns to carry history; the full set is the bench's 
 
 @pytest.fixture
 def bench_ptkb(monkeypatch):
-    if not (IKAT / "2023" / "ptkb_rel_nist").is_file():
-        pytest.skip("iKAT data not available")
+    ikat_file("2023", "ptkb_rel_nist")
     monkeypatch.setenv("SIMLOOP_IKAT_DATA", str(IKAT))
     saved = list(sys.path)
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))

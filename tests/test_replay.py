@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import IKAT
+from conftest import ikat_file
 from simloop.errors import DialogueError
 from simloop.inputs.ikat import load_ikat_topics
 from simloop.schema import AssistantTurn, DialogueState, Scenario, Turn, UserTurn
@@ -14,7 +14,7 @@ from conftest import make_scenario
 
 
 def scenarios() -> list[Scenario]:
-    personas = load_ikat_topics(IKAT / "2023" / "2023_train_topics.json")
+    personas = load_ikat_topics(ikat_file("2023", "2023_train_topics.json"))
     return [
         Scenario(dialogue_id=p.id, persona=p, topic=p.topics[0], behaviour=p.behaviour, seed=0) for p in personas
     ]

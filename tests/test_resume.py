@@ -7,11 +7,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 from simloop.run.recorder import Recorder, ReadReport, read_manifest, read_transcripts
 from simloop.schema import ErrorInfo
+from conftest import simloop_cli
 from test_recorder import _manifest, _t
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,8 +23,7 @@ def cli(*args: str, outage: str | None = None) -> subprocess.CompletedProcess:
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "tests"), env.get("PYTHONPATH", "")])
     if outage:
         env["RESUME_TEST_OUTAGE"] = outage
-    return subprocess.run([sys.executable, "-m", "simloop", *map(str, args)], cwd=ROOT, env=env, text=True,
-                          capture_output=True, timeout=300)
+    return simloop_cli(*args, env=env)
 
 
 def lines_of(run_dir: Path) -> list[dict]:

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import simloop
+from conftest import simloop_cli, write_personas
 from simloop.errors import DataFileError
 from simloop.inputs.personas import load_personas
 from simloop.simulators.cues import mentions_statement
@@ -44,11 +43,8 @@ question = "How often should a cello be restrung?"
 
 
 def write_persona(folder: Path, behaviour: str = "", pid: str = "ana") -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
     text = PERSONA.replace('"ana"', f'"{pid}"').replace('"ana-cello"', f'"{pid}-cello"')
-    path = folder / f"{pid}.toml"
-    path.write_text(text.format(behaviour=behaviour))
-    return path
+    return write_personas(folder, **{pid: text.format(behaviour=behaviour)}) / f"{pid}.toml"
 
 
 # ------------------------------------------------------------------------------ ranges
@@ -139,8 +135,7 @@ def test_persona_ranges_load_and_scenarios_record_the_drawn_value(tmp_path):
     ("patience=[4,1]", "--behaviour patience=[4,1]: range [4, 1] is inverted"),
 ])
 def test_bad_behaviour_flag_exits_2_with_one_line(tmp_path, flag, expected):
-    proc = subprocess.run([sys.executable, "-m", "simloop", "run", "--behaviour", flag, "--out", str(tmp_path),
-                           "--no-progress"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = simloop_cli("run", "--behaviour", flag, "--out", tmp_path, "--no-progress", timeout=120)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and expected in lines[0], proc.stderr
@@ -149,9 +144,8 @@ def test_bad_behaviour_flag_exits_2_with_one_line(tmp_path, flag, expected):
 
 def test_inverted_persona_range_exits_2_naming_the_file(tmp_path):
     path = write_persona(tmp_path / "personas", "cooperativeness = [0.9, 0.1]")
-    proc = subprocess.run([sys.executable, "-m", "simloop", "run", "--personas", str(tmp_path / "personas"),
-                           "--out", str(tmp_path / "out"), "--no-progress"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = simloop_cli("run", "--personas", tmp_path / "personas", "--out", tmp_path / "out", "--no-progress",
+                       timeout=120)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     [line] = proc.stderr.strip().splitlines()
     assert f"{path}: behaviour.cooperativeness:" in line and "inverted" in line
@@ -164,10 +158,9 @@ def test_behaviour_flag_range_is_drawn_recorded_and_binds(tmp_path):
     dialogue records its drawn patience, and its user gives up after exactly that many rounds + 1."""
     personas = tmp_path / "personas"
     write_persona(personas)
-    proc = subprocess.run([sys.executable, "-m", "simloop", "run", "--personas", str(personas), "--assistant", ASKER,
-                           "--behaviour", "patience=[0,4]", "--behaviour", "cooperativeness=1", "--repeat", "8",
-                           "--out", str(tmp_path), "--run-id", "r", "--no-progress"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    proc = simloop_cli("run", "--personas", personas, "--assistant", ASKER, "--behaviour", "patience=[0,4]",
+                       "--behaviour", "cooperativeness=1", "--repeat", "8", "--out", tmp_path, "--run-id", "r",
+                       "--no-progress", timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     ts = list(simloop.read_transcripts(tmp_path / "r"))
     assert len(ts) == 8 and len({t.scenario.behaviour.patience for t in ts}) > 1
