@@ -37,6 +37,10 @@ def _ikat_dir() -> Path:
 
 
 IKAT = _ikat_dir()
+# simloop reads every other SIMLOOP_* variable as run config (config.py): a `simloop run`
+# subprocess would refuse these two as unknown settings.
+for _var in ("SIMLOOP_IKAT_DATA", "SIMLOOP_IKAT_DIR"):
+    os.environ.pop(_var, None)
 
 
 def ikat_file(*parts: str) -> Path:
