@@ -43,7 +43,7 @@ from typing import Any  # noqa: E402
 OFF_COS = 0.15  # the line: below it for both the question and the topic = off topic
 TARGET = 0.05
 OPENING = "Since you mentioned that "
-IKAT = Path(os.environ.get("SIMLOOP_IKAT_DATA", "/work/shared/data/ikat"))
+TRAIN = "2023/2023_train_topics.json"
 
 
 async def score_run(run_dir: Path, embedder: Any, only: set[str] | None = None) -> dict[str, Any]:
@@ -110,7 +110,12 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
 def _train_turns() -> list[dict[str, Any]]:
     from simloop.parts.rewrite import heuristic_rewrite
 
-    data = json.loads((IKAT / "2023" / "2023_train_topics.json").read_text())
+    from bench_common import IKAT_ENV, ikat_dir
+
+    folder = ikat_dir((TRAIN,))
+    if folder is None:
+        raise SystemExit(f"iKAT 2023 train topics not found (set {IKAT_ENV} to the ikat folder)")
+    data = json.loads((folder / TRAIN).read_text())
     out = []
     for conv in data:
         history: list[tuple[str, str]] = []

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
 MOCK_MAX_S = 900  # no benchmark needs its mock for longer
 
-__all__ = ["ROOT", "figure", "range_figure", "ikat_dir", "info", "MockProcess", "bench_config", "machine", "proc_cpu_s", "percentile",
+__all__ = ["ROOT", "figure", "range_figure", "ikat_dir", "IKAT_ENV", "info", "MockProcess", "bench_config", "machine", "proc_cpu_s", "percentile",
            "run_prepared", "shown_path"]
 
 
@@ -50,12 +50,14 @@ def range_figure(value: float | None, lo: float, hi: float) -> dict[str, Any]:
         value = round(value, 4)
     return {"value": value, "target": [lo, hi], "ok": value is not None and bool(lo <= value <= hi)}
 
+IKAT_ENV = "SIMLOOP_IKAT_DATA"
+
 
 def ikat_dir(files: tuple[str, ...]) -> Path | None:
-    """The iKAT data folder holding every one of ``files``: ``$SIMLOOP_IKAT_DIR``, else the first
+    """The iKAT data folder holding every one of ``files``: ``$SIMLOOP_IKAT_DATA``, else the first
     ``shared/data/ikat`` beside an ancestor of the checkout (the main checkout and its worktrees
-    sit at different depths)."""
-    env = os.environ.get("SIMLOOP_IKAT_DIR")
+    sit at different depths).  The tests find it the same way (tests/conftest.py)."""
+    env = os.environ.get(IKAT_ENV)
     candidates = [Path(env)] if env else [p / "shared" / "data" / "ikat" for p in ROOT.parents]
     return next((c for c in candidates if all((c / f).is_file() for f in files)), None)
 

@@ -205,7 +205,7 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
 
     data = ikat_dir(tuple(SETS.values()))
     if data is None:
-        reason = "iKAT topic files not found (set SIMLOOP_IKAT_DIR or put them in ../shared/data/ikat)"
+        reason = "iKAT topic files not found (set SIMLOOP_IKAT_DATA or put them in ../shared/data/ikat)"
         info(f"grader: skipped: {reason}")
         return {}, {"skipped": reason}
     embedder = await open_embedder()

@@ -37,7 +37,7 @@ import numpy as np
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
-from bench_common import ROOT, figure, info  # noqa: E402
+from bench_common import IKAT_ENV, ROOT, figure, ikat_dir, info  # noqa: E402
 from simloop.evaluate.provenance import ptkb_scores, read_ptkb_qrels  # noqa: E402
 from simloop.inputs.ikat import load_ikat_topics  # noqa: E402
 from simloop.parts.ptkb import rank_ptkb_by_embedding  # noqa: E402
@@ -62,10 +62,8 @@ TUNE_HISTORY = 50  # similarities kept per turn for the search: every earlier ut
 def data_dir() -> Path:
     """``$SIMLOOP_IKAT_DATA``, else ``shared/data/ikat`` next to the checkout or further up
     (a git worktree sits one level deeper), as the tests find it."""
-    if os.environ.get("SIMLOOP_IKAT_DATA"):
-        return Path(os.environ["SIMLOOP_IKAT_DATA"])
-    found = next((p / "shared" / "data" / "ikat" for p in ROOT.parents if (p / "shared" / "data").is_dir()), None)
-    return found or ROOT.parent / "shared" / "data" / "ikat"
+    wanted = tuple(rel for pair in SETS.values() for rel in pair if rel)
+    return ikat_dir(wanted) or Path(os.environ.get(IKAT_ENV) or ROOT.parent / "shared" / "data" / "ikat")
 
 
 def missing_data(root: Path) -> str | None:

@@ -37,7 +37,7 @@ Statistics (``tokens`` = lower-cased ``[a-z0-9]+('[a-z]+)?`` matches unless said
 
 Also reported (details): the demo's satisfied share (all dialogues and the first repeat,
 which is the default demo), and per-file real values.  Skips with one line when the iKAT
-data folder is missing (set ``SIMLOOP_IKAT_DIR`` to point at it).
+data folder is missing (set ``SIMLOOP_IKAT_DATA`` to point at it).
 """
 
 from __future__ import annotations
@@ -179,7 +179,7 @@ def figures_for(demo: dict[str, Any], real: dict[str, Any]) -> dict[str, Any]:
 async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     folder = ikat_dir(REAL_FILES)
     if folder is None:
-        info("realism: skipped (no iKAT topic files; set SIMLOOP_IKAT_DIR to the folder of 2023/ and 2024/)")
+        info("realism: skipped (no iKAT topic files; set SIMLOOP_IKAT_DATA to the folder of 2023/ and 2024/)")
         return {}, {"skipped": "iKAT topic files not found"}
     real_utts = real_utterances(folder)
     real = statistics(real_utts)

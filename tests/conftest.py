@@ -25,22 +25,16 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _ikat_dir() -> Path:
-    """``$SIMLOOP_IKAT_DATA`` (scripts/bench_ptkb.py's name) or ``$SIMLOOP_IKAT_DIR``
-    (scripts/bench_common.py's), else ``shared/data/ikat`` beside the checkout or further up
-    (a git worktree sits one level deeper).  A fresh clone elsewhere has none: ``ikat_file``
+    """``$SIMLOOP_IKAT_DATA`` (as scripts/bench_common.py), else ``shared/data/ikat`` beside
+    the checkout or further up (a git worktree sits one level deeper).  A fresh clone elsewhere has none: ``ikat_file``
     then skips the tests that need it instead of failing them."""
-    for var in ("SIMLOOP_IKAT_DATA", "SIMLOOP_IKAT_DIR"):
-        if os.environ.get(var):
-            return Path(os.environ[var])
+    if os.environ.get("SIMLOOP_IKAT_DATA"):
+        return Path(os.environ["SIMLOOP_IKAT_DATA"])
     found = (p / "shared" / "data" / "ikat" for p in ROOT.parents)
     return next((c for c in found if c.is_dir()), ROOT.parent / "shared" / "data" / "ikat")
 
 
 IKAT = _ikat_dir()
-# simloop reads every other SIMLOOP_* variable as run config (config.py): a `simloop run`
-# subprocess would refuse these two as unknown settings.
-for _var in ("SIMLOOP_IKAT_DATA", "SIMLOOP_IKAT_DIR"):
-    os.environ.pop(_var, None)
 
 
 def ikat_file(*parts: str) -> Path:
