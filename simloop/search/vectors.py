@@ -71,7 +71,49 @@ def text_digest(text: str) -> str:
 
 
 def has_vectors(index_dir: Path) -> bool:
-    return (Path(index_dir) / META_FILE).is_file() and (Path(index_dir) / VECTORS_FILE).is_file()
+    return _has(index_dir, VECTORS_FILE, META_FILE)
+
+
+# ---- one way to store and open a matrix of rows with its meta (passages and sentences alike)
+
+
+def _has(index_dir: Path, rows_file: str, meta_file: str) -> bool:
+    return (Path(index_dir) / meta_file).is_file() and (Path(index_dir) / rows_file).is_file()
+
+
+def _encode_all(texts: list[str], encode: Callable[[list[str]], np.ndarray], chunk: int, what: str) -> np.ndarray:
+    parts = []
+    for start in range(0, len(texts), chunk):
+        parts.append(np.asarray(encode(texts[start:start + chunk]), dtype=np.float32))
+        log.info("embedded %d of %d %s", min(start + chunk, len(texts)), len(texts), what)
+    return np.concatenate(parts) if parts else np.zeros((0, 384), dtype=np.float32)
+
+
+def _store(index_dir: Path, rows_file: str, meta_file: str, vectors: np.ndarray, meta: BaseModel) -> None:
+    """The rows, then the meta: a folder with the meta file has complete rows."""
+    index_dir = Path(index_dir)
+    (index_dir / meta_file).unlink(missing_ok=True)  # incomplete until the new meta lands
+    with atomic_open(index_dir / rows_file, "wb") as fh:
+        np.save(fh, vectors, allow_pickle=False)
+    atomic_write(index_dir / meta_file, meta.model_dump_json())
+
+
+def _open(index_dir: Path, rows_file: str, meta_file: str, meta_type: Any, rows: Callable[[Any], int],
+          what: str) -> tuple[Any, np.ndarray] | None:
+    """(meta, memory-mapped rows); None when absent or made for another model or shape
+    (blocking: reads the meta)."""
+    index_dir = Path(index_dir)
+    if not _has(index_dir, rows_file, meta_file):
+        return None
+    try:
+        meta = meta_type.model_validate_json((index_dir / meta_file).read_bytes())
+        vectors = np.load(index_dir / rows_file, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError, ValidationError) as exc:
+        raise DataFileError(f"{index_dir}: unreadable {what} ({exc}); rebuild with --embeddings") from None
+    if meta.model != MODEL or vectors.ndim != 2 or vectors.shape != (rows(meta), meta.dim):
+        log.warning("%s: %s do not match their meta or model; ignoring them", index_dir, what)
+        return None
+    return meta, vectors
 
 
 def _corpus_passages(files: Iterable[Path], chars: int) -> tuple[list[str], list[str]]:
@@ -92,18 +134,10 @@ def write_vectors(index_dir: Path, files: Sequence[Path], encode: Callable[[list
     and store the vectors in ``index_dir``.  The meta file is written last: a folder with
     it has complete vectors.  Returns the number of rows."""
     docids, texts = _corpus_passages(files, chars)
-    parts = []
-    for start in range(0, len(texts), chunk):
-        parts.append(np.asarray(encode(texts[start:start + chunk]), dtype=np.float32))
-        log.info("embedded %d of %d passages", min(start + chunk, len(texts)), len(texts))
-    vectors = np.concatenate(parts) if parts else np.zeros((0, 384), dtype=np.float32)
-    index_dir = Path(index_dir)
-    (index_dir / META_FILE).unlink(missing_ok=True)  # incomplete until the new meta lands
-    with atomic_open(index_dir / VECTORS_FILE, "wb") as fh:
-        np.save(fh, vectors, allow_pickle=False)
+    vectors = _encode_all(texts, encode, chunk, "passages")
     meta = VectorsMeta(model=MODEL, dim=int(vectors.shape[1]), chars=chars, docids=docids,
                        digests=[text_digest(t) for t in texts])
-    atomic_write(index_dir / META_FILE, meta.model_dump_json())
+    _store(index_dir, VECTORS_FILE, META_FILE, vectors, meta)
     return len(docids)
 
 
@@ -118,19 +152,10 @@ class PassageVectors:
     @classmethod
     def open(cls, index_dir: Path) -> "PassageVectors | None":
         """The vectors stored in ``index_dir``; None when it has none (blocking: reads the meta)."""
-        index_dir = Path(index_dir)
-        if not has_vectors(index_dir):
-            return None
-        try:
-            meta = VectorsMeta.model_validate_json((index_dir / META_FILE).read_bytes())
-            vectors = np.load(index_dir / VECTORS_FILE, mmap_mode="r", allow_pickle=False)
-        except (OSError, ValueError, ValidationError) as exc:
-            raise DataFileError(f"{index_dir}: unreadable passage vectors ({exc}); rebuild with --embeddings") from None
-        if meta.model != MODEL or vectors.ndim != 2 or vectors.shape != (len(meta.docids), meta.dim) \
-                or len(meta.digests) != len(meta.docids):
-            log.warning("%s: passage vectors do not match their meta or model; ignoring them", index_dir)
-            return None
-        return cls(meta, vectors)
+        # A meta whose docids and digests disagree in length matches no shape (-1): ignored too.
+        found = _open(index_dir, VECTORS_FILE, META_FILE, VectorsMeta,
+                      lambda m: len(m.docids) if len(m.digests) == len(m.docids) else -1, "passage vectors")
+        return None if found is None else cls(*found)
 
     def lookup(self, docid: str, text: str) -> np.ndarray | None:
         """The stored row for ``docid`` when it encodes exactly ``text``, else None."""
@@ -173,7 +198,7 @@ class SentencesMeta(BaseModel):
 
 
 def has_sentence_vectors(index_dir: Path) -> bool:
-    return (Path(index_dir) / SENTENCES_META).is_file() and (Path(index_dir) / SENTENCES_FILE).is_file()
+    return _has(index_dir, SENTENCES_FILE, SENTENCES_META)
 
 
 def corpus_sentences(files: Iterable[Path]) -> list[str]:
@@ -194,17 +219,9 @@ def write_sentence_vectors(index_dir: Path, files: Sequence[Path], encode: Calla
     """Embed every sentence of the corpus ``files`` (sorted by length, so each model batch
     pads little) and store them in ``index_dir``; the meta file is written last."""
     texts = sorted(corpus_sentences(files), key=len)
-    parts = []
-    for start in range(0, len(texts), chunk):
-        parts.append(np.asarray(encode(texts[start:start + chunk]), dtype=np.float32))
-        log.info("embedded %d of %d sentences", min(start + chunk, len(texts)), len(texts))
-    vectors = np.concatenate(parts) if parts else np.zeros((0, 384), dtype=np.float32)
-    index_dir = Path(index_dir)
-    (index_dir / SENTENCES_META).unlink(missing_ok=True)
-    with atomic_open(index_dir / SENTENCES_FILE, "wb") as fh:
-        np.save(fh, vectors, allow_pickle=False)
+    vectors = _encode_all(texts, encode, chunk, "sentences")
     meta = SentencesMeta(model=MODEL, dim=int(vectors.shape[1]), digests=[text_digest(t) for t in texts])
-    atomic_write(index_dir / SENTENCES_META, meta.model_dump_json())
+    _store(index_dir, SENTENCES_FILE, SENTENCES_META, vectors, meta)
     return len(texts)
 
 
@@ -218,18 +235,9 @@ class SentenceVectors:
     @classmethod
     def open(cls, index_dir: Path) -> "SentenceVectors | None":
         """The sentence vectors stored in ``index_dir``; None when it has none (blocking)."""
-        index_dir = Path(index_dir)
-        if not has_sentence_vectors(index_dir):
-            return None
-        try:
-            meta = SentencesMeta.model_validate_json((index_dir / SENTENCES_META).read_bytes())
-            vectors = np.load(index_dir / SENTENCES_FILE, mmap_mode="r", allow_pickle=False)
-        except (OSError, ValueError, ValidationError) as exc:
-            raise DataFileError(f"{index_dir}: unreadable sentence vectors ({exc}); rebuild with --embeddings") from None
-        if meta.model != MODEL or vectors.ndim != 2 or vectors.shape != (len(meta.digests), meta.dim):
-            log.warning("%s: sentence vectors do not match their meta or model; ignoring them", index_dir)
-            return None
-        return cls(meta, vectors)
+        found = _open(index_dir, SENTENCES_FILE, SENTENCES_META, SentencesMeta, lambda m: len(m.digests),
+                      "sentence vectors")
+        return None if found is None else cls(*found)
 
     def lookup(self, text: str) -> np.ndarray | None:
         row = self._row.get(text_digest(text))
