@@ -23,6 +23,8 @@ import aiohttp
 import httpx2
 from yarl import URL
 
+from .memo import memo
+
 __all__ = ["AioHttpTransport", "LeanAioHttpClient"]
 
 # aiohttp's failures as httpx2's, so openai maps them as it does for its own transports
@@ -76,13 +78,7 @@ class AioHttpTransport(httpx2.AsyncBaseTransport):
         return self._session
 
     def _url(self, request: httpx2.Request) -> URL:
-        text = str(request.url)
-        url = self._urls.get(text)
-        if url is None:
-            if len(self._urls) > 256:  # URLs with ever-changing queries: keep the cache small
-                self._urls.clear()
-            url = self._urls[text] = URL(text, encoded=True)
-        return url
+        return memo(self._urls, str(request.url), lambda text: URL(text, encoded=True))
 
     def _timeout(self, request: httpx2.Request) -> aiohttp.ClientTimeout:
         t = request.extensions.get("timeout") or {}
@@ -136,11 +132,7 @@ class LeanAioHttpClient(httpx2.AsyncClient):
         if not simple:
             return super().build_request(method, url, content=content, params=params, headers=headers,
                                          extensions=extensions, **rest)
-        parsed = self._urls.get(url)
-        if parsed is None:
-            if len(self._urls) > 256:
-                self._urls.clear()
-            parsed = self._urls[url] = self._merge_url(url)
+        parsed = memo(self._urls, url, self._merge_url)
         given = headers or []
         names = {k.lower() for k, _ in given}
         merged = [(k, v) for k, v in self.headers.multi_items() if k not in names] + given

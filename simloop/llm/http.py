@@ -20,6 +20,8 @@ from typing import Any
 import httpx2
 import openai
 
+from .memo import memo
+
 __all__ = ["AsyncOpenAI", "ShardedTransport", "make_http_client", "transport_name", "TRANSPORTS"]
 
 log = logging.getLogger(__name__)
@@ -95,9 +97,4 @@ class AsyncOpenAI(openai.AsyncOpenAI):
         base, cache = self._prepared
         if base is not self.base_url:  # first call, or the base URL was changed
             base, cache = self._prepared = (self.base_url, {})
-        hit = cache.get(url)
-        if hit is None:
-            if len(cache) > 256:
-                cache.clear()
-            hit = cache[url] = super()._prepare_url(url)
-        return hit
+        return memo(cache, url, super()._prepare_url)
