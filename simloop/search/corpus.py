@@ -295,7 +295,11 @@ def demo_index(cache_dir: Path | None = None, embeddings: bool | None = None) ->
         if not is_lucene_index(out):  # another process may have built it while we waited
             if not corpus.is_file():
                 write_wiki_corpus(corpus)
-            log.info("building the demo index once into %s", out)
+            # Shown without -v: the first build takes minutes (longer with vectors) and a
+            # silent terminal would look hung.
+            log.warning("building the demo index once into %s%s", out,
+                        " with MiniLM vectors of its passages and sentences (several minutes; "
+                        "SIMLOOP_DEMO_VECTORS=0 skips them)" if embeddings else "")
             build_index(corpus, out, embeddings=embeddings)
         elif embeddings and not embedded(out):
             if not corpus.is_file():
