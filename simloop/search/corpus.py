@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import shutil
+import sys
 import tempfile
 from importlib import metadata
 from importlib.util import find_spec
@@ -295,9 +296,10 @@ def demo_index(cache_dir: Path | None = None, embeddings: bool | None = None) ->
         if not is_lucene_index(out):  # another process may have built it while we waited
             if not corpus.is_file():
                 write_wiki_corpus(corpus)
-            # Shown without -v: the first build takes minutes (longer with vectors) and a
-            # silent terminal would look hung.
-            log.warning("building the demo index once into %s%s", out,
+            # On a terminal, shown without -v: the first build takes minutes (longer with
+            # vectors) and a silent terminal would look hung.  In a pipe or a log it stays
+            # at info, so the one-line stderr of a command is not changed by who built first.
+            log.log(logging.WARNING if sys.stderr.isatty() else logging.INFO,"building the demo index once into %s%s", out,
                         " with MiniLM vectors of its passages and sentences (several minutes; "
                         "SIMLOOP_DEMO_VECTORS=0 skips them)" if embeddings else "")
             build_index(corpus, out, embeddings=embeddings)
