@@ -299,9 +299,10 @@ def demo_index(cache_dir: Path | None = None, embeddings: bool | None = None) ->
             # On a terminal, shown without -v: the first build takes minutes (longer with
             # vectors) and a silent terminal would look hung.  In a pipe or a log it stays
             # at info, so the one-line stderr of a command is not changed by who built first.
-            log.log(logging.WARNING if sys.stderr.isatty() else logging.INFO,"building the demo index once into %s%s", out,
-                        " with MiniLM vectors of its passages and sentences (several minutes; "
-                        "SIMLOOP_DEMO_VECTORS=0 skips them)" if embeddings else "")
+            level = logging.WARNING if sys.stderr.isatty() else logging.INFO
+            log.log(level, "building the demo index once into %s%s", out,
+                    " with MiniLM vectors of its passages and sentences (several minutes; "
+                    "SIMLOOP_DEMO_VECTORS=0 skips them)" if embeddings else "")
             build_index(corpus, out, embeddings=embeddings)
         elif embeddings and not embedded(out):
             if not corpus.is_file():
