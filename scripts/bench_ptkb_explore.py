@@ -4,7 +4,13 @@ Prints, best first, the ranking objective (mean of nDCG@3 and nDCG@5, as ``--tun
 and nDCG@3 of each variant, then the best ``used`` rules with a threshold relative to the
 turn's best score.  Numbers quoted in ``simloop/parts/ptkb_rank.py`` come from here.
 
+``--context`` measures the context sources issue 12 left untried (``ptkb_context_cv.py``):
+the previous turns' canonical responses, the assistant's own earlier answers (bm25_extractive
+replayed on the demo index) and the top BM25 passages of the turn (pseudo relevance
+feedback), each alone and fused, with leave-one-conversation-out cross-validation.
+
     .venv/bin/python scripts/bench_ptkb_explore.py
+    SIMLOOP_CACHE=.pytest_cache/simloop-cache .venv/bin/python scripts/bench_ptkb_explore.py --context
 """
 
 from __future__ import annotations
@@ -88,13 +94,16 @@ def generic_cv(ts: B.TopicSet, feats: list, ranker: object) -> None:
           f"(weight 0, the defaults: {np.mean([objective(0, {h}) for h in judged]):.4f})")
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     root = B.data_dir()
     why = B.missing_data(root)
     if why:
         print(f"bench_ptkb_explore: {why}", file=sys.stderr)
         return 2
     ts = B.TopicSet("train23", root)
+    if "--context" in (sys.argv[1:] if argv is None else argv):
+        from ptkb_context_cv import explore_context  # needs the demo index and the JVM
+        return explore_context(ts)
     feats = asyncio.run(features(ts))
     base = RankParams(max_history=B.TUNE_HISTORY)
 
