@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import subprocess
 import sys
 from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -161,6 +163,41 @@ def demo_cache(tmp_path_factory: pytest.TempPathFactory):
         yield cache
 
 
+@dataclass(frozen=True)
+class DemoRun:
+    """What a ``simloop run`` subprocess left: its exit code and output, and its run folder."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+    run_dir: Path
+
+
+@pytest.fixture(scope="session")
+def demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
+    """The demo (offline simulator, bm25_extractive, the demo index and MiniLM) through the real
+    CLI on the first topic of the first six demo personas, once per session: tests/test_e2e_demo.py
+    checks its transcripts, tests/test_adversaries.py its share of satisfied users (the control
+    of the adversaries).  One run instead of two saves a JVM boot and six dialogues (~30 s of
+    CPU).  Under pytest-xdist the first worker to ask runs it under a file lock in the session's
+    folder; another one waits for it and reads what it left."""
+    from filelock import FileLock
+
+    from simloop.inputs.personas import load_personas
+
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "demo-run"
+    result = shared / "result.json"
+    with FileLock(str(shared) + ".lock"):
+        if not result.exists():
+            topics = [a for p in load_personas(ROOT / "personas") for a in ("--topic", p.topics[0].id)]
+            p = simloop_cli("run", "--limit", 6, "--concurrency", 16, "--out", shared, "--run-id", "demo",
+                            "--no-progress", *topics, timeout=600)
+            result.write_text(json.dumps({"returncode": p.returncode, "stdout": p.stdout, "stderr": p.stderr}))
+    got = json.loads(result.read_text())
+    return DemoRun(got["returncode"], got["stdout"], got["stderr"], shared / "demo")
+
+
 @pytest.fixture
 async def minilm():
     """A real MiniLM embedder for one test, closed afterwards (its thread shut down)."""
@@ -206,6 +243,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # xdist starts each worker with two tests, neighbours in this order, and queues one more
     # behind the running one: a quick test after each long one keeps two long ones from
     # landing on one worker (where they would run one after the other).
+    # With few tests selected there are fewer quick ones than long ones: pair what there is
+    # (taking ``n`` from the end would take long ones again, and run them twice).
     n = sum(item.originalname in LONGEST for item in items)
-    longest, middle, quick = items[:n], items[n:len(items) - n], items[len(items) - n:]
-    items[:] = [x for pair in zip(longest, reversed(quick)) for x in pair] + middle
+    k = min(n, len(items) - n)
+    longest, middle, quick = items[:n], items[n:len(items) - k], items[len(items) - k:]
+    items[:] = [x for pair in zip(longest, reversed(quick)) for x in pair] + longest[k:] + middle
