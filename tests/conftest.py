@@ -211,25 +211,29 @@ async def minilm():
 
 
 # The longest tests and their seconds in one full run under xdist (4 workers, 2 cores, load ~9;
-# ./scripts/test --durations=50).  Only the order matters: they start first, longest first.
+# ./scripts/test --durations=40).  Only the order matters: they start first, longest first.
+# test_demo_dialogues_validate is not here: it reads the run test_bm25_extractive_... makes
+# (conftest ``demo_run``), and started beside it it would only wait for that run.
 LONGEST = {
-    "test_offline_run_interrupted_during_boot_load_and_retrieval": 408,
-    "test_llm_run_interrupted_in_the_middle_of_llm_calls": 376,
-    "test_bm25_extractive_still_satisfies_most_users": 242,
-    "test_same_seed_same_transcript_text_whatever_the_hash_seed": 154,
-    "test_demo_dialogues_validate": 141,
-    "test_minilm_separates_ikat_gold_responses_from_shuffled_ones": 125,
-    "test_sigkill_then_resume_records_each_dialogue_once": 121,
-    "test_agent_provenance_scores_as_the_bench": 125,  # with its MiniLM setup
-    "test_no_adversary_satisfies_the_offline_user": 90,
-    "test_every_dialogue_failing_exits_1_with_the_commonest_error_and_the_retry_command": 93,
-    "test_soak_every_dialogue_recorded_then_retried_to_completion": 86,
-    "test_agent_end_to_end": 30,
-    "test_ray_run_records_the_same_dialogues_as_local_and_resumes": 41,
-    "test_corrupt_lines_outage_and_retry_errors_end_to_end": 40,
+    "test_llm_run_interrupted_in_the_middle_of_llm_calls": 319,
+    "test_offline_run_interrupted_during_boot_load_and_retrieval": 272,
+    "test_soak_every_dialogue_recorded_then_retried_to_completion": 172,
+    "test_sigkill_then_resume_records_each_dialogue_once": 161,
+    "test_bm25_extractive_still_satisfies_most_users": 149,  # makes the shared demo_run
+    "test_same_seed_same_transcript_text_whatever_the_hash_seed": 122,
+    "test_interactive_run_on_converted_personas": 89,
+    "test_no_adversary_satisfies_the_offline_user": 81,
+    "test_a_run_with_k_retrieves_that_many_passages": 79,
+    "test_minilm_separates_ikat_gold_responses_from_shuffled_ones": 76,
+    "test_agent_provenance_scores_as_the_bench": 73,  # with its MiniLM setup
+    "test_agent_end_to_end": 73,
+    "test_every_dialogue_failing_exits_1_with_the_commonest_error_and_the_retry_command": 60,
+    "test_corrupt_lines_outage_and_retry_errors_end_to_end": 41,
+    "test_rehearse_end_to_end_with_client_crash": 40,
     "test_arun_read_and_evaluate_inside_a_running_event_loop": 39,
-    "test_a_run_with_k_retrieves_that_many_passages": 33,
-    "test_the_rate_limit_is_shared_by_all_workers": 31,
+    "test_behaviour_flag_range_is_drawn_recorded_and_binds": 38,
+    "test_the_rate_limit_is_shared_by_all_workers": 29,
+    "test_ray_run_records_the_same_dialogues_as_local_and_resumes": 28,
 }
 
 

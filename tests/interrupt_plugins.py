@@ -16,9 +16,9 @@ ROOT = Path(__file__).resolve().parents[1]
 class GenAIusInMemory(GenAIus):
     """genaius with every LLM call it makes, over an in-memory BM25 (the Context seam) of the
     demo personas' rubric questions instead of the pyserini index.  The LLM interrupt chain
-    is about signals in the middle of HTTP calls: a JVM boot in each of its six runs cost
-    ~9 s of CPU apiece (the chain: 70 s of CPU before, 53 s now) and checked nothing that
-    the offline chain (the real index and MiniLM, both signals) does not."""
+    is about signals in the middle of HTTP calls: a JVM boot in each of its runs cost ~9 s
+    of CPU apiece and checked nothing that the offline chain (the real index and MiniLM,
+    both signals) does not."""
 
     needs = ()  # nothing to warm up: the run is ready as soon as its LLM endpoint answered
 
