@@ -12,7 +12,7 @@ import pytest
 from conftest import simloop_cli
 from simloop.fakes.adversaries import OffTopic, Parrot, Asker, clarifying_question, restate, topic_phrase
 from simloop.run.plugins import Assistant
-from simloop.run.recorder import read_transcripts
+from simloop.run.recorder import read_manifest, read_transcripts
 from simloop.schema import Behaviour, Persona, RubricQuestion, Scenario, Topic
 from simloop.text import sentences
 
@@ -89,8 +89,11 @@ def test_no_adversary_satisfies_the_offline_user(tmp_path, name):
 
 
 @pytest.mark.slow
-def test_bm25_extractive_still_satisfies_most_users(tmp_path):
+def test_bm25_extractive_still_satisfies_most_users(demo_run):
     # Its long extractive answers make this the costliest run (7 of the first 10 and 29 of
-    # all 41 demo dialogues ended satisfied when this test was written).
-    transcripts = _run(tmp_path, "bm25_extractive")
+    # all 41 demo dialogues ended satisfied when this test was written).  The run is the demo
+    # on the same six first topics, shared with test_e2e_demo.py (conftest.py: demo_run).
+    assert demo_run.returncode == 0, demo_run.stderr[-2000:]
+    assert read_manifest(demo_run.run_dir).assistant.name == "bm25_extractive"
+    transcripts = list(read_transcripts(demo_run.run_dir))
     assert len(transcripts) == 6 and _satisfied(transcripts) >= 0.5

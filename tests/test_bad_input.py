@@ -126,9 +126,11 @@ def test_preflight_404_says_the_url_is_not_an_openai_api(tmp_path):
 
 def test_every_dialogue_failing_exits_1_with_the_commonest_error_and_the_retry_command(tmp_path):
     port = free_port()
+    # The user's first LLM call fails, so the assistant is never asked: Parrot, which needs no
+    # search index, spares the run a JVM boot (~9 s of CPU) that would add nothing here.
     with mock_llm(port, "--fault-rate", "1.0", "--faults", "500") as url:
-        p = cli("run", "--simulator", "llm", "--base-url", url, "--out", tmp_path, "--run-id", "f", "--limit", "2",
-                "--no-progress", "--simulator-param", "grader=embedding",
+        p = cli("run", "--simulator", "llm", "--assistant", "simloop.fakes.adversaries:Parrot", "--base-url", url,
+                "--out", tmp_path, "--run-id", "f", "--limit", "2", "--no-progress", "--simulator-param", "grader=embedding",
                 env={**__import__("os").environ, "SIMLOOP_LLM__DEFAULT__MAX_ATTEMPTS": "1"})
     assert p.returncode == 1, p.stderr
     assert "Traceback" not in p.stderr
