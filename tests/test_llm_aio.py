@@ -264,3 +264,42 @@ async def test_openai_headers_follow_a_changed_key_and_the_retry_count(server, m
     lowered = [{k.lower(): v for k, v in s["headers"].items()} for s in server.seen]
     assert {h["x-stainless-retry-count"] for h in lowered} == {"0"}
     assert {h["x-stainless-read-timeout"] for h in lowered} == {"5.0"}
+
+
+@pytest.mark.parametrize("route", ["/plain", "/gzipped", "/chunked"])
+async def test_a_response_is_the_one_httpx2_would_make(server, route):
+    import httpx2
+
+    from simloop.llm.aio import AioHttpTransport
+
+    text = json.dumps(completion("Bolhão market opens at eight."))
+
+    async def plain(request: web.Request) -> web.Response:
+        return web.Response(text=text, content_type="application/json")
+
+    async def gzipped(request: web.Request) -> web.Response:
+        return web.Response(body=gzip.compress(text.encode()), headers={"Content-Encoding": "gzip",
+                                                                         "Content-Type": "application/json"})
+
+    async def chunked(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        await response.write(text.encode())
+        await response.write_eof()
+        return response
+
+    url = await server({"/plain": plain, "/gzipped": gzipped, "/chunked": chunked})
+    transport = AioHttpTransport(4)
+    try:
+        ours = await transport.handle_async_request(httpx2.Request("GET", url.removesuffix("/v1") + route))
+    finally:
+        await transport.aclose()
+    wire = await ours.aread()  # still as sent: httpx2 decodes by the headers
+    theirs = httpx2.Response(ours.status_code, headers=[(k, v) for k, v in ours.headers.raw
+                                                        if k.lower() != b"content-length" or route != "/chunked"],
+                             content=gzip.compress(text.encode()) if route == "/gzipped" else text.encode())
+    assert ours.json() == json.loads(text) == theirs.json()
+    assert ours.headers.multi_items() == theirs.headers.multi_items()
+    assert (ours.is_closed, ours.is_stream_consumed) == (theirs.is_closed, theirs.is_stream_consumed) == (True, True)
+    assert ours.content == theirs.content and wire == ours.content

@@ -103,10 +103,19 @@ class AioHttpTransport(httpx2.AsyncBaseTransport):
                                        timeout=self._timeout(request),
                                        server_hostname=request.extensions.get("sni_hostname")) as resp:
                 body = await resp.read()
-        # The body is still encoded (auto_decompress off): httpx2 decodes it by its headers.
-        return httpx2.Response(resp.status, headers=resp.raw_headers, content=body, request=request,
-                               extensions={"http_version": b"HTTP/1.1",
-                                           "reason_phrase": (resp.reason or "").encode()})
+        extensions = {"http_version": b"HTTP/1.1", "reason_phrase": (resp.reason or "").encode()}
+        if "Content-Encoding" in resp.headers or "Content-Length" not in resp.headers:
+            # The body is still encoded (auto_decompress off): httpx2 decodes it by its headers
+            # (and gives a chunked body its Content-Length).
+            return httpx2.Response(resp.status, headers=resp.raw_headers, content=body, request=request,
+                                   extensions=extensions)
+        # A plain body, as Response(content=body) leaves it - read and closed - without its
+        # walk through the decoder chain (16 of the 19 us it took per response, measured).
+        response = httpx2.Response(resp.status, headers=resp.raw_headers, stream=httpx2.ByteStream(body),
+                                   request=request, extensions=extensions)
+        response._content = body
+        response.is_stream_consumed = response.is_closed = True
+        return response
 
     async def aclose(self) -> None:
         if self._session is not None:
