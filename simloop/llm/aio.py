@@ -24,6 +24,7 @@ import aiohttp
 import httpx2
 from yarl import URL
 
+from .headers import SnapHeaders
 from .memo import memo
 
 __all__ = ["AioHttpTransport", "LeanAioHttpClient"]
@@ -131,7 +132,7 @@ class LeanAioHttpClient(httpx2.AsyncClient):
         self._aio = AioHttpTransport(connections)
         super().__init__(timeout=timeout_s, follow_redirects=True, transport=self._aio)
         self._urls: dict[str, httpx2.URL] = {}
-        self._heads: dict[Any, tuple[httpx2.Headers, bool]] = {}
+        self._heads: dict[Any, tuple[SnapHeaders, bool]] = {}
 
     def build_request(self, method: str, url: Any, *, content: Any = None, params: Any = None, headers: Any = None,
                       extensions: Any = None, **rest: Any) -> httpx2.Request:
@@ -151,9 +152,7 @@ class LeanAioHttpClient(httpx2.AsyncClient):
         # per set of headers (the client's own may be changed, so they are part of the key).
         key = (parsed.netloc, given, tuple(self.headers.raw))
         merged, sized = memo(self._heads, key, lambda _: self._fixed_headers(parsed, given))
-        request_headers = merged.copy()
-        if sized:
-            request_headers["Content-Length"] = str(len(content))
+        request_headers = merged.plus("Content-Length", str(len(content))) if sized else merged.copy()
         timeout = rest.get("timeout", httpx2.USE_CLIENT_DEFAULT)
         timeout = self.timeout if timeout is httpx2.USE_CLIENT_DEFAULT else httpx2.Timeout(timeout)
         request = httpx2.Request(method, parsed, stream=httpx2.ByteStream(content),
@@ -162,15 +161,15 @@ class LeanAioHttpClient(httpx2.AsyncClient):
         request.read()  # .content, as with content=: the bytes are already in memory
         return request
 
-    def _fixed_headers(self, url: httpx2.URL, given: tuple[tuple[str, str], ...]) -> tuple[httpx2.Headers, bool]:
+    def _fixed_headers(self, url: httpx2.URL, given: tuple[tuple[str, str], ...]) -> tuple[SnapHeaders, bool]:
         """The client's headers under the given ones, with Host where httpx2 puts it; and
         whether Content-Length goes last (unless given, or Transfer-Encoding is)."""
         names = {k.lower() for k, _ in given}
         merged = [(k, v) for k, v in self.headers.multi_items() if k not in names] + list(given)
         if "host" not in names:
             merged.insert(0, ("Host", url.netloc.decode("ascii")))
-        built = httpx2.Headers(merged)
-        built.encoding  # noqa: B018  worked out once here, kept by every copy
+        built = SnapHeaders(merged)
+        built.multi_items()  # worked out once here (encoding too), kept by every copy
         return built, "content-length" not in names and "transfer-encoding" not in names
 
     async def send(self, request: httpx2.Request, *, stream: bool = False, auth: Any = httpx2.USE_CLIENT_DEFAULT,

@@ -20,6 +20,7 @@ from typing import Any
 import httpx2
 import openai
 
+from .headers import SnapHeaders
 from .memo import memo
 
 __all__ = ["AsyncOpenAI", "ShardedTransport", "make_http_client", "transport_name", "TRANSPORTS"]
@@ -109,12 +110,13 @@ class AsyncOpenAI(openai.AsyncOpenAI):
         if options.headers or (self._idempotency_header and options.idempotency_key) \
                 or not isinstance(timeout, (int, float, type(None), openai.NotGiven)):
             return super()._build_headers(options, retries_taken=retries_taken)
-        defaults = tuple((k, v if isinstance(v, str) else type(v).__name__) for k, v in self.default_headers.items())
+        defaults = tuple((k, v if v.__class__ is str else v.__class__) for k, v in self.default_headers.items())
         key = (tuple(self._auth_headers(options.security).items()), defaults, retries_taken,
                self.timeout if isinstance(timeout, openai.NotGiven) else timeout)
         cache: dict[Any, httpx2.Headers] = self.__dict__.setdefault("_simloop_headers", {})
         built = cache.get(key)
         if built is None:
-            built = memo(cache, key, lambda _: super(AsyncOpenAI, self)._build_headers(options, retries_taken=retries_taken))
-            built.encoding  # noqa: B018  worked out once here, kept by every copy
+            built = memo(cache, key, lambda _: SnapHeaders(
+                super(AsyncOpenAI, self)._build_headers(options, retries_taken=retries_taken)))
+            built.multi_items()  # worked out once here (encoding too), kept by every copy
         return built.copy()  # openai may change the copy (a GET drops Content-Type)
