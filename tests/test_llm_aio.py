@@ -303,3 +303,36 @@ async def test_a_response_is_the_one_httpx2_would_make(server, route):
     assert ours.headers.multi_items() == theirs.headers.multi_items()
     assert (ours.is_closed, ours.is_stream_consumed) == (theirs.is_closed, theirs.is_stream_consumed) == (True, True)
     assert ours.content == theirs.content and wire == ours.content
+
+
+async def test_the_platform_is_looked_up_once_for_many_first_requests(server, monkeypatch):
+    import asyncio
+    import threading
+
+    import openai._base_client as base
+
+    from simloop.llm import http
+
+    looked_up: list[str] = []
+    real = base.get_platform
+
+    def counted():
+        looked_up.append(threading.current_thread().name)  # off the loop's thread
+        return real()
+
+    monkeypatch.setattr(base, "get_platform", counted)
+    monkeypatch.setattr(http, "_PLATFORM", [], raising=False)
+
+    async def chat(request: web.Request) -> web.Response:
+        return web.json_response(completion("ok"))
+
+    url = await server({"/v1/chat/completions": chat})
+    pool = pool_for(url, monkeypatch)
+    try:
+        model = pool.model("assistant")
+        await asyncio.gather(*(model.chat(MSGS, stage="generate") for _ in range(20)))
+    finally:
+        await pool.aclose()
+    assert len(looked_up) == 1 and looked_up[0] != threading.current_thread().name
+    os_names = {{k.lower(): v for k, v in s["headers"].items()}["x-stainless-os"] for s in server.seen}
+    assert os_names == {str(real())}

@@ -11,6 +11,7 @@ scan short.  Either way one ``AsyncOpenAI`` client serves the whole endpoint.  I
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import os
@@ -26,6 +27,8 @@ from .memo import memo
 __all__ = ["AsyncOpenAI", "ShardedTransport", "make_http_client", "transport_name", "TRANSPORTS"]
 
 log = logging.getLogger(__name__)
+
+_PLATFORM: list[Any] = []  # openai's get_platform(), the same for the whole process
 
 # "aiohttp": simloop's lean client over aiohttp (llm/aio.py); "openai-aiohttp": openai's own
 # DefaultAioHttpClient (to compare); "httpx": the fallback without aiohttp.
@@ -99,6 +102,26 @@ class AsyncOpenAI(openai.AsyncOpenAI):
         if base is not self.base_url:  # first call, or the base URL was changed
             base, cache = self._prepared = (self.base_url, {})
         return memo(cache, url, super()._prepare_url)
+
+    async def request(self, *args: Any, **kwargs: Any) -> Any:
+        if self._platform is None:
+            self._platform = await self._platform_once()
+        return await super().request(*args, **kwargs)
+
+    async def _platform_once(self) -> Any:
+        """openai's platform lookup, once per process.  openai runs it in a thread on every
+        request until one returns, so the first 1,000 dialogues of a run made 1,000 thread
+        calls, and were all held until they came back (the at_2s start, measured)."""
+        if _PLATFORM:
+            return _PLATFORM[0]
+        pending = self.__dict__.get("_platform_pending")
+        if pending is None:
+            from openai._base_client import get_platform  # what openai's request() calls
+
+            pending = self.__dict__["_platform_pending"] = asyncio.ensure_future(asyncio.to_thread(get_platform))
+        value = await asyncio.shield(pending)  # one waiter cancelled leaves the lookup to the rest
+        _PLATFORM[:] = [value]
+        return value
 
     def _build_headers(self, options: Any, *, retries_taken: int = 0) -> httpx2.Headers:
         """openai's headers, built once per set of inputs: merging, validating and normalising
