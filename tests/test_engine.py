@@ -87,3 +87,36 @@ async def test_a_failing_lane_stops_the_others_and_raises():
     with pytest.raises(ConnectionError):
         await asyncio.wait_for(engine.run_lanes([broken(), slow()]), timeout=10)
     assert engine.stats.dialogues < 1000
+
+
+async def test_workers_start_one_loop_iteration_apart():
+    # A dialogue that has suspended (its first request on the wire) resumes before the last
+    # worker starts: the loop handles sockets between starts instead of after all of them.
+    order: list[tuple[str, str]] = []
+
+    class Stepping(ScriptedSimulator):
+        async def open(self, state):
+            order.append(("start", state.dialogue_id))
+            await asyncio.sleep(0)  # a request in flight
+            order.append(("resumed", state.dialogue_id))
+            return await super().open(state)
+
+    scenarios = [make_scenario(dialogue_id=f"d{i}") for i in range(20)]
+    stats = await Engine(SPEC, Stepping(), EchoAssistant(), lambda t: None, concurrency=20).run(scenarios)
+    assert stats.dialogues == 20
+    assert order.index(("resumed", "d0")) < order.index(("start", "d19"))
+
+
+async def test_interrupted_while_workers_start_leaves_no_coroutine_behind(recwarn):
+    scenarios = [make_scenario(dialogue_id=f"d{i}") for i in range(200)]
+    engine = Engine(SPEC, ScriptedSimulator(delay=0.05), EchoAssistant(), lambda t: None, concurrency=200)
+    task = asyncio.create_task(engine.run(scenarios))
+    for _ in range(5):  # a few workers are running, most are not started yet
+        await asyncio.sleep(0)
+    task.cancel()
+    stats = await task
+    import gc
+
+    gc.collect()
+    assert stats.interrupted and stats.dialogues == 0
+    assert not [w for w in recwarn if "never awaited" in str(w.message)]

@@ -216,3 +216,123 @@ def test_behind_a_proxy_openais_own_client_is_used(monkeypatch):
 
     monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:3128")
     assert not isinstance(make_http_client(5.0, transport="aiohttp"), LeanAioHttpClient)
+
+
+async def test_request_headers_are_built_once_but_never_shared():
+    from simloop.llm.aio import LeanAioHttpClient
+
+    lean = LeanAioHttpClient(5.0, 8)
+    try:
+        args = dict(method="POST", url="http://127.0.0.1:9/v1/chat/completions",
+                    headers=[("Authorization", "Bearer x"), ("Content-Type", "application/json")])
+        short = lean.build_request(content=b"{}", **args)
+        long = lean.build_request(content=b'{"model": "m"}', **args)
+        assert (short.headers["Content-Length"], long.headers["Content-Length"]) == ("2", "14")
+        short.headers["X-Only-Here"] = "1"  # a request's headers are its own
+        assert "X-Only-Here" not in long.headers
+        assert "X-Only-Here" not in lean.build_request(content=b"{}", **args).headers
+        lean.headers["X-Client-Wide"] = "yes"  # a change to the client's headers is seen at once
+        assert lean.build_request(content=b"{}", **args).headers["X-Client-Wide"] == "yes"
+    finally:
+        await lean.aclose()
+
+
+async def test_openai_headers_follow_a_changed_key_and_the_retry_count(server, monkeypatch):
+    calls = 0
+
+    async def flaky(request: web.Request) -> web.Response:
+        nonlocal calls
+        calls += 1
+        if calls == 2:
+            return web.json_response({"error": {"message": "busy"}}, status=503)
+        return web.json_response(completion("fine"))
+
+    url = await server({"/v1/chat/completions": flaky})
+    monkeypatch.setenv("AIO_TEST_KEY", "sk-aio-test-0123456789")
+    pool = LLMPool(LLMConfig(default={"base_url": url, "model": "m", "api_key_env": "AIO_TEST_KEY", "timeout_s": 5,
+                                      "max_attempts": 2, "backoff_base_s": 0.01}))
+    try:
+        model = pool.model("assistant")
+        await model.chat(MSGS, stage="generate")
+        model._client.api_key = "sk-aio-second-0123456789"
+        await model.chat(MSGS, stage="generate")  # 503, then retried by tenacity
+    finally:
+        await pool.aclose()
+    auth = [s["headers"]["Authorization"] for s in server.seen]
+    assert auth == ["Bearer sk-aio-test-0123456789"] + ["Bearer sk-aio-second-0123456789"] * 2
+    # openai's retries are off: each attempt is its first, and says so.
+    lowered = [{k.lower(): v for k, v in s["headers"].items()} for s in server.seen]
+    assert {h["x-stainless-retry-count"] for h in lowered} == {"0"}
+    assert {h["x-stainless-read-timeout"] for h in lowered} == {"5.0"}
+
+
+@pytest.mark.parametrize("route", ["/plain", "/gzipped", "/chunked"])
+async def test_a_response_is_the_one_httpx2_would_make(server, route):
+    import httpx2
+
+    from simloop.llm.aio import AioHttpTransport
+
+    text = json.dumps(completion("Bolhão market opens at eight."))
+
+    async def plain(request: web.Request) -> web.Response:
+        return web.Response(text=text, content_type="application/json")
+
+    async def gzipped(request: web.Request) -> web.Response:
+        return web.Response(body=gzip.compress(text.encode()), headers={"Content-Encoding": "gzip",
+                                                                         "Content-Type": "application/json"})
+
+    async def chunked(request: web.Request) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "application/json"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        await response.write(text.encode())
+        await response.write_eof()
+        return response
+
+    url = await server({"/plain": plain, "/gzipped": gzipped, "/chunked": chunked})
+    transport = AioHttpTransport(4)
+    try:
+        ours = await transport.handle_async_request(httpx2.Request("GET", url.removesuffix("/v1") + route))
+    finally:
+        await transport.aclose()
+    wire = await ours.aread()  # still as sent: httpx2 decodes by the headers
+    theirs = httpx2.Response(ours.status_code, headers=[(k, v) for k, v in ours.headers.raw
+                                                        if k.lower() != b"content-length" or route != "/chunked"],
+                             content=gzip.compress(text.encode()) if route == "/gzipped" else text.encode())
+    assert ours.json() == json.loads(text) == theirs.json()
+    assert ours.headers.multi_items() == theirs.headers.multi_items()
+    assert (ours.is_closed, ours.is_stream_consumed) == (theirs.is_closed, theirs.is_stream_consumed) == (True, True)
+    assert ours.content == theirs.content and wire == ours.content
+
+
+async def test_the_platform_is_looked_up_once_for_many_first_requests(server, monkeypatch):
+    import asyncio
+    import threading
+
+    import openai._base_client as base
+
+    from simloop.llm import http
+
+    looked_up: list[str] = []
+    real = base.get_platform
+
+    def counted():
+        looked_up.append(threading.current_thread().name)  # off the loop's thread
+        return real()
+
+    monkeypatch.setattr(base, "get_platform", counted)
+    monkeypatch.setattr(http, "_PLATFORM", [], raising=False)
+
+    async def chat(request: web.Request) -> web.Response:
+        return web.json_response(completion("ok"))
+
+    url = await server({"/v1/chat/completions": chat})
+    pool = pool_for(url, monkeypatch)
+    try:
+        model = pool.model("assistant")
+        await asyncio.gather(*(model.chat(MSGS, stage="generate") for _ in range(20)))
+    finally:
+        await pool.aclose()
+    assert len(looked_up) == 1 and looked_up[0] != threading.current_thread().name
+    os_names = {{k.lower(): v for k, v in s["headers"].items()}["x-stainless-os"] for s in server.seen}
+    assert os_names == {str(real())}

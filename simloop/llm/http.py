@@ -11,6 +11,7 @@ scan short.  Either way one ``AsyncOpenAI`` client serves the whole endpoint.  I
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import logging
 import os
@@ -20,11 +21,14 @@ from typing import Any
 import httpx2
 import openai
 
+from .headers import SnapHeaders
 from .memo import memo
 
 __all__ = ["AsyncOpenAI", "ShardedTransport", "make_http_client", "transport_name", "TRANSPORTS"]
 
 log = logging.getLogger(__name__)
+
+_PLATFORM: list[Any] = []  # openai's get_platform(), the same for the whole process
 
 # "aiohttp": simloop's lean client over aiohttp (llm/aio.py); "openai-aiohttp": openai's own
 # DefaultAioHttpClient (to compare); "httpx": the fallback without aiohttp.
@@ -98,3 +102,44 @@ class AsyncOpenAI(openai.AsyncOpenAI):
         if base is not self.base_url:  # first call, or the base URL was changed
             base, cache = self._prepared = (self.base_url, {})
         return memo(cache, url, super()._prepare_url)
+
+    async def request(self, *args: Any, **kwargs: Any) -> Any:
+        if self._platform is None:
+            self._platform = await self._platform_once()
+        return await super().request(*args, **kwargs)
+
+    async def _platform_once(self) -> Any:
+        """openai's platform lookup, once per process.  openai runs it in a thread on every
+        request until one returns, so the first 1,000 dialogues of a run made 1,000 thread
+        calls, and were all held until they came back (the at_2s start, measured)."""
+        if _PLATFORM:
+            return _PLATFORM[0]
+        pending = self.__dict__.get("_platform_pending")
+        if pending is None:
+            from openai._base_client import get_platform  # what openai's request() calls
+
+            pending = self.__dict__["_platform_pending"] = asyncio.ensure_future(asyncio.to_thread(get_platform))
+        value = await asyncio.shield(pending)  # one waiter cancelled leaves the lookup to the rest
+        _PLATFORM[:] = [value]
+        return value
+
+    def _build_headers(self, options: Any, *, retries_taken: int = 0) -> httpx2.Headers:
+        """openai's headers, built once per set of inputs: merging, validating and normalising
+        the same dozen headers was a twentieth of the client's CPU per call (measured).  The
+        key is every input openai reads - the auth and default headers as they are now (so a
+        new key or organisation is seen at once), the retry count and the timeout; a call
+        with headers of its own or an idempotency key is built afresh."""
+        timeout = options.timeout
+        if options.headers or (self._idempotency_header and options.idempotency_key) \
+                or not isinstance(timeout, (int, float, type(None), openai.NotGiven)):
+            return super()._build_headers(options, retries_taken=retries_taken)
+        defaults = tuple((k, v if v.__class__ is str else v.__class__) for k, v in self.default_headers.items())
+        key = (tuple(self._auth_headers(options.security).items()), defaults, retries_taken,
+               self.timeout if isinstance(timeout, openai.NotGiven) else timeout)
+        cache: dict[Any, httpx2.Headers] = self.__dict__.setdefault("_simloop_headers", {})
+        built = cache.get(key)
+        if built is None:
+            built = memo(cache, key, lambda _: SnapHeaders(
+                super(AsyncOpenAI, self)._build_headers(options, retries_taken=retries_taken)))
+            built.multi_items()  # worked out once here (encoding too), kept by every copy
+        return built.copy()  # openai may change the copy (a GET drops Content-Type)
