@@ -278,7 +278,7 @@ def demo_index(cache_dir: Path | None = None, embeddings: bool | None = None) ->
     makes concurrent first calls (threads or processes) build it only once; an index built
     before vectors existed gets them added in place.
     """
-    from filelock import FileLock  # comes with huggingface_hub (sentence-transformers)
+    from filelock import FileLock  # comes with huggingface_hub (transformers)
 
     from .vectors import has_sentence_vectors, has_vectors
 

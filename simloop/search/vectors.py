@@ -169,10 +169,10 @@ class PassageVectors:
 
 
 def encode_blocking(model: Any) -> Callable[[list[str]], np.ndarray]:
-    """``texts -> normalised float32 rows`` over a sentence-transformers model (for index builds).
+    """``texts -> normalised float32 rows`` over MiniLM (``search/minilm.py``; for index builds).
 
     An index build embeds tens of thousands of texts (minutes): on a terminal it shows
-    sentence-transformers' progress bar on stderr; in a log or a pipe it stays quiet."""
+    a progress bar on stderr; in a log or a pipe it stays quiet."""
     shown = sys.stderr.isatty()
 
     def encode(texts: list[str]) -> np.ndarray:
