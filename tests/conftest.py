@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import os
 import socket
 import subprocess
 import sys
-from contextlib import closing
+from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +52,22 @@ def simloop_cli(*args, timeout: float = 300, cwd: Path = ROOT, **kw) -> subproce
     """``python -m simloop ARGS`` in a subprocess, the real CLI, output captured as text."""
     return subprocess.run([sys.executable, "-m", "simloop", *map(str, args)], cwd=cwd, text=True,
                           capture_output=True, timeout=timeout, **kw)
+
+
+@contextmanager
+def bench_script(name: str):
+    """A module of ``scripts/`` (a bench's own definitions) for one test.  Bench modules put
+    the checkout and ``scripts/`` first on ``sys.path`` when imported: the path is restored,
+    and every module first imported from ``scripts/`` is forgotten, afterwards."""
+    saved, before = list(sys.path), set(sys.modules)
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        yield importlib.import_module(name)
+    finally:
+        sys.path[:] = saved
+        for mod in set(sys.modules) - before:
+            if str(ROOT / "scripts") in str(getattr(sys.modules[mod], "__file__", "") or ""):
+                sys.modules.pop(mod, None)
 
 
 def write_personas(folder: Path, **tomls: str) -> Path:

@@ -4,26 +4,19 @@ add exactly the term they name to the shipped ranker's scores."""
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+
+from conftest import bench_script
 
 from simloop.parts.ptkb_rank import RankParams, score_statements
 
 
 @pytest.fixture
 def cv():
-    saved = list(sys.path)
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-    try:
-        yield importlib.import_module("ptkb_context_cv")
-    finally:
-        sys.path[:] = saved
-        for name in ("ptkb_context_cv", "bench_ptkb"):
-            sys.modules.pop(name, None)
+    with bench_script("ptkb_context_cv") as module:
+        yield module
 
 
 def test_loo_chooses_on_the_other_conversations_only(cv):

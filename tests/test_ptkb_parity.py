@@ -6,13 +6,10 @@ seam fake (the PTKB stage never reads it)."""
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
 
 import pytest
 
-from conftest import IKAT, ikat_file
+from conftest import IKAT, bench_script, ikat_file
 from agents.bm25_extractive import BM25Extractive
 from simloop.evaluate.provenance import ptkb_scores
 from simloop.fakes.seams import MemoryRetriever
@@ -28,13 +25,8 @@ CONVERSATIONS = 2  # enough turns to carry history; the full set is the bench's 
 def bench_ptkb(monkeypatch):
     ikat_file("2023", "ptkb_rel_nist")
     monkeypatch.setenv("SIMLOOP_IKAT_DATA", str(IKAT))
-    saved = list(sys.path)
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-    try:
-        yield importlib.import_module("bench_ptkb")
-    finally:
-        sys.path[:] = saved
-        sys.modules.pop("bench_ptkb", None)
+    with bench_script("bench_ptkb") as module:
+        yield module
 
 
 async def test_agent_provenance_scores_as_the_bench(bench_ptkb, minilm):

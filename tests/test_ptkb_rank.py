@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import importlib
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
+
+from conftest import bench_script
 
 from simloop.parts.ptkb_rank import (
     DEFAULT_PARAMS, RankParams, as_uses, rank_ptkb, rank_ptkb_uses, score_statements, select_used,
@@ -130,12 +129,7 @@ def test_bad_parameters_are_rejected_by_name(values, message):
 
 async def test_bench_skips_with_a_reason_when_the_data_is_absent(tmp_path, monkeypatch):
     monkeypatch.setenv("SIMLOOP_IKAT_DATA", str(tmp_path / "nowhere"))
-    saved = list(sys.path)
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-    try:
-        figures, details = await importlib.import_module("bench_ptkb").run(True, tmp_path)
-    finally:
-        sys.path[:] = saved  # the bench module puts the checkout and scripts/ first on import
-        sys.modules.pop("bench_ptkb", None)
+    with bench_script("bench_ptkb") as bench:
+        figures, details = await bench.run(True, tmp_path)
     assert figures == {}
     assert "iKAT data not found" in details["skipped"] and "SIMLOOP_IKAT_DATA" in details["skipped"]
