@@ -164,14 +164,20 @@ def scenario() -> Scenario:
     return make_scenario()
 
 
+def _session_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The test session's temporary folder, the same for every pytest-xdist worker (each
+    worker's own basetemp sits below it)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.fixture(scope="module")
 def demo_cache(tmp_path_factory: pytest.TempPathFactory):
     """A per-session cache dir so tests never touch ~/.cache/simloop; the first module to
     ask builds the demo index there and the others reuse it.  Under pytest-xdist each worker
     has its own basetemp below the session's: the workers share the session's folder, and
     the file lock in ``demo_index`` lets the first one build while the others wait."""
-    base = tmp_path_factory.getbasetemp()
-    cache = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "simloop-cache"
+    cache = _session_dir(tmp_path_factory) / "simloop-cache"
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SIMLOOP_CACHE", str(cache))
         # Embedding all 10,033 demo passages takes minutes of CPU: the suite's demo index goes
@@ -202,8 +208,7 @@ def demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
 
     from simloop.inputs.personas import load_personas
 
-    base = tmp_path_factory.getbasetemp()
-    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "demo-run"
+    shared = _session_dir(tmp_path_factory) / "demo-run"
     result = shared / "result.json"
     with FileLock(str(shared) + ".lock"):
         if not result.exists():

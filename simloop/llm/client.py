@@ -11,6 +11,7 @@ off (``max_retries=0``): tenacity here is the only retry layer, so attempts, wai
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import re
@@ -276,14 +277,16 @@ class ChatModel:
         """What ``client.post`` would build for this body: a copy of one template per model,
         with fresh header, query and security dicts (openai may change them).  Building the options
         afresh filled every default field with a deep copy, a twentieth of the CPU per call."""
-        template = self.__dict__.get("_template")
-        if template is None:
-            from openai._models import FinalRequestOptions  # the type client.post builds
-
-            template = self.__dict__["_template"] = FinalRequestOptions.construct(
-                method="post", url="/chat/completions", timeout=self.settings.timeout_s, max_retries=0)
+        template = self._template
         return template.model_copy(update={"json_data": body, "headers": {}, "params": {},
                                            "security": dict(template.security)})
+
+    @functools.cached_property
+    def _template(self) -> Any:
+        from openai._models import FinalRequestOptions  # the type client.post builds
+
+        return FinalRequestOptions.construct(method="post", url="/chat/completions",
+                                             timeout=self.settings.timeout_s, max_retries=0)
 
     def _translate(self, exc: BaseException, attempts: int) -> LLMError | None:
         """openai exceptions → the simloop tree (one line, no key); None for foreign bugs."""

@@ -136,10 +136,10 @@ class AsyncOpenAI(openai.AsyncOpenAI):
         defaults = tuple((k, v if v.__class__ is str else v.__class__) for k, v in self.default_headers.items())
         key = (tuple(self._auth_headers(options.security).items()), defaults, retries_taken,
                self.timeout if isinstance(timeout, openai.NotGiven) else timeout)
-        cache: dict[Any, httpx2.Headers] = self.__dict__.setdefault("_simloop_headers", {})
-        built = cache.get(key)
-        if built is None:
-            built = memo(cache, key, lambda _: SnapHeaders(
-                super(AsyncOpenAI, self)._build_headers(options, retries_taken=retries_taken)))
-            built.multi_items()  # worked out once here (encoding too), kept by every copy
-        return built.copy()  # openai may change the copy (a GET drops Content-Type)
+        cache: dict[Any, SnapHeaders] = self.__dict__.setdefault("_simloop_headers", {})
+        return memo(cache, key, lambda _: self._snap_headers(options, retries_taken)).copy()  # openai may change the copy
+
+    def _snap_headers(self, options: Any, retries_taken: int) -> SnapHeaders:
+        built = SnapHeaders(super()._build_headers(options, retries_taken=retries_taken))
+        built.multi_items()  # worked out once here (encoding too), kept by every copy
+        return built

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+import torch
 
 __all__ = ["MiniLM"]
 
@@ -24,7 +25,6 @@ class MiniLM:
     """``encode`` with sentence-transformers' signature and results (float32 rows)."""
 
     def __init__(self, path: str | Path):
-        import torch
         from tokenizers import Tokenizer
         from transformers import BertModel
 
@@ -40,7 +40,6 @@ class MiniLM:
         self.tokenizer.enable_padding(pad_id=self.tokenizer.token_to_id("[PAD]"), pad_token="[PAD]")
         self.model = BertModel.from_pretrained(str(path), add_pooling_layer=False).eval()
         self.dim = int(pooling["word_embedding_dimension"])
-        self._torch = torch
 
     def encode(self, texts: Sequence[str], batch_size: int = 64, show_progress_bar: bool = False,
                normalize_embeddings: bool = True, convert_to_numpy: bool = True) -> np.ndarray:
@@ -58,7 +57,6 @@ class MiniLM:
         return out
 
     def _batch(self, texts: list[str]) -> np.ndarray:
-        torch = self._torch
         encodings = self.tokenizer.encode_batch(texts)
         ids = torch.tensor([e.ids for e in encodings], dtype=torch.long)
         mask = torch.tensor([e.attention_mask for e in encodings], dtype=torch.long)
