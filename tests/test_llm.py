@@ -155,12 +155,13 @@ async def test_429_waits_the_retry_after_instead_of_backing_off(pools, secret_en
     async with MockLLM(retry_after_s=0.3, retry_after_header=header) as mock:
         mock.inject("429", "429")
         pool = pools(mock, backoff_base_s=30.0)  # would wait up to 30 s without the header
-        t0 = time.monotonic()
         r = await pool.model("assistant").chat(MSGS, stage="s")
-        elapsed = time.monotonic() - t0
         assert [o for _, o in mock.log] == ["429", "429", "200"]
-        assert all(g >= 0.3 - 0.01 for g in gaps(mock))  # measured at the server
-    assert r.stage.retries == 2 and elapsed < 3
+        # Both waits measured at the server: the asked 0.3 s, not a backoff of up to 30 s.
+        # (Timed from the client, the first call's one-off openai import and client set-up
+        # under a loaded machine took it past a 3 s bound that is about the waits only.)
+        assert all(0.3 - 0.01 <= g < 3 for g in gaps(mock))
+    assert r.stage.retries == 2
 
 
 async def test_retry_after_is_capped(pools, secret_env):
