@@ -6,9 +6,11 @@ through ``ChatModel`` exactly as with openai's own client."""
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import socket
+import ssl
 
 import pytest
 from aiohttp import web
@@ -136,16 +138,52 @@ async def test_status_errors_keep_their_status_and_message(server, monkeypatch):
     assert err.value.status == 404 and "model not found: m" in str(err.value)
 
 
-async def test_a_closed_port_is_a_connection_error(monkeypatch):
-    with socket.socket() as s:  # a port nobody listens on
+def closed_port() -> int:
+    """A port on 127.0.0.1 nobody listens on."""
+    with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    pool = pool_for(f"http://127.0.0.1:{port}/v1", monkeypatch)
+        return s.getsockname()[1]
+
+
+async def cannot_connect(url: str, monkeypatch) -> None:
+    pool = pool_for(url, monkeypatch)
     try:
         with pytest.raises(LLMConnectionError):
             await pool.model("assistant").chat(MSGS, stage="generate")
     finally:
         await pool.aclose()
+
+
+async def test_a_closed_port_is_a_connection_error(monkeypatch):
+    await cannot_connect(f"http://127.0.0.1:{closed_port()}/v1", monkeypatch)
+
+
+async def test_only_https_loads_the_tls_bundle_and_once_per_process(server, monkeypatch):
+    """Loading the certifi bundle blocks the loop 30-70 ms: an http endpoint never waits for it;
+    an https one gets httpx2's verifying context, built once and shared by every later pool."""
+    import httpx2
+
+    from simloop.llm import aio
+
+    built = []
+    real = httpx2.create_ssl_context
+    monkeypatch.setattr(httpx2, "create_ssl_context", lambda *a, **k: built.append(1) or real(*a, **k))
+    monkeypatch.setattr(aio, "_tls", functools.cache(aio._tls.__wrapped__))  # a fresh per-process cache
+
+    async def chat(request: web.Request) -> web.Response:
+        return web.json_response(completion("Plain http."))
+
+    pool = pool_for(await server({"/v1/chat/completions": chat}), monkeypatch)
+    try:
+        assert (await pool.model("assistant").chat(MSGS, stage="generate")).text == "Plain http."
+    finally:
+        await pool.aclose()
+    assert built == []
+    port = closed_port()  # the calls fail at connect, after TLS was chosen
+    for _ in range(2):  # two pools, one context
+        await cannot_connect(f"https://127.0.0.1:{port}/v1", monkeypatch)
+    assert built == [1]
+    assert isinstance(aio._tls(), ssl.SSLContext) and aio._tls().verify_mode == ssl.CERT_REQUIRED
 
 
 async def test_a_changed_base_url_is_followed(server, monkeypatch):

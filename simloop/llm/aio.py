@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
+import ssl
 import time
 from http.cookiejar import CookieJar
 from typing import Any, Iterator
@@ -47,6 +49,14 @@ _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _PLAIN_JARS = (CookieJar, type(httpx2.Cookies().jar))
 
 
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """TLS as httpx2 verifies by default (certifi bundle): loading the bundle took 30-70 ms,
+    on the loop, in front of every run's first request (scripts/bench, at_2s).  Built once per
+    process, and only when an https URL is asked for: a local http endpoint never needs it."""
+    return httpx2.create_ssl_context()
+
+
 @contextlib.contextmanager
 def _mapped() -> Iterator[None]:
     try:
@@ -71,9 +81,8 @@ class AioHttpTransport(httpx2.AsyncBaseTransport):
 
     def _open(self) -> aiohttp.ClientSession:
         # Made on first use, inside the running loop (aiohttp binds a session to its loop).
-        # TLS as httpx2 verifies by default (certifi bundle), built once.
-        connector = aiohttp.TCPConnector(limit=self._connections, keepalive_timeout=self._keepalive_s,
-                                         ssl=httpx2.create_ssl_context())
+        # TLS is given per request, for https only (``_tls``).
+        connector = aiohttp.TCPConnector(limit=self._connections, keepalive_timeout=self._keepalive_s)
         # Cookies are httpx2's business (a response that sets one goes through its send), so
         # aiohttp's jar, filtered for every request, stays empty: DummyCookieJar.
         self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False,
@@ -98,10 +107,11 @@ class AioHttpTransport(httpx2.AsyncBaseTransport):
             data: Any = request.content or None
         except httpx2.RequestNotRead:  # a streamed upload (never from simloop)
             data = request.stream
+        url = self._url(request)
         with _mapped():
-            async with session.request(request.method, self._url(request), headers=request.headers.multi_items(),
+            async with session.request(request.method, url, headers=request.headers.multi_items(),
                                        data=data, allow_redirects=False, compress=False,
-                                       timeout=self._timeout(request),
+                                       timeout=self._timeout(request), ssl=_tls() if url.scheme == "https" else True,
                                        server_hostname=request.extensions.get("sni_hostname")) as resp:
                 body = await resp.read()
         extensions = {"http_version": b"HTTP/1.1", "reason_phrase": (resp.reason or "").encode()}
