@@ -1,4 +1,4 @@
-"""Retrieval: the Retriever protocol and pyserini BM25 with micro-batching (DESIGN §8).
+"""Retrieval: the Retriever protocol and Anserini BM25 with micro-batching (DESIGN §8).
 
 CONTRACT (kept by every implementation):
     Hit(docid, score, text, title)
@@ -7,7 +7,7 @@ CONTRACT (kept by every implementation):
 
 Nothing here starts Java at import: ``jvm.boot_jvm()`` does, once, when a retriever is
 opened or an index built.  Corpus validation, index building and the demo index live
-in ``corpus.py``.
+in ``corpus.py``; the Java searcher's wrapper (pyserini's, minus its import) in ``anserini.py``.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from ..errors import IndexMissingError, RetrievalError, SimloopError
 from ..schema import Hit
 from . import batching
 from .config import RetrievalConfig
+from .anserini import AnseriniSearcher
 from .corpus import demo_index, is_lucene_index
 from .jvm import boot_jvm
 
@@ -71,7 +72,7 @@ class _Request:
 
 
 class BM25Retriever:
-    """pyserini BM25 over one Lucene index, with micro-batching.
+    """Anserini BM25 over one Lucene index, with micro-batching.
 
     All Java calls run on one dedicated worker thread (one attached thread keeps pyjnius
     simple).  Concurrent ``search`` calls are coalesced: the first waits up to
@@ -100,9 +101,7 @@ class BM25Retriever:
     def _open(self) -> Any:
         if self._searcher is None:
             boot_jvm()
-            from pyserini.search.lucene import LuceneSearcher
-
-            self._searcher = LuceneSearcher(str(self.index_dir))
+            self._searcher = AnseriniSearcher(str(self.index_dir))
         return self._searcher
 
     def _run(self, queries: list[str], k: int) -> list[list[Hit]]:
@@ -136,7 +135,7 @@ class BM25Retriever:
 
     def _doc(self, docid: str) -> Hit | None:
         doc = self._open().doc(docid)
-        return None if doc is None else _to_hit(docid, 0.0, doc.raw())
+        return None if doc is None else _to_hit(docid, 0.0, doc.get("raw"))
 
     def _shutdown(self) -> None:
         if self._searcher is None:
@@ -245,7 +244,7 @@ async def open_retriever(cfg: RetrievalConfig | None = None) -> BM25Retriever:
         if not is_lucene_index(index):
             what = "does not exist" if not index.exists() else "is not a Lucene index"
             raise IndexMissingError(f"retrieval index {index} {what}; {_HOW_TO_BUILD}")
-    await asyncio.to_thread(boot_jvm)  # ~6 s the first time: keep the loop responsive
+    await asyncio.to_thread(boot_jvm)  # ~1 s of Java start: keep the loop responsive
     retriever = BM25Retriever(index, cfg)
     await retriever.start()
     return retriever

