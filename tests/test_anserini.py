@@ -29,55 +29,45 @@ QUERIES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def searchers(demo_cache: Path):
-    """Both searchers open on the demo index; pyserini's is imported after ``boot_jvm``,
-    as it must be (``jvm.py``)."""
-    index = str(demo_index())
-    boot_jvm()
-    from pyserini.search.lucene import LuceneSearcher
-
-    ours, theirs = AnseriniSearcher(index), LuceneSearcher(index)
-    yield ours, theirs
-    ours.close()
-    theirs.close()
-
-
 def _hits(hits: list) -> list[tuple[str, float, int, str]]:
     """Everything a hit carries that simloop reads; scores compared exactly."""
     return [(h.docid, h.score, h.lucene_docid, h.lucene_document.get("raw")) for h in hits]
 
 
-@pytest.mark.parametrize("query", QUERIES)
-def test_search_matches_pyserini(searchers, query: str):
-    ours, theirs = searchers
-    for k in (1, 10, 1000):
-        assert _hits(ours.search(query, k)) == _hits(theirs.search(query, k))
+DOCIDS = ["Cello", "São_Paulo", "Dōgen", "no-such-docid", ""]
 
 
-def test_the_queries_cover_no_hits_some_and_many(searchers):
-    counts = [len(searchers[0].search(q, 1000)) for q in QUERIES]
-    assert 0 in counts and 1000 in counts and any(0 < c < 1000 for c in counts)
+def test_search_batch_search_and_doc_match_pyserini(demo_cache: Path):
+    """One test, not one per query: importing pyserini's searcher costs ~10 s of CPU in
+    each test process that does it, and xdist would spread parametrized cases over all
+    workers.  Each assertion names its query or docid."""
+    index = str(demo_index())
+    boot_jvm()  # before pyserini's import, as it must be (jvm.py)
+    from pyserini.search.lucene import LuceneSearcher
 
+    ours, theirs = AnseriniSearcher(index), LuceneSearcher(index)
+    try:
+        for query in QUERIES:
+            for k in (1, 10, 1000):
+                assert _hits(ours.search(query, k)) == _hits(theirs.search(query, k)), (query, k)
+        counts = [len(ours.search(q, 1000)) for q in QUERIES]  # the queries cover no hits, some and many
+        assert 0 in counts and 1000 in counts and any(0 < c < 1000 for c in counts), counts
 
-def test_batch_search_matches_pyserini(searchers):
-    ours, theirs = searchers
-    qids = [f"q{i}" for i in range(len(QUERIES))]
-    mine, pyserini = ours.batch_search(QUERIES, qids, 50, 2), theirs.batch_search(QUERIES, qids, 50, 2)
-    assert sorted(mine) == sorted(pyserini) == sorted(qids)
-    for qid in qids:
-        assert _hits(mine[qid]) == _hits(pyserini[qid])
-    assert _hits(mine["q0"]) == _hits(ours.search(QUERIES[0], 50))  # batched = one at a time
+        qids = [f"q{i}" for i in range(len(QUERIES))]
+        mine, pyserini = ours.batch_search(QUERIES, qids, 50, 2), theirs.batch_search(QUERIES, qids, 50, 2)
+        assert sorted(mine) == sorted(pyserini) == sorted(qids)
+        for qid, query in zip(qids, QUERIES):
+            assert _hits(mine[qid]) == _hits(pyserini[qid]), query
+        assert _hits(mine["q0"]) == _hits(ours.search(QUERIES[0], 50))  # batched = one at a time
 
-
-@pytest.mark.parametrize("docid", ["Cello", "São_Paulo", "Dōgen", "no-such-docid", ""])
-def test_doc_matches_pyserini(searchers, docid: str):
-    ours, theirs = searchers
-    mine, pyserini = ours.doc(docid), theirs.doc(docid)
-    assert (mine is None) == (pyserini is None)
-    if mine is not None:
-        assert mine.get("raw") == pyserini.raw() and f'"id" : "{docid}"' in mine.get("raw")
-    assert (mine is None) == (docid in ("no-such-docid", ""))
+        for docid in DOCIDS:
+            doc, theirs_doc = ours.doc(docid), theirs.doc(docid)
+            assert (doc is None) == (theirs_doc is None) == (docid in ("no-such-docid", "")), docid
+            if doc is not None:
+                assert doc.get("raw") == theirs_doc.raw() and f'"id" : "{docid}"' in doc.get("raw"), docid
+    finally:
+        ours.close()
+        theirs.close()
 
 
 def test_a_bm25_search_process_imports_no_encoder(demo_cache: Path):
