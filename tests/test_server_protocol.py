@@ -1,9 +1,8 @@
 """`simloop serve` against a client written only from SIMULATION_API.md §1–§3.
 
-The client side (``SimApi`` and the loops that use it) is plain httpx and JSON: no simloop
-import, so it checks the protocol, not our own models.  The server side is the real
-app with the real offline simulator (a hashing embedder instead of MiniLM) or a
-deterministic test simulator.
+The client side (``SimApi`` and the loops that use it) is plain httpx and JSON: no simloop import, so it
+checks the protocol, not our own models.  The server side is the real app with the real offline simulator
+(a hashing embedder instead of MiniLM) or a deterministic test simulator.
 """
 
 from __future__ import annotations

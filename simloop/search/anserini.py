@@ -24,7 +24,10 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-__all__ = ["AnseriniSearcher"]
+__all__ = ["AnseriniSearcher", "SEARCHER_CLASS"]
+
+# The Java class pyserini's LuceneSearcher wraps; jvm.boot_jvm loads it to check the Java version.
+SEARCHER_CLASS = "io.anserini.search.SimpleSearcher"
 
 
 class AnseriniSearcher:
@@ -36,7 +39,7 @@ class AnseriniSearcher:
         from jnius import autoclass
 
         self._array_list = autoclass("java.util.ArrayList")
-        self.object = autoclass("io.anserini.search.SimpleSearcher")(str(index_dir))
+        self.object = autoclass(SEARCHER_CLASS)(str(index_dir))
 
     def search(self, q: str, k: int = 10) -> list[Any]:
         return list(self.object.search(q, int(k)))

@@ -38,6 +38,7 @@ from typing import Any
 
 from ..errors import RetrievalError, SimloopError
 from ..llm.config import PLACEHOLDER_KEY
+from .anserini import SEARCHER_CLASS
 
 __all__ = ["prepare_environment", "environment_ready", "boot_jvm", "PLACEHOLDER_KEY", "JVM_OPTIONS"]
 
@@ -143,7 +144,7 @@ def _load_searcher_class() -> None:
     surfacing at the first search."""
     from jnius import autoclass
 
-    autoclass("io.anserini.search.SimpleSearcher")
+    autoclass(SEARCHER_CLASS)
 
 
 def boot_jvm() -> None:
