@@ -15,8 +15,8 @@ import pytest
 from simloop.errors import BadInputError, DataFileError, IndexMissingError, RetrievalError
 from simloop.llm.config import NO_KEY, PLACEHOLDER_KEY, LLMRole
 from simloop.search import (
-    BM25Retriever, Hit, RetrievalConfig, Retriever, boot_jvm, build_index, demo_index, is_lucene_index,
-    open_retriever, prepare_environment, validate_corpus, write_wiki_corpus,
+    BM25Retriever, Hit, RetrievalConfig, Retriever, boot_jvm, build_index, demo_index, demo_index_ready,
+    is_lucene_index, open_retriever, prepare_environment, validate_corpus, write_wiki_corpus,
 )
 from simloop.search import jvm
 
@@ -288,6 +288,9 @@ async def test_demo_index_built_once_and_reused(demo_cache: Path):
     assert paths[0].name.startswith("wiki-") and is_lucene_index(paths[0])
     stamp = paths[0].stat().st_mtime_ns
     assert demo_index() == paths[0] and paths[0].stat().st_mtime_ns == stamp
+    # What scripts/demo asks before it runs: built here, but not with vectors, nor elsewhere.
+    assert demo_index_ready() and not demo_index_ready(embeddings=True)
+    assert not demo_index_ready(demo_cache / "elsewhere")
     retriever = await open_retriever(RetrievalConfig())  # index unset = the demo index
     try:
         assert retriever.index_dir == paths[0]

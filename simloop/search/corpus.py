@@ -35,6 +35,7 @@ __all__ = [
     "build_index",
     "demo_index",
     "demo_index_path",
+    "demo_index_ready",
 ]
 
 log = logging.getLogger(__name__)
@@ -270,6 +271,22 @@ def demo_index_path(cache_dir: Path | None = None) -> Path:
     return cache_root(cache_dir) / "index" / f"wiki-{demo_key(wiki_source())}"
 
 
+def _demo_vectors(embeddings: bool | None) -> bool:
+    return os.environ.get("SIMLOOP_DEMO_VECTORS", "1") != "0" if embeddings is None else embeddings
+
+
+def _embedded(index: Path) -> bool:
+    from .vectors import has_sentence_vectors, has_vectors
+
+    return has_vectors(index) and has_sentence_vectors(index)
+
+
+def demo_index_ready(cache_dir: Path | None = None, embeddings: bool | None = None) -> bool:
+    """Whether ``demo_index`` would return at once (nothing left to build)."""
+    out = demo_index_path(cache_dir)
+    return is_lucene_index(out) and (not _demo_vectors(embeddings) or _embedded(out))
+
+
 def demo_index(cache_dir: Path | None = None, embeddings: bool | None = None) -> Path:
     """The Wikipedia-summaries index, built once into ``<cache>/index/wiki-<key>``, with its
     passage vectors (``embeddings``; default: unless ``$SIMLOOP_DEMO_VECTORS`` is ``0``).
@@ -280,15 +297,9 @@ def demo_index(cache_dir: Path | None = None, embeddings: bool | None = None) ->
     """
     from filelock import FileLock  # comes with huggingface_hub (transformers)
 
-    from .vectors import has_sentence_vectors, has_vectors
-
-    def embedded(index: Path) -> bool:
-        return has_vectors(index) and has_sentence_vectors(index)
-
-    if embeddings is None:
-        embeddings = os.environ.get("SIMLOOP_DEMO_VECTORS", "1") != "0"
+    embeddings = _demo_vectors(embeddings)
     out = demo_index_path(cache_dir)
-    if is_lucene_index(out) and (embedded(out) or not embeddings):
+    if demo_index_ready(cache_dir, embeddings):
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(str(out.parent / f".{out.name}.lock")):
@@ -304,7 +315,7 @@ def demo_index(cache_dir: Path | None = None, embeddings: bool | None = None) ->
                     " with MiniLM vectors of its passages and sentences (several minutes; "
                     "SIMLOOP_DEMO_VECTORS=0 skips them)" if embeddings else "")
             build_index(corpus, out, embeddings=embeddings)
-        elif embeddings and not embedded(out):
+        elif embeddings and not _embedded(out):
             if not corpus.is_file():
                 write_wiki_corpus(corpus)
             _embed([corpus], out)
