@@ -32,12 +32,20 @@ _F = np.float32
 _P = _F(0.3275911)
 _A = tuple(_F(a) for a in (1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592))
 _TOKENS = 2048  # tokens per forward chunk
+_SCORES = 1 << 20  # attention scores per chunk
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:
-    """BERT's "gelu", the exact form 0.5 x (1 + erf(x / sqrt 2)), computed into ``x``'s own
-    buffer: fresh temporaries of this size (tokens x 1,536) cost more in page faults than
-    the arithmetic (measured: 2.3 s against 0.5 s for 25M values)."""
+    """BERT's "gelu", the exact form 0.5 x (1 + erf(x / sqrt 2)), into ``x``'s own buffer,
+    256 rows at a time: its ten passes then stay in the CPU's cache (2048 x 1536 values:
+    42 ms at once, 16 ms in blocks of 256 rows; fresh temporaries of the full size cost
+    more in page faults than the arithmetic)."""
+    for i in range(0, len(x), 256):
+        _gelu_rows(x[i:i + 256])
+    return x
+
+
+def _gelu_rows(x: np.ndarray) -> None:
     z = x * _F(0.7071067811865476)
     e = np.abs(z)
     t = e * _P
@@ -56,7 +64,6 @@ def _gelu(x: np.ndarray) -> np.ndarray:
     poly += 1
     x *= poly
     x *= _F(0.5)
-    return x
 
 
 def _layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
@@ -123,21 +130,29 @@ class _Bert:
 
     def _block(self, x: np.ndarray, layer: dict[str, Any], bias: np.ndarray, batch: int, length: int) -> np.ndarray:
         hidden = x.shape[1]
-        size = hidden // self.heads
         w, b = layer["qkv"]
         # Contiguous (3, batch, heads, length, size): numpy's stacked matmul calls BLAS only on
         # contiguous slices (strided ones took 2.7x as long, measured).
-        qkv = np.ascontiguousarray((x @ w + b).reshape(batch, length, 3, self.heads, size).transpose(2, 0, 3, 1, 4))
-        scores = qkv[0] @ np.ascontiguousarray(qkv[1].transpose(0, 1, 3, 2))
-        scores *= _F(1 / np.sqrt(size))
-        scores += bias
-        scores -= scores.max(-1, keepdims=True)
-        np.exp(scores, out=scores)
-        scores /= scores.sum(-1, keepdims=True)
-        context = (scores @ qkv[2]).transpose(0, 2, 1, 3).reshape(batch * length, hidden)
+        qkv = np.ascontiguousarray((x @ w + b).reshape(batch, length, 3, self.heads, -1).transpose(2, 0, 3, 1, 4))
+        # Attention a few sequences at a time, so that the scores stay in cache (~1M values).
+        step = max(1, _SCORES // (self.heads * length * length))
+        context = np.concatenate([_attention(qkv[:, i:i + step], bias[i:i + step]) for i in range(0, batch, step)])
+        context = context.transpose(0, 2, 1, 3).reshape(batch * length, hidden)
         x = _layer_norm(context @ layer["out"][0] + layer["out"][1] + x, *layer["norm1"], self.eps)
         up = _gelu(x @ layer["up"][0] + layer["up"][1])
         return _layer_norm(up @ layer["down"][0] + layer["down"][1] + x, *layer["norm2"], self.eps)
+
+
+def _attention(qkv: np.ndarray, bias: np.ndarray) -> np.ndarray:
+    """Scaled dot-product attention of (3, batch, heads, length, size) -> (batch, heads, length, size)."""
+    q, k, v = qkv
+    scores = q @ np.ascontiguousarray(k.transpose(0, 1, 3, 2))
+    scores *= _F(1 / np.sqrt(q.shape[-1]))
+    scores += bias
+    scores -= scores.max(-1, keepdims=True)
+    np.exp(scores, out=scores)
+    scores /= scores.sum(-1, keepdims=True)
+    return scores @ v
 
 
 class MiniLM:
