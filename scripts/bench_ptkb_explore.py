@@ -9,7 +9,11 @@ the previous turns' canonical responses, the assistant's own earlier answers (bm
 replayed on the demo index) and the top BM25 passages of the turn (pseudo relevance
 feedback), each alone and fused, with leave-one-conversation-out cross-validation.
 
+``--signals`` measures signals issue 12 left untried (``ptkb_signals_cv.py``): late
+interaction on MiniLM's token vectors and clause-level matching, the same way.
+
     .venv/bin/python scripts/bench_ptkb_explore.py
+    .venv/bin/python scripts/bench_ptkb_explore.py --signals
     SIMLOOP_CACHE=.pytest_cache/simloop-cache .venv/bin/python scripts/bench_ptkb_explore.py --context
 """
 
@@ -104,6 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     if "--context" in (sys.argv[1:] if argv is None else argv):
         from ptkb_context_cv import explore_context  # needs the demo index and the JVM
         return explore_context(ts)
+    if "--signals" in (sys.argv[1:] if argv is None else argv):
+        from ptkb_signals_cv import explore_signals  # MiniLM's token vectors, clauses
+        return explore_signals(ts)
     feats = asyncio.run(features(ts))
     base = RankParams(max_history=B.TUNE_HISTORY)
 

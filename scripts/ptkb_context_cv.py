@@ -26,7 +26,7 @@ import asyncio
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -171,10 +171,20 @@ def explore_context(ts: B.TopicSet) -> int:
         return 2
     prepare_environment()
     feats = asyncio.run(features(ts, index))
+    judge_families(ts, feats, families(), lambda v: v.resp_weight > 0 or v.prf_weight > 0)
+    return 0
+
+
+def judge_families(ts: B.TopicSet, feats: Sequence[Mapping[str, np.ndarray]], fams: Mapping[str, Sequence[Any]],
+                   has_term: Callable[[Any], bool]) -> None:
+    """Print each family's leave-one-conversation-out figure against the first family's (the
+    plain ranker's), the held-out conversations it wins and loses, how many folds chose a
+    configuration with its term (``has_term``) and its best configuration on all of train.
+    A configuration is anything hashable with ``scores(features) -> per-statement scores``."""
     conversation = {turn_key(t, turn): t.dialogue_id for t in ts.transcripts for turn in t.turns}
-    table: dict[Variant, dict[str, float]] = {}
+    table: dict[Any, dict[str, float]] = {}
     plain: list[float] = []
-    for name, family in families().items():
+    for name, family in fams.items():
         for v in family:
             if v not in table:
                 table[v] = objective_per_turn(ts, [order_scores(v.scores(f)) for f in feats])
@@ -184,6 +194,5 @@ def explore_context(ts: B.TopicSet) -> int:
         best = max(family, key=lambda v: np.mean(list(table[v].values())))
         diff = np.subtract(held_out, plain)
         print(f"{name:20s} CV {cv:.4f}  held-out conversations vs plain ranker: {sum(diff > 1e-9)} better, "
-              f"{sum(diff < -1e-9)} worse; folds choosing a term {sum(c.resp_weight > 0 or c.prf_weight > 0 for c in chosen)}"
+              f"{sum(diff < -1e-9)} worse; folds choosing a term {sum(map(has_term, chosen))}"
               f"/{len(chosen)}; all of train: best {np.mean(list(table[best].values())):.4f} ({best})")
-    return 0
