@@ -161,7 +161,7 @@ async def warm_up(prep: PreparedRun, events: EventSink | None = None) -> list[st
             log.info("preparing: %s", _WARMABLE[name])
             if events:
                 events(Event("preparing", detail=_WARMABLE[name]))
-            await getattr(prep.ctx, name)()  # one at a time: a JVM boot and a torch load at once crowd 2 cores
+            await getattr(prep.ctx, name)()  # one at a time: a JVM boot and a MiniLM load at once crowd 2 cores
             opened.append(name)
     return opened
 
