@@ -22,7 +22,11 @@ if [ ! -f "$STAMP" ] || ! grep -qxF "$WANT" "$STAMP"; then
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check torch==2.13.0 2>&1 | grep -v '^WARNING: Location' >&2 || true
   SPEC="."
   [ -n "$EXTRAS" ] && SPEC=".[$EXTRAS]"
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e "$SPEC" 2>&1 | grep -v '^WARNING: Location' >&2 || true
+  # PYTHONWARNINGS: setuptools' notes on editable installs are boxes of asterisks in every
+  # fresh setup's output, about nothing the user can act on; a failure still shows (and the
+  # import check below catches it).
+  PYTHONWARNINGS=ignore "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e "$SPEC" 2>&1 \
+    | grep -v '^WARNING: Location' >&2 || true
   "$VENV/bin/python" -c "import simloop.cli, torch, pyserini" || { echo "setup: install failed" >&2; exit 1; }
   echo "$WANT" > "$STAMP"
   echo "setup: done in $(( $(date +%s) - t0 )) s" >&2
