@@ -172,6 +172,15 @@ def test_serve_on_a_busy_port_is_one_line_and_leaves_no_file(tmp_path, flags):
     assert not (tmp_path / "serve-state.sqlite").exists() and not any(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("command", ["serve", "mock-llm"])
+@pytest.mark.parametrize("port", [65536, -1])
+def test_a_port_out_of_range_is_one_line(tmp_path, command, port):
+    # It was an OverflowError traceback from bind (and for serve -1 a complaint about the host).
+    extra = ("--token", "t=secret-token", "--out", tmp_path) if command == "serve" else ()
+    one_line_exit_2(cli(command, "--port", port, *extra, timeout=120), str(port), "0-65535")
+    assert not any(tmp_path.iterdir())
+
+
 def test_serve_with_an_llm_user_whose_endpoint_is_down(tmp_path):
     dead = f"http://127.0.0.1:{free_port()}/v1"
     p = cli("serve", "--port", free_port(), "--token", "t=secret-token", "--out", tmp_path, "--simulator", "llm",

@@ -80,6 +80,8 @@ def _serve_config(a: argparse.Namespace) -> RunConfig:
 def bind(host: str, port: int) -> socket.socket:
     """The listening socket, bound before anything else happens: a busy port is one line and
     exit 2, with no state file left behind."""
+    if not 0 <= port <= 65535:  # else getaddrinfo blames the host, or bind raises OverflowError
+        raise BadInputError(f"--port {port}: a port is 0-65535")
     try:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
         sock = socket.socket(family, socket.SOCK_STREAM)

@@ -138,8 +138,8 @@ class MockLLM:
         try:
             self._server = await loop.create_server(
                 lambda: Connection(self._dispatch, self._connections), host, port, backlog=4096)
-        except OSError as exc:
-            raise BadInputError(f"mock-llm: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        except (OSError, OverflowError) as exc:  # OverflowError: a port past 65535
+            raise BadInputError(f"mock-llm: cannot listen on {host}:{port}: {getattr(exc, 'strerror', None) or exc}") from None
         self.port = self._server.sockets[0].getsockname()[1]
         self.url = f"http://{host}:{self.port}/v1"
         return self.url
