@@ -10,8 +10,9 @@ Figures compare against limits measured in the same run (the machine is shared, 
 absolute times drift; the load average is recorded with every row):
 
 - ``client_cpu_ms_per_request``: the full LLM layer at concurrency 500 (simloop's lean
-  aiohttp client, the default), paired A/B with openai's own aiohttp client
-  (``..._openai_aiohttp``) and the httpx2 fallback (``..._httpx``);
+  client over its own HTTP/1.1 connections, ``wire``, the default), paired A/B with the same
+  client over aiohttp (``..._aiohttp``), openai's own aiohttp client (``..._openai_aiohttp``)
+  and the httpx2 fallback (``..._httpx``);
 - ``concurrency_ratio_1000_vs_cpu_bound``: wall / ideal at 1,000 dialogues and 200 ms,
   divided by that run's own CPU bound max(1, ρ), ρ = needed req/s × CPU per request;
 - ``concurrency_ratio_1000_at_2s``: wall / ideal at 1,000 dialogues when the model takes
@@ -33,7 +34,7 @@ CALLS_PER_TURN = 2
 
 
 async def _one(mock: MockProcess, out: Path, c: int, n: int, turns: int, latency_ms: float = LATENCY_MS,
-               transport: str = "aiohttp") -> dict[str, Any]:
+               transport: str = "wire") -> dict[str, Any]:
     os.environ["SIMLOOP_LLM_HTTP"] = transport  # read when the run's LLM pool makes its client
     cfg = bench_config(out, base_url=mock.url, simulator="bench_plugins:OneCallSimulator",
                        assistant="bench_plugins:OneCallAssistant", concurrency=c, limit=n,
@@ -74,15 +75,15 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
 
     turns = 2 if quick else 4
     plan = [(10, 10), (100, 100), (1000, 1000)] if quick else [(10, 20), (100, 200), (1000, 1000)]
-    rows, ab = [], {"aiohttp": [], "openai-aiohttp": [], "httpx": []}
+    rows, ab = [], {"wire": [], "aiohttp": [], "openai-aiohttp": [], "httpx": []}
     with MockProcess(latency_ms=LATENCY_MS) as mock, tempfile.TemporaryDirectory(prefix="simloop-bench-") as tmp:
         for transport in ab:  # warm-up: imports, first connections
             await _one(mock, Path(tmp) / f"warm-{transport}", 10, 10, 1, transport=transport)
         for c, n in plan:
             rows.append(await _one(mock, Path(tmp) / f"c{c}", c, n, turns))
-        # client CPU at concurrency 500, A/B paired: aiohttp (default) and httpx2, alternating
+        # client CPU at concurrency 500, A/B paired: wire (default), aiohttp, openai's, httpx2, alternating
         for rnd in range(1 if quick else 2):
-            order = ("aiohttp", "openai-aiohttp", "httpx")
+            order = ("wire", "aiohttp", "openai-aiohttp", "httpx")
             for transport in order if rnd % 2 == 0 else order[::-1]:
                 ab[transport].append(await _one(mock, Path(tmp) / f"ab-{transport}-{rnd}", 500, 500, turns,
                                                 transport=transport))
@@ -99,7 +100,8 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
             figures[f"concurrency_ratio_{r['concurrency']}"]["ok"] = False
     top = rows[-1]
     best = {t: min(rs, key=lambda r: r["client_cpu_ms_per_request"]) for t, rs in ab.items()}
-    figures["client_cpu_ms_per_request"] = figure(best["aiohttp"]["client_cpu_ms_per_request"], 1.0)
+    figures["client_cpu_ms_per_request"] = figure(best["wire"]["client_cpu_ms_per_request"], 1.0)
+    figures["client_cpu_ms_per_request_aiohttp"] = figure(best["aiohttp"]["client_cpu_ms_per_request"], None)
     figures["client_cpu_ms_per_request_httpx"] = figure(best["httpx"]["client_cpu_ms_per_request"], None)
     figures["client_cpu_ms_per_request_openai_aiohttp"] = figure(best["openai-aiohttp"]["client_cpu_ms_per_request"], None)
     figures["client_cpu_ms_per_request_1000"] = figure(top["client_cpu_ms_per_request"], None)
@@ -123,7 +125,7 @@ async def _profile_client(mock: MockProcess, out: Path, out_dir: Path, c: int) -
     cfg = bench_config(out, base_url=mock.url, simulator="bench_plugins:OneCallSimulator",
                        assistant="bench_plugins:OneCallAssistant", concurrency=c, limit=c,
                        sim_params={"turns": 1}, asst_params={"retrieve": False}, max_turns=2)
-    os.environ["SIMLOOP_LLM_HTTP"] = "aiohttp"  # the default transport (an A/B run may have set httpx)
+    os.environ["SIMLOOP_LLM_HTTP"] = "wire"  # the default transport (an A/B run may have set httpx)
     prep = prepare_run(cfg)
     text = out_dir / f"profile_client_{c}.txt"
     _, prof = await profiled(execute(prep), text)

@@ -350,15 +350,17 @@ def test_pacer_plan_never_exceeds_rpm_and_wastes_little(rpm):
 # ----------------------------------------------------------------------------- the HTTP transport
 
 
-@pytest.mark.parametrize("transport", ["aiohttp", "httpx"])
-async def test_both_transports_answer_and_type_their_faults(pools, secret_env, monkeypatch, transport):
-    # aiohttp is the default; SIMLOOP_LLM_HTTP=httpx selects the sharded httpx2 fallback.
+@pytest.mark.parametrize("transport", ["wire", "aiohttp", "httpx"])
+async def test_every_transport_answers_and_types_its_faults(pools, secret_env, monkeypatch, transport):
+    # wire is the default; SIMLOOP_LLM_HTTP=aiohttp sends plain http over aiohttp, httpx over
+    # the sharded httpx2 fallback.
     monkeypatch.setenv("SIMLOOP_LLM_HTTP", transport)
     async with MockLLM(seed=5, fault_rate=0.5, faults="cut,timeout,500", hang_s=30) as mock:
         pool = pools(mock, max_attempts=6, timeout_s=0.3)
         model = pool.model("assistant")
         http = model._client._client
-        assert ("aiohttp" in type(http).__name__.lower()) == (transport == "aiohttp")
+        assert ("aiohttp" in type(http).__name__.lower()) == (transport != "httpx")
+        assert (type(getattr(http, "_aio", None)).__name__ == "WireTransport") == (transport == "wire")
         results = await asyncio.gather(*[model.chat(MSGS, stage=f"s{i}") for i in range(8)], return_exceptions=True)
     assert all(isinstance(r, LLMError) or r.text.strip() for r in results), results
     assert sum(r.stage.retries for r in results if not isinstance(r, LLMError)) > 0  # faults happened, were retried
@@ -368,5 +370,5 @@ def test_unknown_transport_falls_back_to_the_default(monkeypatch):
     from simloop.llm.http import transport_name
 
     monkeypatch.setenv("SIMLOOP_LLM_HTTP", "curl")
-    assert transport_name() == "aiohttp"
+    assert transport_name() == "wire"
     assert transport_name("httpx") == "httpx"

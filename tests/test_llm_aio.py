@@ -59,7 +59,7 @@ async def server():
         await runner.cleanup()
 
 
-def pool_for(url: str, monkeypatch, transport: str = "aiohttp") -> LLMPool:
+def pool_for(url: str, monkeypatch, transport: str = "wire") -> LLMPool:
     monkeypatch.setenv("SIMLOOP_LLM_HTTP", transport)
     monkeypatch.setenv("AIO_TEST_KEY", "sk-aio-test-0123456789")
     return LLMPool(LLMConfig(default={"base_url": url, "model": "m", "api_key_env": "AIO_TEST_KEY", "timeout_s": 5,
@@ -73,11 +73,13 @@ def test_the_default_client_is_the_lean_one(monkeypatch):
         monkeypatch.delenv(name, raising=False)
         monkeypatch.delenv(name.upper(), raising=False)
 
-    assert isinstance(make_http_client(5.0, transport="aiohttp"), LeanAioHttpClient)
+    assert isinstance(make_http_client(5.0), LeanAioHttpClient)
+    assert type(make_http_client(5.0)._aio).__name__ == "WireTransport"
+    assert type(make_http_client(5.0, transport="aiohttp")._aio).__name__ == "AioHttpTransport"
     assert not isinstance(make_http_client(5.0, transport="openai-aiohttp"), LeanAioHttpClient)
 
 
-@pytest.mark.parametrize("transport", ["aiohttp", "openai-aiohttp"])
+@pytest.mark.parametrize("transport", ["wire", "aiohttp", "openai-aiohttp"])
 async def test_sends_openais_request_and_reads_a_gzipped_answer(server, monkeypatch, transport):
     async def chat(request: web.Request) -> web.Response:
         body = gzip.compress(json.dumps(completion("Try Da Terra, near Bolhão.")).encode())
@@ -253,6 +255,7 @@ def test_behind_a_proxy_openais_own_client_is_used(monkeypatch):
     from simloop.llm.aio import LeanAioHttpClient
 
     monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:3128")
+    assert not isinstance(make_http_client(5.0), LeanAioHttpClient)
     assert not isinstance(make_http_client(5.0, transport="aiohttp"), LeanAioHttpClient)
 
 
@@ -304,11 +307,13 @@ async def test_openai_headers_follow_a_changed_key_and_the_retry_count(server, m
     assert {h["x-stainless-read-timeout"] for h in lowered} == {"5.0"}
 
 
+@pytest.mark.parametrize("wire", [True, False], ids=["wire", "aiohttp"])
 @pytest.mark.parametrize("route", ["/plain", "/gzipped", "/chunked"])
-async def test_a_response_is_the_one_httpx2_would_make(server, route):
+async def test_a_response_is_the_one_httpx2_would_make(server, route, wire):
     import httpx2
 
     from simloop.llm.aio import AioHttpTransport
+    from simloop.llm.wire import WireTransport
 
     text = json.dumps(completion("Bolhão market opens at eight."))
 
@@ -328,7 +333,7 @@ async def test_a_response_is_the_one_httpx2_would_make(server, route):
         return response
 
     url = await server({"/plain": plain, "/gzipped": gzipped, "/chunked": chunked})
-    transport = AioHttpTransport(4)
+    transport = WireTransport(4, AioHttpTransport(4)) if wire else AioHttpTransport(4)
     try:
         ours = await transport.handle_async_request(httpx2.Request("GET", url.removesuffix("/v1") + route))
     finally:

@@ -28,6 +28,7 @@ from yarl import URL
 
 from .headers import SnapHeaders
 from .memo import memo
+from .wire import WireTransport, response_from
 
 __all__ = ["AioHttpTransport", "LeanAioHttpClient"]
 
@@ -114,19 +115,7 @@ class AioHttpTransport(httpx2.AsyncBaseTransport):
                                        timeout=self._timeout(request), ssl=_tls() if url.scheme == "https" else True,
                                        server_hostname=request.extensions.get("sni_hostname")) as resp:
                 body = await resp.read()
-        extensions = {"http_version": b"HTTP/1.1", "reason_phrase": (resp.reason or "").encode()}
-        if "Content-Encoding" in resp.headers or "Content-Length" not in resp.headers:
-            # The body is still encoded (auto_decompress off): httpx2 decodes it by its headers
-            # (and gives a chunked body its Content-Length).
-            return httpx2.Response(resp.status, headers=resp.raw_headers, content=body, request=request,
-                                   extensions=extensions)
-        # A plain body, as Response(content=body) leaves it - read and closed - without its
-        # walk through the decoder chain (16 of the 19 us it took per response, measured).
-        response = httpx2.Response(resp.status, headers=resp.raw_headers, stream=httpx2.ByteStream(body),
-                                   request=request, extensions=extensions)
-        response._content = body
-        response.is_stream_consumed = response.is_closed = True
-        return response
+        return response_from(resp.status, (resp.reason or "").encode(), resp.raw_headers, body, request)
 
     async def aclose(self) -> None:
         if self._session is not None:
@@ -138,8 +127,10 @@ class LeanAioHttpClient(httpx2.AsyncClient):
     """openai's defaults (timeouts, following redirects) over ``AioHttpTransport``, with a
     short ``send`` for the plain case: no auth flow, no cookies, no hooks, not a redirect."""
 
-    def __init__(self, timeout_s: float, connections: int):
-        self._aio = AioHttpTransport(connections)
+    def __init__(self, timeout_s: float, connections: int, wire: bool = True):
+        # wire: plain http over simloop's own connections (wire.py), the rest over aiohttp.
+        aio = AioHttpTransport(connections)
+        self._aio: httpx2.AsyncBaseTransport = WireTransport(connections, aio) if wire else aio
         super().__init__(timeout=timeout_s, follow_redirects=True, transport=self._aio)
         self._urls: dict[str, httpx2.URL] = {}
         self._heads: dict[Any, tuple[SnapHeaders, bool]] = {}

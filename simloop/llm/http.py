@@ -1,7 +1,9 @@
-"""The HTTP client under each endpoint's ``AsyncOpenAI``: aiohttp by default, httpx2 as fallback.
+"""The HTTP client under each endpoint's ``AsyncOpenAI``: simloop's lean client by default, httpx2 as fallback.
 
-The default is simloop's lean client over aiohttp (``aio.py``): openai builds and checks every
-request as usual, and only the send is shorter.  openai's own aiohttp client
+The default is simloop's lean client (``aio.py``): openai builds and checks every request as
+usual, and only the send is shorter - over simloop's own HTTP/1.1 connections for plain http
+(``wire.py``; ``SIMLOOP_LLM_HTTP=aiohttp`` sends those over aiohttp too) and over aiohttp for
+https.  openai's own aiohttp client
 (``DefaultAioHttpClient``, ``SIMLOOP_LLM_HTTP=openai-aiohttp``) is kept to compare against
 (``scripts/bench`` section concurrency).  Without aiohttp, or with ``SIMLOOP_LLM_HTTP=httpx``,
 the fallback is httpx2 over sharded pools: httpcore's pool re-scans every connection and queued
@@ -30,9 +32,11 @@ log = logging.getLogger(__name__)
 
 _PLATFORM: list[Any] = []  # openai's get_platform(), the same for the whole process
 
-# "aiohttp": simloop's lean client over aiohttp (llm/aio.py); "openai-aiohttp": openai's own
-# DefaultAioHttpClient (to compare); "httpx": the fallback without aiohttp.
-TRANSPORTS = ("aiohttp", "openai-aiohttp", "httpx")
+# "wire": simloop's lean client (llm/aio.py), plain http over its own connections (llm/wire.py)
+# and https over aiohttp; "aiohttp": the same client with aiohttp for plain http too;
+# "openai-aiohttp": openai's own DefaultAioHttpClient (to compare); "httpx": the fallback
+# without aiohttp.
+TRANSPORTS = ("wire", "aiohttp", "openai-aiohttp", "httpx")
 ENV = "SIMLOOP_LLM_HTTP"  # "httpx" forces the fallback (e.g. to compare, or behind a proxy aiohttp dislikes)
 
 
@@ -54,11 +58,12 @@ class ShardedTransport(httpx2.AsyncBaseTransport):
 
 
 def transport_name(wanted: str | None = None) -> str:
-    """``aiohttp`` when installed and not overridden (argument, then ``$SIMLOOP_LLM_HTTP``), else ``httpx``."""
-    wanted = (wanted or os.environ.get(ENV) or "aiohttp").strip().lower()
+    """``wire`` when aiohttp is installed and nothing else is asked for (argument, then
+    ``$SIMLOOP_LLM_HTTP``), else ``httpx``."""
+    wanted = (wanted or os.environ.get(ENV) or "wire").strip().lower()
     if wanted not in TRANSPORTS:
-        log.warning("%s=%r is not one of %s; using aiohttp when installed", ENV, wanted, ", ".join(TRANSPORTS))
-        wanted = "aiohttp"
+        log.warning("%s=%r is not one of %s; using wire when aiohttp is installed", ENV, wanted, ", ".join(TRANSPORTS))
+        wanted = "wire"
     if wanted != "httpx" and find_spec("aiohttp") is None:
         return "httpx"
     return wanted
@@ -72,11 +77,11 @@ def make_http_client(timeout_s: float, shards: int = 16, per_shard: int = 128, *
     """
     connections = max(1, shards) * per_shard
     name = transport_name(transport)
-    if name == "aiohttp" and not _env_proxies():
+    if name in ("wire", "aiohttp") and not _env_proxies():
         from .aio import LeanAioHttpClient
 
-        return LeanAioHttpClient(timeout_s, connections)
-    if name in ("aiohttp", "openai-aiohttp"):  # behind a proxy: openai's client routes through it
+        return LeanAioHttpClient(timeout_s, connections, wire=name == "wire")
+    if name in ("wire", "aiohttp", "openai-aiohttp"):  # behind a proxy: openai's client routes through it
         limits = httpx2.Limits(max_connections=connections, max_keepalive_connections=connections)
         return openai.DefaultAioHttpClient(timeout=timeout_s, limits=limits)
     return openai.DefaultAsyncHttpxClient(transport=ShardedTransport(shards, per_shard), timeout=timeout_s)
