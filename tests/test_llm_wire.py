@@ -198,7 +198,8 @@ async def test_a_cut_answer_is_a_protocol_error_and_the_connection_is_dropped(wi
 
 
 @pytest.mark.parametrize("bad", [b"SSH-2.0-OpenSSH\r\n\r\n", b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n",
-                                 b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"])
+                                 b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+                                 b"HTTP/1.1 200 OK\r\nContent-Length: 12a\r\n\r\n"])
 async def test_a_malformed_answer_is_a_protocol_error(wire, bad):
     async with RawServer(lambda n: bad) as url:
         with pytest.raises(httpx2.RemoteProtocolError):

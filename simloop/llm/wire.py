@@ -61,6 +61,8 @@ class _Answer:
         for name, value in headers:
             low = name.lower()
             if low == b"content-length":
+                if not value.strip().isdigit():
+                    raise httpx2.RemoteProtocolError(f"malformed Content-Length: {value[:20]!r}")
                 self.length = int(value)
             elif low == b"transfer-encoding":
                 self.chunked = value.strip().lower().endswith(b"chunked")
