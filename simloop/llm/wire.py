@@ -199,13 +199,17 @@ class _Connection(asyncio.Protocol):
         self._waiter = waiter = asyncio.get_running_loop().create_future()
         self._head_only = head_only
         self.transport.write(data)
+        if read_s is None:
+            return await waiter
+        # A timer that fails the waiter: ~2 us per call against ~10 us for ``asyncio.timeout`` (timeit).
+        timer = asyncio.get_running_loop().call_later(read_s, self._expire, read_s)
         try:
-            if read_s is None:
-                return await waiter
-            async with asyncio.timeout(read_s):
-                return await waiter
-        except TimeoutError:
-            raise httpx2.ReadTimeout(f"no complete response within {read_s:g} s") from None
+            return await waiter
+        finally:
+            timer.cancel()
+
+    def _expire(self, read_s: float) -> None:
+        self._fail(httpx2.ReadTimeout(f"no complete response within {read_s:g} s"))
 
     def close(self) -> None:
         self.closed = True
