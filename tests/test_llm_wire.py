@@ -271,3 +271,41 @@ async def test_through_openai_the_run_records_the_right_error(monkeypatch, answe
     async with RawServer(answer, close_after=True) as url:
         with pytest.raises(error):
             await _chat(url, monkeypatch, timeout_s=0.3, max_attempts=2, backoff_base_s=0.01)
+
+
+@pytest.mark.parametrize("route", ["json", "streamed"])
+async def test_a_uvicorn_server_like_vllm_answers_through_openai(monkeypatch, route):
+    # vLLM, and most Python model servers, are FastAPI on uvicorn (h11): a JSON answer has a
+    # Content-Length, a streamed one is chunked.  Both must reach ChatModel whole.
+    import uvicorn
+    from fastapi import FastAPI
+    from fastapi.responses import JSONResponse, StreamingResponse
+
+    app = FastAPI()
+
+    @app.post("/v1/chat/completions")
+    async def chat() -> object:
+        if route == "json":
+            return JSONResponse(json.loads(BODY))
+
+        async def pieces():
+            for i in range(0, len(BODY), 7):
+                yield BODY[i:i + 7]
+
+        return StreamingResponse(pieces(), media_type="application/json")
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off"))
+    task = asyncio.ensure_future(server.serve(sockets=[sock]))
+    try:
+        while not server.started:
+            await asyncio.sleep(0.01)
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        results = [await _chat(url, monkeypatch, timeout_s=5, max_attempts=1) for _ in range(3)]
+    finally:
+        server.should_exit = True
+        await task
+        sock.close()
+    assert [r.text for r in results] == ["Porto it is."] * 3
+    assert (results[0].stage.prompt_tokens, results[0].stage.completion_tokens) == (5, 3)
