@@ -9,6 +9,8 @@ import os
 import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,6 +86,27 @@ def free_port() -> int:
     with closing(socket.socket()) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextmanager
+def mock_llm(port: int, *flags: str):
+    """``simloop mock-llm`` in a subprocess, ready when ``/stats`` answers."""
+    p = subprocess.Popen([sys.executable, "-m", "simloop", "mock-llm", "--port", str(port), *flags], cwd=ROOT,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=2).read()
+                break
+            except OSError:
+                if p.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("mock-llm did not start")
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        p.terminate()
+        p.wait(timeout=30)
 
 
 def make_persona(pid: str = "p1", topics: int = 2, questions: int = 3) -> Persona:

@@ -7,15 +7,13 @@ import json
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
-from contextlib import closing, contextmanager
+from contextlib import closing
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
-from conftest import free_port, ikat_file, simloop_cli as cli
+from conftest import free_port, ikat_file, mock_llm, simloop_cli as cli
 from simloop.config import RunConfig
 from simloop.run.manifest import new_manifest
 from simloop.run.recorder import Recorder, read_manifest
@@ -32,27 +30,6 @@ def one_line_exit_2(p: subprocess.CompletedProcess, *needles: str) -> str:
     for needle in needles:
         assert needle in lines[0], lines[0]
     return lines[0]
-
-
-@contextmanager
-def mock_llm(port: int, *flags: str):
-    """``simloop mock-llm`` in a subprocess, ready when ``/stats`` answers."""
-    p = subprocess.Popen([sys.executable, "-m", "simloop", "mock-llm", "--port", str(port), *flags], cwd=ROOT,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=2).read()
-                break
-            except OSError:
-                if p.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("mock-llm did not start")
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        p.terminate()
-        p.wait(timeout=30)
 
 
 def persona_run(tmp_path: Path) -> Path:

@@ -49,7 +49,8 @@ def check_role(name: str, role: LLMRole, client: httpx.Client) -> None:
 
 
 def check_endpoints(llm: LLMConfig, roles: Iterable[str]) -> None:
-    """One request per distinct (URL, key variable) among ``roles``; the first that fails raises."""
+    """One request per distinct (URL, key variable) among ``roles``; the first that fails raises.
+    When there is one, the chat client's modules are imported here too."""
     seen: set[tuple[str, str]] = set()
     todo = []
     for name in roles:
@@ -64,3 +65,6 @@ def check_endpoints(llm: LLMConfig, roles: Iterable[str]) -> None:
     with httpx.Client(timeout=PREFLIGHT_TIMEOUT_S) as client:
         for name, role in todo:
             check_role(name, role, client)
+    # The run will call a model: import the client stack (openai: 0.5-1 s of CPU) now, before
+    # any dialogue starts, not at the first call, on the event loop, while every dialogue waits.
+    from . import http  # noqa: F401
