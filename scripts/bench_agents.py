@@ -6,9 +6,9 @@ makes no LLM call, so every request the mock counts is the agent's.  Per turn: H
 requests at the mock (retries included), LLM stages, prompt and completion tokens, and
 the wall time of ``respond`` (``turn.latency_ms``), one dialogue at a time so that
 agents' local work (MiniLM on CPU) does not queue behind another dialogue's.  Every agent
-starts from the same state: openai imported (simloop imports it on a run's first LLM call;
-acms, first in the plan, used to pay those 0.5-1 s: 250-300 ms of CPU per turn, 115-120
-once imported), one BM25 retriever on the demo index, shared and warmed by an untimed
+starts from the same state: openai imported (a run that calls a model imports it while it
+prepares, outside the timing; when it was imported at the first call, acms, first in the
+plan, paid those 0.5-1 s: 250-300 ms of CPU per turn, 115-120 once imported), one BM25 retriever on the demo index, shared and warmed by an untimed
 dialogue (the JVM compiles Lucene's search path over its first queries), and a MiniLM
 embedder of its own, loaded and warmed outside the timing, so that no agent's encodes are
 served from another agent's cache.  The embedder reads the passage vectors
@@ -80,7 +80,6 @@ def _summarise(run_dir: Path, requests: int, cpu_s: float) -> dict[str, Any]:
 
 
 async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    import simloop.llm.http  # noqa: F401  openai with it: a one-off import, not a cost per turn
     from simloop.search import RetrievalConfig, open_retriever
 
     dialogues, turns = (1, 2) if quick else (2, 3)

@@ -134,12 +134,14 @@ class MockLLM:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        if not 0 <= port <= 65535:  # as `simloop serve`: bind would raise OverflowError
+            raise BadInputError(f"mock-llm: --port {port}: a port is 0-65535")
         loop = asyncio.get_running_loop()
         try:
             self._server = await loop.create_server(
                 lambda: Connection(self._dispatch, self._connections), host, port, backlog=4096)
-        except (OSError, OverflowError) as exc:  # OverflowError: a port past 65535
-            raise BadInputError(f"mock-llm: cannot listen on {host}:{port}: {getattr(exc, 'strerror', None) or exc}") from None
+        except OSError as exc:
+            raise BadInputError(f"mock-llm: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
         self.port = self._server.sockets[0].getsockname()[1]
         self.url = f"http://{host}:{self.port}/v1"
         return self.url

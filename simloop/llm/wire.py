@@ -66,8 +66,9 @@ class _Answer:
                 self.length = int(value)
             elif low == b"transfer-encoding":
                 self.chunked = value.strip().lower().endswith(b"chunked")
-            elif low == b"connection":
-                self.close = value.strip().lower() == b"close" if not http10 else value.strip().lower() != b"keep-alive"
+            elif low == b"connection":  # HTTP/1.1 keeps a connection unless told; 1.0 closes it unless told
+                token = value.strip().lower()
+                self.close = token != b"keep-alive" if http10 else token == b"close"
         if head_only or status in _NO_BODY or status < 200:
             self.length, self.chunked = 0, False
         if self.chunked:
@@ -149,22 +150,22 @@ class _Connection(asyncio.Protocol):
         if self._waiter is None:  # bytes nobody asked for: the connection cannot be trusted again
             self.close()
             return
-        try:
-            self._advance(eof=False)
-        except httpx2.HTTPError as exc:
-            self._fail(exc)
+        self._read(eof=False)
 
     def eof_received(self) -> bool | None:
         if self._waiter is not None:
-            try:
-                self._advance(eof=True)
-            except httpx2.HTTPError as exc:
-                self._fail(exc)
+            self._read(eof=True)
         return None  # let the transport close
 
     def connection_lost(self, exc: BaseException | None) -> None:
         self.closed = True
         self._fail(httpx2.RemoteProtocolError("the server closed the connection before the response was complete"))
+
+    def _read(self, eof: bool) -> None:
+        try:
+            self._advance(eof)
+        except httpx2.HTTPError as exc:  # a malformed answer
+            self._fail(exc)
 
     def _advance(self, eof: bool) -> None:
         answer = self._answer
@@ -185,14 +186,19 @@ class _Connection(asyncio.Protocol):
                 answer.parts.append(bytes(self._data))
                 self._data.clear()
         if done:
-            waiter, self._waiter, self._answer = self._waiter, None, None
-            if waiter is not None and not waiter.done():
+            waiter = self._release()
+            if waiter is not None:
                 waiter.set_result(answer)
 
     def _fail(self, exc: Exception) -> None:
-        waiter, self._waiter, self._answer = self._waiter, None, None
-        if waiter is not None and not waiter.done():
+        waiter = self._release()
+        if waiter is not None:
             waiter.set_exception(exc)
+
+    def _release(self) -> asyncio.Future[_Answer] | None:
+        """The waiting request's future, if it still waits; the connection waits for nothing after."""
+        waiter, self._waiter, self._answer = self._waiter, None, None
+        return waiter if waiter is not None and not waiter.done() else None
 
     async def exchange(self, data: bytes, head_only: bool, read_s: float | None) -> _Answer:
         assert self.transport is not None
