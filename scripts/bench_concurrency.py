@@ -16,7 +16,9 @@ absolute times drift; the load average is recorded with every row):
 - ``concurrency_ratio_1000_vs_cpu_bound``: wall / ideal at 1,000 dialogues and 200 ms,
   divided by that run's own CPU bound max(1, ρ), ρ = needed req/s × CPU per request;
 - ``concurrency_ratio_1000_at_2s``: wall / ideal at 1,000 dialogues when the model takes
-  2 s, where one core is enough (ρ < 1) and the ratio itself should be near 1.
+  2 s, where one core is enough (ρ < 1) and the ratio itself should be near 1; next to it
+  ``..._at_2s_minimal``, the bare asyncio client's ratio against the same mock: the floor
+  that 1,000 connections opened at once and the mock's queueing set for any client.
 """
 
 from __future__ import annotations
@@ -93,6 +95,7 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
     with MockProcess(latency_ms=10 * LATENCY_MS) as slow, tempfile.TemporaryDirectory(prefix="simloop-bench-") as tmp:
         await _one(slow, Path(tmp) / "warm", 10, 10, 1, latency_ms=10 * LATENCY_MS)
         at_2s = await _one(slow, Path(tmp) / "c1000-2s", 1000, 1000, 2, latency_ms=10 * LATENCY_MS)
+        floor_2s = await _minimal_client(slow, 1000, 2 * CALLS_PER_TURN, latency_ms=10 * LATENCY_MS)
     os.environ.pop("SIMLOOP_LLM_HTTP", None)
     figures = {f"concurrency_ratio_{r['concurrency']}": figure(r["ratio"], None) for r in rows}
     for r in rows:
@@ -107,13 +110,15 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
     figures["client_cpu_ms_per_request_1000"] = figure(top["client_cpu_ms_per_request"], None)
     figures["concurrency_ratio_1000_vs_cpu_bound"] = figure(top["ratio_vs_cpu_bound"], 1.2)
     figures["concurrency_ratio_1000_at_2s"] = figure(at_2s["ratio"], 1.1)
+    figures["concurrency_ratio_1000_at_2s_minimal"] = figure(floor_2s["ratio"], None)
     figures["concurrency_ratio_1000_httpx"] = figure(httpx_1000["ratio"], None)
     figures["client_cpu_ms_per_request_minimal"] = figure(floor["cpu_ms_per_request"], None)
     for key, row in (("concurrency_ratio_1000_vs_cpu_bound", top), ("concurrency_ratio_1000_at_2s", at_2s)):
         if row["errors"]:
             figures[key]["ok"] = False
     return figures, {"latency_ms": LATENCY_MS, "calls_per_turn": CALLS_PER_TURN, "runs": rows, "ab_500": ab,
-                     "httpx_run": httpx_1000, "at_2s": at_2s, "client_profile": profile, "minimal_client": floor}
+                     "httpx_run": httpx_1000, "at_2s": at_2s, "client_profile": profile, "minimal_client": floor,
+                     "minimal_client_at_2s": floor_2s}
 
 
 async def _profile_client(mock: MockProcess, out: Path, out_dir: Path, c: int) -> dict[str, Any]:
@@ -135,9 +140,12 @@ async def _profile_client(mock: MockProcess, out: Path, out_dir: Path, c: int) -
     return {**prof, "profile_text": shown_path(text)}
 
 
-async def _minimal_client(mock: MockProcess, c: int, per_connection: int) -> dict[str, Any]:
+async def _minimal_client(mock: MockProcess, c: int, per_connection: int,
+                          latency_ms: float = LATENCY_MS) -> dict[str, Any]:
     """The floor: a bare asyncio HTTP/1.1 keep-alive client (no SDK, no engine) sending the
-    same kind of request, ``c`` connections at once, each ``per_connection`` in a row."""
+    same kind of request, ``c`` connections at once, each ``per_connection`` in a row.  Its
+    ratio at 2 s is what opening 1,000 connections and the mock's own queueing cost any
+    client (``concurrency_ratio_1000_at_2s_minimal``)."""
     import asyncio
     import json
     import time
@@ -165,8 +173,8 @@ async def _minimal_client(mock: MockProcess, c: int, per_connection: int) -> dic
     wall = time.perf_counter() - t0
     row = {"connections": c, "requests": done, "cpu_ms_per_request": round(1000 * (proc_cpu_s() - cpu0) / done, 3),
            "mock_cpu_ms_per_request": round(1000 * (mock.cpu_s() - mock0) / done, 3),
-           "wall_s": round(wall, 3), "ideal_s": round(per_connection * LATENCY_MS / 1000, 3)}
+           "latency_ms": latency_ms, "wall_s": round(wall, 3), "ideal_s": round(per_connection * latency_ms / 1000, 3)}
     row["ratio"] = round(wall / row["ideal_s"], 3)
-    info(f"minimal asyncio client, {c} connections: {row['cpu_ms_per_request']} ms CPU/request "
+    info(f"minimal asyncio client, {c} connections at {latency_ms:g} ms: {row['cpu_ms_per_request']} ms CPU/request "
          f"(mock {row['mock_cpu_ms_per_request']} ms), ratio {row['ratio']}")
     return row
