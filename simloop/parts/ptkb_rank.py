@@ -91,6 +91,10 @@ Then another encoder in place of MiniLM, a sentence encoder that ships its weigh
 --cv`` with its vectors): CV 0.462 with the query prefix on both sides, 0.445 with the
 passage prefix on the statements (all of train 0.530 / 0.523), against MiniLM's 0.507
 (0.552): worse, not used.
+Then propagation between statements (each statement gains beta times its neighbours' scores,
+neighbours weighted by MiniLM cosine between statements: the best neighbour, the mean over
+positive ones, or a softmax; beta 0.1-0.5), on all of train: 0.521-0.551 against 0.552, so
+worse before any cross-validation (a throwaway script): not used.
 
 Report figures (measured once with these defaults, never tuned on; ``scripts/bench_ptkb.py``):
 2023 test vs NIST ``ptkb_rel_nist`` (98 turns): nDCG@3 0.690, P@3 0.435, R@3 0.652, set F1
