@@ -144,7 +144,7 @@ class BM25Extractive:
         async with timed_stage("generate", stages):
             response, used = await focused_answer(
                 embedder, query, hits, utterance=utterance, ptkb=chosen, remembered=remembered,
-                max_words=self.max_words, passages=_GENERATION_PASSAGES, focus=focus or utterance,
+                earlier=[u for u, _ in history], max_words=self.max_words, passages=_GENERATION_PASSAGES, focus=focus or utterance,
             )
 
         read = [utterance, *window, *(p.statement for p in selected), *(h.text for h in hits[:_GENERATION_PASSAGES])]

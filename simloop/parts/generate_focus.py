@@ -9,11 +9,14 @@
    budget, reading order) is the lexical one's.
 2. Personal.  An opening sentence names what the user told us that bears on the answer:
    the PTKB statements the PTKB stage chose whose cosine to the utterance reaches
-   ``PTKB_FACT``, and the statements the memory strategy kept and recalled for this turn
-   (already chosen by relevance in the agent).  Both arrive as structured values (the
-   statements themselves), never parsed out of a prompt.  The sentence ends with a
-   caution ("skip anything below that does not fit"): an extractive answer cannot adapt
-   the passages to the fact, so it says so.
+   ``PTKB_FACT`` and to every earlier user utterance stays below it (a fact is named when
+   it first comes up, not again on every later turn of the same subject: half the demo
+   answers had opened with the same sentence), and the statements the memory strategy
+   kept and recalled for this turn (already chosen by relevance in the agent; named
+   whenever recalled, which is what the memory test reads).  Both arrive as structured
+   values (the statements themselves), never parsed out of a prompt.  The sentence says
+   the fact was kept in mind, which is true of what the answer reads: the PTKB's words
+   are in the query, a remembered fact's words weigh in choosing the sentences.
 The whole answer, opening sentence included, is at most ``max_words`` words.
 
 How the cutoffs were chosen (2023 train topics only; ``scripts/bench_answers.py --tune``
@@ -35,6 +38,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import numpy as np
+
 from ..search import cosine
 from ..search.embeddings import Embedder
 from ..text import second_person, word_count
@@ -49,35 +54,40 @@ _MAX_FACTS = 2  # more than two facts in one sentence reads as a list, not as at
 
 
 def personal_sentence(facts: Sequence[str]) -> str:
-    """"Since you mentioned that you ..., skip anything below that does not fit." ("" for none)."""
-    clauses = [c for c in (second_person(f) for f in facts) if c]
+    """"Since you mentioned that you ..., I kept that in mind." ("" for none)."""
+    clauses = [c for c in (second_person(f) for f in facts) if c][:_MAX_FACTS]
     if not clauses:
         return ""
-    said = " and that ".join(clauses[:_MAX_FACTS])
-    return f"Since you mentioned that {said}, skip anything below that does not fit."
+    said = " and that ".join(clauses)
+    return f"Since you mentioned that {said}, I kept {'both' if len(clauses) > 1 else 'that'} in mind."
 
 
 async def focused_answer(embedder: Embedder, query: str, hits: Sequence[Any], *, utterance: str,
-                         ptkb: Sequence[str] = (), remembered: Sequence[str] = (), max_words: int = 220,
-                         passages: int = 5, focus: str | None = None, on_topic: float = ON_TOPIC,
-                         ptkb_fact: float = PTKB_FACT) -> tuple[str, list[str]]:
-    """(response, cited docids).  ``ptkb``: the statements the PTKB stage chose (filtered
-    here by ``ptkb_fact``); ``remembered``: facts the memory strategy recalled for this
-    turn (all named).  ``focus``: as in ``extractive_answer``."""
+                         ptkb: Sequence[str] = (), remembered: Sequence[str] = (), earlier: Sequence[str] = (),
+                         max_words: int = 220, passages: int = 5, focus: str | None = None,
+                         on_topic: float = ON_TOPIC, ptkb_fact: float = PTKB_FACT) -> tuple[str, list[str]]:
+    """(response, cited docids).  ``ptkb``: the statements the PTKB stage chose (named when
+    they reach ``ptkb_fact`` with the utterance and with none of the ``earlier`` user
+    utterances); ``remembered``: facts the memory strategy recalled for this turn (all
+    named).  ``focus``: as in ``extractive_answer``."""
     ranked = scored_sentences(query, hits, passages, focus)[:POOL]
-    texts = [utterance or query, query, *ptkb, *(c.text for c in ranked)]
+    said = [utterance or query, *(earlier if ptkb else ())]  # the earlier ones come from the embedder's cache
+    texts = [*said, query, *ptkb, *(c.text for c in ranked)]
     vectors = await embedder.encode(texts) if ranked or ptkb else None
+    at = len(said) + 1  # where the statements start
     facts = list(dict.fromkeys(remembered))
     if ptkb and vectors is not None:
-        sims = cosine(vectors[:1], vectors[2:2 + len(ptkb)])[0]
-        facts += [s for s, sim in zip(ptkb, sims) if float(sim) >= ptkb_fact and s not in facts]
+        sims = cosine(vectors[:len(said)], vectors[at:at + len(ptkb)])
+        before = sims[1:].max(axis=0) if len(said) > 1 else np.full(len(ptkb), -1.0)
+        facts += [s for s, now, then in zip(ptkb, sims[0], before)
+                  if float(now) >= ptkb_fact > float(then) and s not in facts]
     opening = personal_sentence(facts[:_MAX_FACTS])
     if word_count(opening) > max_words // 2:  # a tiny budget goes to the answer itself
         opening = ""
     budget = max_words - word_count(opening)
     kept: list[Sentence] = []
     if ranked and vectors is not None:
-        sims = cosine(vectors[:2], vectors[2 + len(ptkb):]).max(axis=0)
+        sims = cosine(vectors[[0, len(said)]], vectors[at + len(ptkb):]).max(axis=0)  # utterance, query
         kept = [c for c, sim in zip(ranked, sims) if float(sim) >= on_topic]
     if not kept:
         return (f"{opening} {NO_ANSWER}" if opening else NO_ANSWER), []
