@@ -42,7 +42,7 @@ from typing import Any  # noqa: E402
 
 OFF_COS = 0.15  # the line: below it for both the question and the topic = off topic
 TARGET = 0.05
-OPENING = "Since you mentioned that "
+OPENINGS = ("Since you mentioned that ", "Given that ")  # a recalled fact / a PTKB statement (generate_focus.py)
 TRAIN = "2023/2023_train_topics.json"
 
 
@@ -72,7 +72,7 @@ async def score_run(run_dir: Path, embedder: Any, only: set[str] | None = None) 
         if off and len(examples) < 5:
             examples.append({"question": question, "sentence": off[0]})
         lengths.append(word_count(answer))
-        personal += answer.startswith(OPENING)
+        personal += answer.startswith(OPENINGS)
     n = max(1, len(rows))
     return {"answers": len(rows), "offtopic_answers": flagged, "answer_offtopic_share": round(flagged / n, 4),
             "words_max": max(lengths, default=0), "words_mean": round(statistics.fmean(lengths), 1) if lengths else 0,

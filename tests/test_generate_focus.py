@@ -43,23 +43,28 @@ async def test_remembered_facts_open_the_answer_and_the_cap_holds():
 async def test_only_ptkb_statements_close_to_the_question_are_named():
     ptkb = ["My cello strings are tuned badly.", "I live in Porto."]
     text, _ = await focused_answer(HashEmbedder(), QUESTION, HITS, utterance=QUESTION, ptkb=ptkb)
-    assert text.startswith("Since you mentioned that your cello strings are tuned badly,") and "Porto" not in text
+    assert text.startswith("Given that your cello strings are tuned badly,") and "Porto" not in text
     plain, _ = await focused_answer(HashEmbedder(), QUESTION, HITS, utterance=QUESTION, ptkb=["I live in Porto."])
-    assert not plain.startswith("Since you")
+    assert not plain.startswith("Given that")
 
 
 async def test_a_ptkb_fact_is_named_when_it_first_comes_up_not_on_every_later_turn():
     ptkb = ["My cello strings are tuned badly."]
     first = "My cello strings are tuned badly, what can I do?"  # an earlier turn on the same subject
     again, _ = await focused_answer(HashEmbedder(), QUESTION, HITS, utterance=QUESTION, ptkb=ptkb, earlier=[first])
-    assert not again.startswith("Since you") and "tuned in fifths" in again
+    assert not again.startswith("Given that") and "tuned in fifths" in again
     fresh, _ = await focused_answer(HashEmbedder(), QUESTION, HITS, utterance=QUESTION, ptkb=ptkb,
                                     earlier=["Where is Porto?"])
-    assert fresh.startswith("Since you mentioned that your cello strings are tuned badly, I kept that in mind.")
+    assert fresh.startswith("Given that your cello strings are tuned badly, I kept that in mind.")
     # a fact the memory strategy recalled is named whenever recalled: the memory test reads it
     recalled, _ = await focused_answer(HashEmbedder(), QUESTION, HITS, utterance=QUESTION, remembered=ptkb,
                                        earlier=[first])
-    assert recalled.startswith("Since you mentioned that your cello strings")
+    assert recalled.startswith("Since you mentioned that your cello strings")  # said in the dialogue
+    # with a PTKB statement among the facts the user may not have said, the lead-in does not claim it
+    mixed, _ = await focused_answer(HashEmbedder(), QUESTION, HITS, utterance=QUESTION, ptkb=ptkb,
+                                    remembered=["By the way, I have a severe peanut allergy."])
+    assert mixed.startswith("Given that you have a severe peanut allergy and that your cello strings are tuned badly, "
+                            "I kept both in mind.")
 
 
 def test_statements_are_turned_to_the_user():

@@ -14,8 +14,10 @@
    answers had opened with the same sentence), and the statements the memory strategy
    kept and recalled for this turn (already chosen by relevance in the agent; named
    whenever recalled, which is what the memory test reads).  Both arrive as structured
-   values (the statements themselves), never parsed out of a prompt.  The sentence says
-   the fact was kept in mind, which is true of what the answer reads: the PTKB's words
+   values (the statements themselves), never parsed out of a prompt.  It opens with "Since
+   you mentioned that" for what the user said in the dialogue (recalled facts) and with
+   "Given that" when a PTKB statement is among the facts (the user may never have said it:
+   the assistant knows it from the profile).  The sentence says the fact was kept in mind, which is true of what the answer reads: the PTKB's words
    are in the query, a remembered fact's words weigh in choosing the sentences.
 The whole answer, opening sentence included, is at most ``max_words`` words.
 
@@ -53,13 +55,16 @@ POOL = 24  # sentences embedded per turn: the lexical best (a 220-word answer ho
 _MAX_FACTS = 2  # more than two facts in one sentence reads as a list, not as attention
 
 
-def personal_sentence(facts: Sequence[str]) -> str:
-    """"Since you mentioned that you ..., I kept that in mind." ("" for none)."""
+def personal_sentence(facts: Sequence[str], *, mentioned: bool = True) -> str:
+    """"Since you mentioned that you ..., I kept that in mind." ("" for none).  ``mentioned``
+    False: "Given that you ...", for facts the user may never have said in this dialogue
+    (PTKB statements the assistant knows from the profile)."""
     clauses = [c for c in (second_person(f) for f in facts) if c][:_MAX_FACTS]
     if not clauses:
         return ""
-    said = " and that ".join(clauses)
-    return f"Since you mentioned that {said}, I kept {'both' if len(clauses) > 1 else 'that'} in mind."
+    facts_text = " and that ".join(clauses)
+    lead = "Since you mentioned that" if mentioned else "Given that"
+    return f"{lead} {facts_text}, I kept {'both' if len(clauses) > 1 else 'that'} in mind."
 
 
 async def focused_answer(embedder: Embedder, query: str, hits: Sequence[Any], *, utterance: str,
@@ -81,7 +86,8 @@ async def focused_answer(embedder: Embedder, query: str, hits: Sequence[Any], *,
         before = sims[1:].max(axis=0) if len(said) > 1 else np.full(len(ptkb), -1.0)
         facts += [s for s, now, then in zip(ptkb, sims[0], before)
                   if float(now) >= ptkb_fact > float(then) and s not in facts]
-    opening = personal_sentence(facts[:_MAX_FACTS])
+    named = facts[:_MAX_FACTS]
+    opening = personal_sentence(named, mentioned=all(f in remembered for f in named))
     if word_count(opening) > max_words // 2:  # a tiny budget goes to the answer itself
         opening = ""
     budget = max_words - word_count(opening)
