@@ -117,14 +117,15 @@ class BM25Extractive:
     async def respond(self, state: DialogueState) -> AssistantReply:
         utterance = state.user.utterance if state.user is not None else ""
         history = state.history()
-        window = [user for user, _ in history[-1:]]  # the previous user turn disambiguates
+        earlier = [user for user, _ in history]  # the ranker and the answer's opening both read them
+        window = earlier[-1:]  # the previous user turn disambiguates
         stages: list[Stage] = []
 
         # Resources are fetched outside the timers: the first turn would otherwise charge
         # the model load and JVM boot to one dialogue's stage latencies.
         embedder = await self.ctx.embedder()
         async with timed_stage("ptkb", stages):
-            ranking = await rank_ptkb_uses(embedder, utterance, [u for u, _ in history], state.ptkb,
+            ranking = await rank_ptkb_uses(embedder, utterance, earlier, state.ptkb,
                                            self.ptkb_params)
         selected = used_only(ranking)  # what the rewrite and the answer rely on
         context: ContextInfo | None = None
@@ -144,7 +145,7 @@ class BM25Extractive:
         async with timed_stage("generate", stages):
             response, used = await focused_answer(
                 embedder, query, hits, utterance=utterance, ptkb=chosen, remembered=remembered,
-                earlier=[u for u, _ in history], max_words=self.max_words, passages=_GENERATION_PASSAGES, focus=focus or utterance,
+                earlier=earlier, max_words=self.max_words, passages=_GENERATION_PASSAGES, focus=focus or utterance,
             )
 
         read = [utterance, *window, *(p.statement for p in selected), *(h.text for h in hits[:_GENERATION_PASSAGES])]
