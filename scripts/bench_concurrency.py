@@ -37,6 +37,8 @@ CALLS_PER_TURN = 2
 
 async def _one(mock: MockProcess, out: Path, c: int, n: int, turns: int, latency_ms: float = LATENCY_MS,
                transport: str = "wire") -> dict[str, Any]:
+    from simloop.loop import running_loop_name
+
     os.environ["SIMLOOP_LLM_HTTP"] = transport  # read when the run's LLM pool makes its client
     cfg = bench_config(out, base_url=mock.url, simulator="bench_plugins:OneCallSimulator",
                        assistant="bench_plugins:OneCallAssistant", concurrency=c, limit=n,
@@ -50,6 +52,7 @@ async def _one(mock: MockProcess, out: Path, c: int, n: int, turns: int, latency
     wall = r["engine_wall_s"]
     row = {
         "concurrency": c, "dialogues": n, "turns": turns, "latency_ms": latency_ms, "transport": transport,
+        "event_loop": running_loop_name(),  # uvloop, as simloop's commands run, unless SIMLOOP_EVENT_LOOP says
         "loadavg": [round(x, 2) for x in os.getloadavg()], "wall_s": round(wall, 3), "ideal_s": round(ideal, 3),
         "ratio": round(wall / ideal, 3), "requests": requests, "by_status": st["by_status"],
         "req_per_s": round(requests / wall, 1),

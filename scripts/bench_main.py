@@ -10,7 +10,6 @@ only (a fixed format, DESIGN §11); everything measured on the way goes to
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib
 import json
 import os
@@ -47,11 +46,12 @@ BENCHES: dict[str, tuple[str, int, int]] = {
 
 
 def _run_one(name: str, quick: bool, out: Path, out_dir: Path) -> int:
+    from simloop.loop import run as run_loop
     from simloop.search.jvm import prepare_environment
 
     prepare_environment()  # at process start, before any thread (see search/jvm.py)
     module = importlib.import_module(BENCHES[name][0])
-    figures, details = asyncio.run(module.run(quick, out_dir))
+    figures, details = run_loop(module.run(quick, out_dir))  # the loop simloop's commands run on
     out.write_text(json.dumps({"figures": figures, "details": details}, indent=1, default=str))
     return 0
 

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar, Union
 
+from .loop import run as run_loop
+
 if TYPE_CHECKING:
     from .config import RunConfig
     from .evaluate.formats import RunSummary
@@ -85,7 +87,7 @@ def run(config: ConfigLike = None, /, *, resume: str | Path | None = None, retry
         **overrides: Any) -> Run:
     """``arun`` for scripts: blocks until the run ends.  Called where an event loop is
     already running, it runs the dialogues on a loop of its own in a helper thread."""
-    return _blocking(lambda: asyncio.run(arun(config, resume=resume, retry_errors=retry_errors, **overrides)))
+    return _blocking(lambda: run_loop(arun(config, resume=resume, retry_errors=retry_errors, **overrides)))
 
 
 def evaluate(run_dir: str | Path, *, ptkb_qrels: str | Path | None = None, qrels: str | Path | None = None,

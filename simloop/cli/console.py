@@ -6,7 +6,6 @@ directory on the last line so scripts can capture it with ``tail -n 1``.
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 from statistics import mean
 
@@ -16,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from ..config import RunConfig
+from ..loop import run as run_loop
 from ..run.engine import Event, RunStats
 from ..run.interrupt import at_hard_exit
 from ..run.recorder import ReadReport, read_manifest, read_transcripts
@@ -82,7 +82,7 @@ def run_with_progress(cfg: RunConfig, resume: Path | None = None, retry_errors: 
     forget = at_hard_exit(lambda: _restore_terminal(progress))
     try:
         with progress:
-            stats = asyncio.run(execute(prep, events=on_event))
+            stats = run_loop(execute(prep, events=on_event))
     finally:
         forget()
     out.print(summary_table(stats, prep.run_dir))

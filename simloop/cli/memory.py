@@ -8,10 +8,10 @@ scripted user, the LLM probe judge), ``facts`` (the fact catalogue and rules) an
 from __future__ import annotations
 
 import argparse
-import asyncio
 from typing import TYPE_CHECKING, Any
 
 from ..errors import BadInputError
+from ..loop import run as run_loop
 from .args import parse_params
 from .flags import RUN_FLAGS, add_flags, config_from_flags
 
@@ -98,7 +98,7 @@ def cmd_memory(a: argparse.Namespace) -> int:
                   "offline extractive summariser")
     progress, on_event = _progress(test, a.progress is not False)
     with progress:
-        memory = asyncio.run(test.run(on_event))
+        memory = run_loop(test.run(on_event))
     out.print(rich_memory(test.run_id, memory))
     if any(p.rewritten_query for p in memory.probes):
         out.print(_query_table(memory))

@@ -13,13 +13,13 @@ never written to the run directory, the state files or a log.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from ..errors import BadInputError
+from ..loop import run as run_loop
 from .flags import RUN_FLAGS, add_flags, config_from_flags
 
 __all__ = ["add_commands", "cmd_rehearse"]
@@ -106,7 +106,7 @@ def cmd_rehearse(a: argparse.Namespace) -> int:
     a.run_id = a.run_id or "rehearse-" + datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     token_env, token = _token(a)
     cfg = _config(a, token_env)
-    asyncio.run(_verify(a.api, token, a.debug, a.timeout))
+    run_loop(_verify(a.api, token, a.debug, a.timeout))
     run_dir = cfg.out / a.run_id
     resume = run_dir if (run_dir / "run.json").exists() else None
     prep = prepare_run(cfg, resume=resume, secrets={token_env: token})
@@ -115,7 +115,7 @@ def cmd_rehearse(a: argparse.Namespace) -> int:
     if a.concurrency > 1:
         print(f"simloop rehearse: {a.concurrency} parallel runs; each counts against the run budget",
               file=sys.stderr)
-    stats = asyncio.run(execute(prep))
+    stats = run_loop(execute(prep))
     _print_lanes(prep.simulator.results())
     out.print(summary_table(stats, prep.run_dir))
     if stats.interrupted:

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..config import RunConfig
+from ..loop import run as run_loop
 from .worker import DialogueWorker, RateGate, worker_config
 from ..run.engine import RunStats, gather_until_cancelled
 from ..run.interrupt import until_signalled
@@ -306,7 +307,7 @@ def run_ray(cfg: RunConfig, resume: Path | None = None, workers: int | None = No
         driver = _Driver(prep, ids, n, max(1, math.ceil(prep.cfg.concurrency / n)), gate,
                          progress or _NoProgress(), notice)
         with driver.progress:
-            stats = asyncio.run(until_signalled(driver.drive()))  # SIGTERM too: the workers are killed below
+            stats = run_loop(until_signalled(driver.drive()))  # SIGTERM too: the workers are killed below
         status = "failed" if driver.gave_up else "interrupted" if stats.interrupted else "finished"
     except KeyboardInterrupt:
         status = "interrupted"

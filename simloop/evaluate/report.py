@@ -12,7 +12,6 @@ stop reasons per persona and topic, the memory test, plots, and every dialogue.
 
 from __future__ import annotations
 
-import asyncio
 import html
 from collections import Counter
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from pydantic import ValidationError
 
 from ..errors import first_error
 from ..files import atomic_write
+from ..loop import run as run_loop
 from ..memorytest.formats import MemoryResults
 from ..schema import Transcript
 from .diagnostics import RunDiagnostics, diagnose
@@ -83,7 +83,7 @@ def load_view(run_dir: Path) -> RunView:
     summary = load_summary(run_dir)
     evaluated_now = summary is None
     if summary is None:
-        summary = asyncio.run(evaluate_transcripts(transcripts, EvalOptions(), manifest, run_dir=run_dir)).summary
+        summary = run_loop(evaluate_transcripts(transcripts, EvalOptions(), manifest, run_dir=run_dir)).summary
     if manifest is not None and summary.assistant is None:  # evaluated now: no header yet
         summary = summary.model_copy(update={"assistant": manifest.assistant.name, "simulator": manifest.simulator.name})
     name = manifest.run_id if manifest is not None else run_dir.name

@@ -8,7 +8,6 @@ find the turns that pulled a mean down.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from pydantic import ValidationError
 
 from ..errors import BadInputError, ConfigError, DataFileError, first_error
 from ..files import atomic_write
+from ..loop import run as run_loop
 from ..run.recorder import ReadReport, read_manifest, read_transcripts
 from ..schema import RunManifest, Transcript
 from .formats import (
@@ -225,7 +225,7 @@ def load_run(run_dir: Path) -> tuple[RunManifest | None, list[Transcript], ReadR
 
 def evaluate_run(run_dir: Path, opts: EvalOptions, chat: Any | None = None) -> Evaluation:
     manifest, transcripts, report = load_run(run_dir)
-    ev = asyncio.run(evaluate_transcripts(transcripts, opts, manifest, chat, Path(run_dir)))
+    ev = run_loop(evaluate_transcripts(transcripts, opts, manifest, chat, Path(run_dir)))
     ev.summary = _with_header(ev.summary, Path(run_dir), manifest, report)
     return ev
 

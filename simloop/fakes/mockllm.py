@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from ..errors import BadInputError
+from ..loop import run as run_loop
 from ..text import count_tokens
 from .mockcontent import Composer
 from .mockhttp import Connection, Request, error, response
@@ -324,7 +325,7 @@ async def _serve_forever(options: MockOptions, host: str, port: int) -> None:
 
 def serve(options: MockOptions | None = None, host: str = "127.0.0.1", port: int = 8089) -> None:
     """Run the server until SIGINT/SIGTERM (blocking)."""
-    asyncio.run(_serve_forever(options or MockOptions(), host, port))
+    run_loop(_serve_forever(options or MockOptions(), host, port))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

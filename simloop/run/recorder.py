@@ -32,6 +32,7 @@ from pydantic import ValidationError
 
 from ..errors import DataFileError, ResumeError, first_error
 from ..files import atomic_open, atomic_write
+from ..loop import running_loop_name
 from ..schema import RunManifest, Transcript, utcnow
 
 __all__ = ["Recorder", "RunDir", "check_out_dir", "read_transcripts", "read_manifest", "new_run_id", "ReadReport", "Tally",
@@ -73,7 +74,7 @@ def check_out_dir(out: Path) -> None:
 
 
 def versions() -> dict[str, str]:
-    out = {"python": platform.python_version()}
+    out = {"python": platform.python_version(), "event_loop": running_loop_name()}
     for pkg in ("simloop", "pydantic", "openai", "pyserini"):
         try:
             out[pkg] = version(pkg)

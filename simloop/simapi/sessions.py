@@ -25,6 +25,7 @@ from typing import Any, Coroutine
 from pydantic import BaseModel, ConfigDict
 
 from ..errors import SimloopError
+from ..loop import loop_factory
 from ..run.session import DialogueSession, DialogueSpec
 from ..schema import DialogueState, PluginRef, Scenario, Turn
 from .protocol import AssistantResponse, remote_reply
@@ -50,7 +51,7 @@ class SimRunner:
     def start(self) -> None:
         if self._loop is not None:
             return
-        self._loop = asyncio.new_event_loop()
+        self._loop = (loop_factory() or asyncio.new_event_loop)()
         ready = threading.Event()
 
         def main() -> None:
