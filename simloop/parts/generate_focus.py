@@ -17,8 +17,9 @@
    values (the statements themselves), never parsed out of a prompt.  It opens with "Since
    you mentioned that" for what the user said in the dialogue (recalled facts) and with
    "Given that" when a PTKB statement is among the facts (the user may never have said it:
-   the assistant knows it from the profile).  The sentence says the fact was kept in mind, which is true of what the answer reads: the PTKB's words
-   are in the query, a remembered fact's words weigh in choosing the sentences.
+   the assistant knows it from the profile).  The sentence says the fact was kept in mind,
+   which is true of what the answer reads: the PTKB's words are in the query, a remembered
+   fact's words weigh in choosing the sentences.
 The whole answer, opening sentence included, is at most ``max_words`` words.
 
 How the cutoffs were chosen (2023 train topics only; ``scripts/bench_answers.py --tune``
