@@ -53,7 +53,7 @@ class ACMS:
             selected = await rank_ptkb_uses(embedder, utterance, [u for u, _ in state.history()], state.ptkb)
         statements = [p.statement for p in selected if p.used]
         async with timed_stage("rewrite", stages):
-            query = heuristic_rewrite(utterance, state.history(), statements)
+            query = heuristic_rewrite(utterance, state.history())  # no PTKB words: see parts/rewrite.py
         async with timed_stage("retrieve", stages, k=self.candidates):
             found = await retriever.search(query, self.candidates)
         async with timed_stage("rerank", stages):

@@ -4,8 +4,9 @@ PTKB statements are ranked by the no-LLM ranker (``simloop.parts.ptkb_rank``: Mi
 similarity to the utterance and, discounted, to the earlier user utterances); the whole
 ranking is the turn's ``ptkb_provenance`` and the ``used`` head of it (of the top
 ``ptkb_top_k``, those scoring at least ``ptkb_threshold`` and within ``used_gap`` of the
-turn's best, at least one) feeds the rewrite; the
-query is rewritten heuristically with context terms; BM25 retrieves; the response is the
+turn's best, at least one) is what the answer may name; the
+query is rewritten heuristically with context terms from earlier turns, no PTKB words
+(``simloop/parts/rewrite.py`` says why); BM25 retrieves; the response is the
 best sentences of the top passages that stay on the question, opened by a sentence naming
 the user's facts that bear on it (PTKB statements, and what the memory strategy kept:
 ``simloop/parts/generate_focus.py``).
@@ -38,7 +39,7 @@ from simloop.parts.ptkb_rank import DEFAULT_PARAMS, RankParams, rank_ptkb_uses
 from simloop.parts.rewrite import heuristic_rewrite
 from simloop.parts.stages import timed_stage
 from simloop.text import content_words, count_tokens, sentences, stem
-from simloop.schema import AssistantReply, ContextInfo, DialogueState, Passage, PtkbUse, Stage
+from simloop.schema import AssistantReply, ContextInfo, DialogueState, Passage, Stage
 
 __all__ = ["BM25Extractive", "DEFAULT_PTKB_THRESHOLD", "memory_statements"]
 
@@ -127,16 +128,16 @@ class BM25Extractive:
         async with timed_stage("ptkb", stages):
             ranking = await rank_ptkb_uses(embedder, utterance, earlier, state.ptkb,
                                            self.ptkb_params)
-        selected = used_only(ranking)  # what the rewrite and the answer rely on
+        selected = used_only(ranking)  # what the answer may name
         context: ContextInfo | None = None
         focus: str | None = None
         remembered: list[str] = []
         if self.memory is None:
             async with timed_stage("rewrite", stages):
-                query = heuristic_rewrite(utterance, history, [p.statement for p in selected])
+                query = heuristic_rewrite(utterance, history)  # no PTKB words: see parts/rewrite.py
         else:
             query, context, remembered = await self._rewrite_from_memory(self.memory, state, utterance, embedder,
-                                                                         selected, stages)
+                                                                         stages)
             focus = _with_remembered(utterance, query, remembered)
         retriever = await self.ctx.retriever()
         async with timed_stage("retrieve", stages):
@@ -163,8 +164,7 @@ class BM25Extractive:
         )
 
     async def _rewrite_from_memory(self, memory: MemoryStrategy, state: DialogueState, utterance: str,
-                                   embedder: Any, selected: list[PtkbUse],
-                                   stages: list[Stage]) -> tuple[str, ContextInfo, list[str]]:
+                                   embedder: Any, stages: list[Stage]) -> tuple[str, ContextInfo, list[str]]:
         """The heuristic rewrite fed from the strategy's context (see the module notes)."""
         built = await memory.build(state, self.ctx)
         stages += built.stages
@@ -173,6 +173,5 @@ class BM25Extractive:
             recalled = await rank_ptkb_by_embedding(embedder, utterance, statements, self.memory_threshold,
                                                     self.memory_top_k)
             remembered = [r.statement for r in recalled]
-            statements = [*remembered, *(p.statement for p in selected)]  # what was just said weighs first
-            query = heuristic_rewrite(utterance, [(u, "") for u in users], statements)
+            query = heuristic_rewrite(utterance, [(u, "") for u in users], remembered)
         return query, built.info.model_copy(update={"recalled": remembered}), remembered

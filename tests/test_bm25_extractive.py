@@ -79,10 +79,10 @@ async def test_unrelated_question_uses_no_ptkb_when_the_rule_allows_none(fake_ct
 
 
 async def test_no_hits_gives_an_honest_answer(fake_ctx: Context):
-    # used_min 0: the train-chosen default always relies on >= 1 statement, whose words would
-    # reach the query (the tiny corpus then finds tofu for a vegetarian)
-    agent = BM25Extractive(fake_ctx, ptkb_threshold=0.3, ptkb_params={"used_min": 0})
+    agent = BM25Extractive(fake_ctx)  # the default relies on >= 1 statement: its words stay out of the query
     reply = await agent.respond(make_state(PTKB, [], "quantum chromodynamics"))
+    assert any(u.used for u in reply.ptkb_provenance)
+    assert reply.rewritten_query == "quantum chromodynamics"  # else the tiny corpus finds tofu for a vegetarian
     assert reply.passages == [] and "could not find" in reply.response
 
 

@@ -55,16 +55,17 @@ async def test_a_ptkb_fact_is_named_when_it_first_comes_up_not_on_every_later_tu
     assert not again.startswith("Given that") and "tuned in fifths" in again
     fresh, _ = await focused_answer(HashEmbedder(), QUESTION, HITS, utterance=QUESTION, ptkb=ptkb,
                                     earlier=["Where is Porto?"])
-    assert fresh.startswith("Given that your cello strings are tuned badly, I kept that in mind.")
+    assert fresh.startswith("Given that your cello strings are tuned badly, here is what I found.")
     # a fact the memory strategy recalled is named whenever recalled: the memory test reads it
     recalled, _ = await focused_answer(HashEmbedder(), QUESTION, HITS, utterance=QUESTION, remembered=ptkb,
                                        earlier=[first])
     assert recalled.startswith("Since you mentioned that your cello strings")  # said in the dialogue
-    # with a PTKB statement among the facts the user may not have said, the lead-in does not claim it
+    # with a PTKB statement among the facts the user may not have said, the lead-in does not claim it,
+    # nor that it shaped the answer (its words reach neither the query nor the sentence choice)
     mixed, _ = await focused_answer(HashEmbedder(), QUESTION, HITS, utterance=QUESTION, ptkb=ptkb,
                                     remembered=["By the way, I have a severe peanut allergy."])
     assert mixed.startswith("Given that you have a severe peanut allergy and that your cello strings are tuned badly, "
-                            "I kept both in mind.")
+                            "here is what I found.")
 
 
 def test_statements_are_turned_to_the_user():

@@ -58,7 +58,7 @@ def test_rewrite_resolves_a_pronoun_from_the_last_turn():
     assert heuristic_rewrite("what about its cost?", history, []) == out  # deterministic
 
 
-def test_rewrite_leaves_self_contained_questions_alone_but_adds_ptkb():
+def test_rewrite_leaves_self_contained_questions_alone_but_adds_facts():
     history = [("Tell me about sharks", "...")]
     question = "What is glycogen and where does the body store it?"
     assert not is_dependent(question)

@@ -17,9 +17,11 @@
    values (the statements themselves), never parsed out of a prompt.  It opens with "Since
    you mentioned that" for what the user said in the dialogue (recalled facts) and with
    "Given that" when a PTKB statement is among the facts (the user may never have said it:
-   the assistant knows it from the profile).  The sentence says the fact was kept in mind,
-   which is true of what the answer reads: the PTKB's words are in the query, a remembered
-   fact's words weigh in choosing the sentences.
+   the assistant knows it from the profile).  Only recalled facts are said to have been
+   kept in mind ("I kept that in mind"), which is true of what the answer reads: their
+   words weigh in choosing the sentences.  A PTKB statement's words reach neither the query
+   nor the choice (``parts/rewrite.py`` says why), so with one among the facts the sentence
+   claims no more than "here is what I found".
 The whole answer, opening sentence included, is at most ``max_words`` words.
 
 How the cutoffs were chosen (2023 train topics only; ``scripts/bench_answers.py --tune``
@@ -58,14 +60,15 @@ _MAX_FACTS = 2  # more than two facts in one sentence reads as a list, not as at
 
 def personal_sentence(facts: Sequence[str], *, mentioned: bool = True) -> str:
     """"Since you mentioned that you ..., I kept that in mind." ("" for none).  ``mentioned``
-    False: "Given that you ...", for facts the user may never have said in this dialogue
-    (PTKB statements the assistant knows from the profile)."""
+    False: "Given that you ..., here is what I found.", for facts the user may never have
+    said in this dialogue (PTKB statements the assistant knows from the profile)."""
     clauses = [c for c in (second_person(f) for f in facts) if c][:_MAX_FACTS]
     if not clauses:
         return ""
     facts_text = " and that ".join(clauses)
-    lead = "Since you mentioned that" if mentioned else "Given that"
-    return f"{lead} {facts_text}, I kept {'both' if len(clauses) > 1 else 'that'} in mind."
+    if not mentioned:
+        return f"Given that {facts_text}, here is what I found."
+    return f"Since you mentioned that {facts_text}, I kept {'both' if len(clauses) > 1 else 'that'} in mind."
 
 
 async def focused_answer(embedder: Embedder, query: str, hits: Sequence[Any], *, utterance: str,

@@ -2,9 +2,14 @@
 
 Conversational questions lean on what came before ("what about its cost?").  BM25 only
 sees the words it is given, so the rewrite appends salient content words from the last
-one or two user turns (when the utterance looks dependent on them) and from the selected
-PTKB statements, without stop words or duplicates.  The original utterance stays first
+one or two user turns (when the utterance looks dependent on them) and from facts the
+caller passes, without stop words or duplicates.  The original utterance stays first
 and verbatim, so the rewrite is easy to read in a transcript.
+
+The agents pass no PTKB statements here: on the 2023 train topics (BM25 over the
+topics' provenance passages, each turn's own as relevant) the rewrite without PTKB words
+scored MRR 0.345 / nDCG@10 0.351, with them 0.315 / 0.323.  The memory path passes the
+facts the user stated earlier and the strategy recalled.
 """
 
 from __future__ import annotations
@@ -61,7 +66,7 @@ def _salience(statement: str) -> dict[str, int]:
     return {w: len(w) + (3 if w in named else 0) for w in content_words(statement)}
 
 
-def _ptkb_terms(statements: Sequence[str], per_statement: int = 1) -> list[str]:
+def _fact_terms(statements: Sequence[str], per_statement: int = 1) -> list[str]:
     """The most salient content words of each statement, in statement order."""
     terms: list[str] = []
     for statement in statements:
@@ -85,12 +90,12 @@ def _new_terms(candidates: list[str], seen: set[str], limit: int) -> list[str]:
 def heuristic_rewrite(
     utterance: str,
     history: Sequence[tuple[str, str]],
-    ptkb_selected: Sequence[str] = (),
+    facts: Sequence[str] = (),
     max_history_terms: int = 6,
-    max_ptkb_terms: int = 3,
+    max_fact_terms: int = 3,
 ) -> str:
     """``utterance`` plus context terms: from the last 1-2 user turns when the utterance
-    depends on them, and from the selected PTKB statements."""
+    depends on them, and the most salient word of each of ``facts``."""
     utterance = " ".join(utterance.split())
     seen = {stem(w) for w in content_words(utterance)}
     added: list[str] = []
@@ -98,5 +103,5 @@ def heuristic_rewrite(
         # A bare "why?" needs the whole previous question; a longer one only its topic.
         limit = max_history_terms if len(seen) <= _SHORT else max(1, max_history_terms // 2)
         added += _new_terms(_history_terms(history), seen, limit)
-    added += _new_terms(_ptkb_terms(ptkb_selected), seen, max_ptkb_terms)
+    added += _new_terms(_fact_terms(facts), seen, max_fact_terms)
     return " ".join([utterance, *added]) if added else utterance
