@@ -4,6 +4,7 @@ no traceback, nothing written; and exit 1 when a run's dialogues mostly fail."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -164,3 +165,11 @@ def test_serve_with_an_llm_user_whose_endpoint_is_down(tmp_path):
             "--base-url", dead, timeout=120)
     one_line_exit_2(p, "'simulator'", dead, "cannot connect")
     assert not any(tmp_path.iterdir())
+
+
+def test_a_bad_llm_http_variable_is_refused_before_anything_is_written(tmp_path):
+    env = {**os.environ, "SIMLOOP_LLM_HTTP": "curl"}
+    line = one_line_exit_2(cli("run", "--out", tmp_path / "out", "--limit", "1", "--no-progress", env=env),
+                           "SIMLOOP_LLM_HTTP='curl': expected one of wire, aiohttp, openai-aiohttp, httpx")
+    assert line.startswith("simloop: error: ")
+    assert list(tmp_path.iterdir()) == []

@@ -366,9 +366,15 @@ async def test_every_transport_answers_and_types_its_faults(pools, secret_env, m
     assert sum(r.stage.retries for r in results if not isinstance(r, LLMError)) > 0  # faults happened, were retried
 
 
-def test_unknown_transport_falls_back_to_the_default(monkeypatch):
-    from simloop.llm.http import transport_name
+def test_an_unknown_transport_is_refused(monkeypatch):
+    from simloop.errors import ConfigError
+    from simloop.llm.transport import transport_name
 
+    monkeypatch.setenv("SIMLOOP_LLM_HTTP", " HTTPX ")
+    assert transport_name() == "httpx"  # case and spaces forgiven
     monkeypatch.setenv("SIMLOOP_LLM_HTTP", "curl")
-    assert transport_name() == "wire"
-    assert transport_name("httpx") == "httpx"
+    with pytest.raises(ConfigError, match=r"SIMLOOP_LLM_HTTP='curl': expected one of wire, aiohttp"):
+        transport_name()
+    assert transport_name("httpx") == "httpx"  # an explicit choice beats the variable
+    with pytest.raises(ConfigError, match=r"transport='h2'"):
+        transport_name("h2")

@@ -93,6 +93,24 @@ async def test_content_is_deterministic_per_seed_and_body():
         assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
 
 
+async def test_a_kept_answer_is_the_composed_one_and_faults_are_never_kept():
+    # the mock keeps fault-free answers per body (it answers the same prompts thousands of
+    # times in a benchmark): what it sends again must be what a fresh mock composes
+    body = chat_body(response_format={"type": "json_object"})
+    async with MockLLM(seed=3) as mock, MockLLM(seed=3) as fresh, httpx.AsyncClient() as client:
+        first = (await post(client, mock.url, body)).json()
+        mock.inject("badjson", "empty")
+        bad = (await post(client, mock.url, body)).json()["choices"][0]["message"]["content"]
+        with pytest.raises(json.JSONDecodeError):
+            json.loads(bad)
+        assert (await post(client, mock.url, body)).json()["choices"][0]["message"]["content"] == ""
+        again = (await post(client, mock.url, body)).json()
+        other = (await post(client, fresh.url, body)).json()
+    for r in (again, other):
+        assert r["choices"] == first["choices"] and r["usage"] == first["usage"] and r["id"] == first["id"]
+    assert len(mock._composed) == 1
+
+
 async def test_question_prompts_get_a_short_question():
     msgs = [{"role": "system", "content": "You are a simulated user. Write the next question you would ask."},
             {"role": "user", "content": "Topic: vegetarian restaurants in Porto on a budget"}]

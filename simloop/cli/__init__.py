@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import BadInputError, SimloopError
+from ..llm.transport import transport_name
 from ..loop import loop_name
 from ..run.interrupt import INTERRUPTED, exit_now
 from .flags import RUN_FLAGS, add_flags, config_from_flags, resumed_config
@@ -169,7 +170,7 @@ def _main(argv: list[str] | None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
-        loop_name()  # a bad SIMLOOP_EVENT_LOOP is reported before any command writes a file
+        loop_name(), transport_name()  # a bad SIMLOOP_EVENT_LOOP / _LLM_HTTP: reported before any file is written
         return int(args.func(args) or 0)
     except BadInputError as exc:
         print(f"simloop: error: {exc}", file=sys.stderr)

@@ -15,9 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import logging
-import os
-from importlib.util import find_spec
 from typing import Any
 
 import httpx2
@@ -25,19 +22,11 @@ import openai
 
 from .headers import SnapHeaders
 from .memo import memo
+from .transport import transport_name
 
-__all__ = ["AsyncOpenAI", "ShardedTransport", "make_http_client", "transport_name", "TRANSPORTS"]
-
-log = logging.getLogger(__name__)
+__all__ = ["AsyncOpenAI", "ShardedTransport", "make_http_client"]
 
 _PLATFORM: list[Any] = []  # openai's get_platform(), the same for the whole process
-
-# "wire": simloop's lean client (llm/aio.py), plain http over its own connections (llm/wire.py)
-# and https over aiohttp; "aiohttp": the same client with aiohttp for plain http too;
-# "openai-aiohttp": openai's own DefaultAioHttpClient (to compare); "httpx": the fallback
-# without aiohttp.
-TRANSPORTS = ("wire", "aiohttp", "openai-aiohttp", "httpx")
-ENV = "SIMLOOP_LLM_HTTP"  # "httpx" forces the fallback (e.g. to compare, or behind a proxy aiohttp dislikes)
 
 
 class ShardedTransport(httpx2.AsyncBaseTransport):
@@ -55,18 +44,6 @@ class ShardedTransport(httpx2.AsyncBaseTransport):
     async def aclose(self) -> None:
         for pool in self._pools:
             await pool.aclose()
-
-
-def transport_name(wanted: str | None = None) -> str:
-    """``wire`` when aiohttp is installed and nothing else is asked for (argument, then
-    ``$SIMLOOP_LLM_HTTP``), else ``httpx``."""
-    wanted = (wanted or os.environ.get(ENV) or "wire").strip().lower()
-    if wanted not in TRANSPORTS:
-        log.warning("%s=%r is not one of %s; using wire when aiohttp is installed", ENV, wanted, ", ".join(TRANSPORTS))
-        wanted = "wire"
-    if wanted != "httpx" and find_spec("aiohttp") is None:
-        return "httpx"
-    return wanted
 
 
 def make_http_client(timeout_s: float, shards: int = 16, per_shard: int = 128, *, transport: str | None = None) -> Any:

@@ -1,0 +1,34 @@
+"""Which HTTP client sends the LLM requests (``$SIMLOOP_LLM_HTTP``): a process setting.
+
+Kept apart from ``http.py``, which imports openai, so that the CLI can refuse a bad value
+at start (one line, exit 2, before any command writes a file) without that import.
+"""
+
+from __future__ import annotations
+
+import os
+from importlib.util import find_spec
+
+from ..errors import ConfigError
+
+__all__ = ["ENV", "TRANSPORTS", "transport_name"]
+
+# "wire": simloop's lean client (llm/aio.py), plain http over its own connections (llm/wire.py)
+# and https over aiohttp; "aiohttp": the same client with aiohttp for plain http too;
+# "openai-aiohttp": openai's own DefaultAioHttpClient (to compare); "httpx": the fallback
+# without aiohttp.
+TRANSPORTS = ("wire", "aiohttp", "openai-aiohttp", "httpx")
+ENV = "SIMLOOP_LLM_HTTP"  # "httpx" forces the fallback (e.g. to compare, or behind a proxy aiohttp dislikes)
+
+
+def transport_name(wanted: str | None = None) -> str:
+    """``wire`` when aiohttp is installed and nothing else is asked for (argument, then
+    ``$SIMLOOP_LLM_HTTP``), else ``httpx``.  A name not in ``TRANSPORTS`` is a ConfigError."""
+    given = wanted or os.environ.get(ENV) or "wire"
+    name = given.strip().lower()
+    if name not in TRANSPORTS:
+        source = "transport" if wanted else ENV
+        raise ConfigError(f"{source}={given!r}: expected one of {', '.join(TRANSPORTS)}")
+    if name != "httpx" and find_spec("aiohttp") is None:
+        return "httpx"
+    return name
