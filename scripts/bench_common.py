@@ -85,6 +85,30 @@ def proc_cpu_s(pid: int | None = None) -> float:
     return (int(fields[11]) + int(fields[12])) / tick
 
 
+class Steal:
+    """Share of the machine's CPU time the hypervisor gave to other guests while this was
+    open (``steal`` in /proc/stat; None where there is no such line).  The load average
+    cannot show it: a run slowed by a busy host looks like a run of slower code."""
+
+    def __enter__(self) -> "Steal":
+        self._start, self.share = self._sample(), None
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        end = self._sample()
+        if self._start is not None and end is not None and end[1] > self._start[1]:
+            self.share = round((end[0] - self._start[0]) / (end[1] - self._start[1]), 4)
+
+    @staticmethod
+    def _sample() -> tuple[int, int] | None:
+        try:
+            with open("/proc/stat") as fh:
+                ticks = [int(x) for x in fh.readline().split()[1:]]
+        except (OSError, ValueError):
+            return None
+        return (ticks[7], sum(ticks[:8])) if len(ticks) >= 8 else None  # user .. steal (guest is in user)
+
+
 def shown_path(path: Path) -> str:
     """``path`` relative to the repository when inside it (for the report)."""
     try:

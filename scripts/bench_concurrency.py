@@ -29,7 +29,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench_common import MockProcess, bench_config, figure, info, run_prepared, shown_path
+from bench_common import MockProcess, Steal, bench_config, figure, info, run_prepared, shown_path
 
 LATENCY_MS = 200.0
 CALLS_PER_TURN = 2
@@ -45,7 +45,8 @@ async def _one(mock: MockProcess, out: Path, c: int, n: int, turns: int, latency
                        sim_params={"turns": turns}, asst_params={"retrieve": False}, max_turns=turns + 1)
     mock.reset()
     mock_cpu0 = mock.cpu_s()
-    r = await run_prepared(cfg)
+    with Steal() as steal:
+        r = await run_prepared(cfg)
     st = mock.stats()
     requests = st["requests"]
     ideal = turns * CALLS_PER_TURN * latency_ms / 1000 * math.ceil(n / c)
@@ -53,8 +54,9 @@ async def _one(mock: MockProcess, out: Path, c: int, n: int, turns: int, latency
     row = {
         "concurrency": c, "dialogues": n, "turns": turns, "latency_ms": latency_ms, "transport": transport,
         "event_loop": running_loop_name(),  # uvloop, as simloop's commands run, unless SIMLOOP_EVENT_LOOP says
-        "loadavg": [round(x, 2) for x in os.getloadavg()], "wall_s": round(wall, 3), "ideal_s": round(ideal, 3),
-        "ratio": round(wall / ideal, 3), "requests": requests, "by_status": st["by_status"],
+        "loadavg": [round(x, 2) for x in os.getloadavg()], "steal_share": steal.share,
+        "wall_s": round(wall, 3), "ideal_s": round(ideal, 3), "ratio": round(wall / ideal, 3),
+        "requests": requests, "by_status": st["by_status"],
         "req_per_s": round(requests / wall, 1),
         "client_cpu_s": round(r["cpu_s"], 3), "client_cpu_ms_per_request": round(1000 * r["cpu_s"] / max(1, requests), 3),
         "client_cpu_util": round(r["cpu_s"] / wall, 3),
@@ -69,7 +71,7 @@ async def _one(mock: MockProcess, out: Path, c: int, n: int, turns: int, latency
     row["ratio_vs_cpu_bound"] = round(row["ratio"] / row["cpu_bound"], 3)
     info(f"{transport} concurrency {c} at {latency_ms:g} ms: N={n} T={turns} wall {wall:.2f}s ideal {ideal:.2f}s ratio {row['ratio']} "
          f"({row['req_per_s']} req/s, client {row['client_cpu_ms_per_request']} ms CPU/req, "
-         f"errors {row['errors']}, load {row['loadavg']})")
+         f"errors {row['errors']}, load {row['loadavg']}, steal {row['steal_share']})")
     return row
 
 
