@@ -10,9 +10,17 @@ if [ ! -x "$VENV/bin/python" ]; then
   echo "setup: creating $VENV" >&2
   "$PY" -m venv "$VENV"
 fi
-# The stamp records what was installed; a changed pyproject or extras set re-installs.
+# The stamp records what was installed: "HASH extras=a,b".  A changed pyproject re-installs;
+# extras already there are kept, so alternating ./scripts/test, ./scripts/bench and
+# ./scripts/demo (each wants its own set) installs once, not on every switch.
 STAMP="$VENV/.simloop-setup"
-WANT="$(cat pyproject.toml scripts/_setup.sh | sha256sum | cut -c1-16) extras=$EXTRAS"
+HASH="$(cat pyproject.toml scripts/_setup.sh | sha256sum | cut -c1-16)"
+HAVE=""
+if [ -f "$STAMP" ] && [ "$(cut -d' ' -f1 "$STAMP")" = "$HASH" ]; then
+  HAVE="$(sed -n 's/^[^ ]* extras=//p' "$STAMP")"
+fi
+EXTRAS="$(printf '%s\n' ${EXTRAS//,/ } ${HAVE//,/ } | awk NF | sort -u | paste -sd, -)"
+WANT="$HASH extras=$EXTRAS"
 if [ ! -f "$STAMP" ] || ! grep -qxF "$WANT" "$STAMP"; then
   t0=$(date +%s)
   echo "setup: installing simloop${EXTRAS:+[$EXTRAS]} into .venv (first run takes about 2 minutes)" >&2
