@@ -95,6 +95,10 @@ Then propagation between statements (each statement gains beta times its neighbo
 neighbours weighted by MiniLM cosine between statements: the best neighbour, the mean over
 positive ones, or a softmax; beta 0.1-0.5), on all of train: 0.521-0.551 against 0.552, so
 worse before any cross-validation (a throwaway script): not used.
+Then expanding each statement with its top 1-5 BM25 passages on the demo index (the best or
+mean cosine of the utterance to them, added with weight 0.1-0.8; same protocol as
+``--context``, a throwaway script): CV 0.477 against 0.507 (all of train 0.564): over-fitted,
+not used.
 
 Report figures (measured once with these defaults, never tuned on; ``scripts/bench_ptkb.py``):
 2023 test vs NIST ``ptkb_rel_nist`` (98 turns): nDCG@3 0.690, P@3 0.435, R@3 0.652, set F1
