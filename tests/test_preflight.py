@@ -4,8 +4,11 @@ against ``simloop mock-llm``; what it refuses is in test_bad_input.py."""
 from __future__ import annotations
 
 import os
+import ssl
 import subprocess
 import sys
+
+import pytest
 
 from conftest import free_port, mock_llm
 
@@ -30,3 +33,26 @@ def test_a_run_that_calls_a_model_imports_openai_while_preparing(tmp_path):
             assert p.returncode == 0, p.stderr
             seen[simulator] = p.stdout.strip().splitlines()[-1]
     assert seen == {"llm": "True", "offline": "False"}
+
+
+def test_a_plain_http_endpoint_is_checked_without_loading_the_ca_bundle(monkeypatch):
+    # Loading the bundle cost 50-100 ms of CPU in front of every run against a local server.
+    from simloop.errors import ConfigError
+    from simloop.llm.config import LLMConfig
+    from simloop.llm.preflight import check_endpoints
+    import simloop.llm.http  # noqa: F401  what check_endpoints imports last: aiohttp makes contexts at import
+
+    for var in ("http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+        monkeypatch.delenv(var.upper(), raising=False)
+    bundles = []
+    real = ssl.create_default_context
+    with mock_llm(free_port()) as url:  # (its readiness probe, urllib, makes a context of its own)
+        monkeypatch.setattr(ssl, "create_default_context", lambda *a, **k: bundles.append(k) or real(*a, **k))
+        check_endpoints(LLMConfig.model_validate({"default": {"base_url": url}}), ["assistant"])
+    assert bundles == []
+    # https still verifies: the bundle is loaded (nobody listens there, so the check fails)
+    https = LLMConfig.model_validate({"default": {"base_url": f"https://127.0.0.1:{free_port()}/v1"}})
+    with pytest.raises(ConfigError, match="cannot connect"):
+        check_endpoints(https, ["assistant"])
+    assert bundles

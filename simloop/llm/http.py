@@ -22,7 +22,7 @@ import openai
 
 from .headers import SnapHeaders
 from .memo import memo
-from .transport import transport_name
+from .transport import env_proxies, transport_name
 
 __all__ = ["AsyncOpenAI", "ShardedTransport", "make_http_client"]
 
@@ -54,7 +54,7 @@ def make_http_client(timeout_s: float, shards: int = 16, per_shard: int = 128, *
     """
     connections = max(1, shards) * per_shard
     name = transport_name(transport)
-    if name in ("wire", "aiohttp") and not _env_proxies():
+    if name in ("wire", "aiohttp") and not env_proxies():  # the lean client sends directly
         from .aio import LeanAioHttpClient
 
         return LeanAioHttpClient(timeout_s, connections, wire=name == "wire")
@@ -62,13 +62,6 @@ def make_http_client(timeout_s: float, shards: int = 16, per_shard: int = 128, *
         limits = httpx2.Limits(max_connections=connections, max_keepalive_connections=connections)
         return openai.DefaultAioHttpClient(timeout=timeout_s, limits=limits)
     return openai.DefaultAsyncHttpxClient(transport=ShardedTransport(shards, per_shard), timeout=timeout_s)
-
-
-def _env_proxies() -> bool:
-    """Does the environment name an HTTP(S) proxy?  The lean client sends directly."""
-    import urllib.request
-
-    return any(k in ("http", "https", "all") for k in urllib.request.getproxies())
 
 
 class AsyncOpenAI(openai.AsyncOpenAI):

@@ -19,6 +19,7 @@ import httpx
 
 from ..errors import ConfigError
 from .config import LLMConfig, LLMRole
+from .transport import env_proxies
 
 __all__ = ["check_endpoints", "check_role", "PREFLIGHT_TIMEOUT_S"]
 
@@ -61,8 +62,11 @@ def check_endpoints(llm: LLMConfig, roles: Iterable[str]) -> None:
             todo.append((name, role))
     if not todo:
         return
-    # Proxy variables are honoured, as the chat client itself does.
-    with httpx.Client(timeout=PREFLIGHT_TIMEOUT_S) as client:
+    # Proxy variables are honoured, as the chat client itself does.  Plain-http endpoints
+    # reached directly never negotiate TLS (no proxy, and the client follows no redirect), so
+    # they skip loading the CA bundle: 50-100 ms of CPU in front of every such run.
+    plain = not env_proxies() and all(role.endpoint().startswith("http://") for _, role in todo)
+    with httpx.Client(timeout=PREFLIGHT_TIMEOUT_S, verify=not plain, follow_redirects=False) as client:
         for name, role in todo:
             check_role(name, role, client)
     # The run will call a model: import the client stack (openai: 0.5-1 s of CPU) now, before

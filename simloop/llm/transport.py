@@ -11,7 +11,7 @@ from importlib.util import find_spec
 
 from ..errors import ConfigError
 
-__all__ = ["ENV", "TRANSPORTS", "transport_name"]
+__all__ = ["ENV", "TRANSPORTS", "transport_name", "env_proxies"]
 
 # "wire": simloop's lean client (llm/aio.py), plain http over its own connections (llm/wire.py)
 # and https over aiohttp; "aiohttp": the same client with aiohttp for plain http too;
@@ -32,3 +32,10 @@ def transport_name(wanted: str | None = None) -> str:
     if name != "httpx" and find_spec("aiohttp") is None:
         return "httpx"
     return name
+
+
+def env_proxies() -> bool:
+    """Does the environment name an HTTP(S) proxy?  (Then requests go the way it says.)"""
+    import urllib.request
+
+    return any(k in ("http", "https", "all") for k in urllib.request.getproxies())
