@@ -14,11 +14,10 @@ whatever loop its host chose: nothing here is global.
 from __future__ import annotations
 
 import asyncio
-import os
 from importlib.util import find_spec
 from typing import Any, Callable, Coroutine, TypeVar
 
-from .errors import ConfigError
+from .settings import choice
 
 __all__ = ["ENV", "LOOPS", "loop_name", "loop_factory", "run", "running_loop_name"]
 
@@ -30,9 +29,7 @@ T = TypeVar("T")
 def loop_name(wanted: str | None = None) -> str:
     """The loop a run gets: ``wanted``, else ``$SIMLOOP_EVENT_LOOP``, else uvloop; asyncio
     where uvloop is not installed (Windows has none)."""
-    name = (wanted or os.environ.get(ENV) or "uvloop").strip().lower()
-    if name not in LOOPS:
-        raise ConfigError(f"{ENV}={name!r}: expected one of {', '.join(LOOPS)}")
+    name = choice(ENV, LOOPS, "uvloop", wanted, arg="loop")
     if name == "uvloop" and find_spec("uvloop") is None:
         return "asyncio"
     return name

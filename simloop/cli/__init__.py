@@ -170,7 +170,8 @@ def _main(argv: list[str] | None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
-        loop_name(), transport_name()  # a bad SIMLOOP_EVENT_LOOP / _LLM_HTTP: reported before any file is written
+        loop_name()  # a bad SIMLOOP_EVENT_LOOP or SIMLOOP_LLM_HTTP is reported before any file is written
+        transport_name()
         return int(args.func(args) or 0)
     except BadInputError as exc:
         print(f"simloop: error: {exc}", file=sys.stderr)

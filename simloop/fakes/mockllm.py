@@ -285,8 +285,8 @@ class MockLLM:
         Fault-free answers to small bodies are kept: benchmarks send the same few prompts
         thousands of times, and composing one was two thirds of the mock's CPU per request
         (which shares the 2 cores with the client it measures)."""
-        keep = fault in (None, "cut") and len(raw) <= _COMPOSED_MAX_BODY
-        if keep and raw in self._composed:
+        cacheable = fault in (None, "cut") and len(raw) <= _COMPOSED_MAX_BODY
+        if cacheable and raw in self._composed:
             return self._composed[raw]
         composer = Composer(body, raw, self.options.seed)
         fmt = body.get("response_format") if isinstance(body.get("response_format"), dict) else {}
@@ -301,7 +301,7 @@ class MockLLM:
         else:
             texts = [composer.json_text(fmt) if wants_json else composer.text() for _ in range(n)]
         composed = (texts, composer.prompt_hash, count_tokens(composer.prompt) + 3 * len(body["messages"]))
-        if keep:
+        if cacheable:
             if len(self._composed) >= _COMPOSED_MAX:
                 del self._composed[next(iter(self._composed))]  # the oldest
             self._composed[raw] = composed

@@ -6,10 +6,9 @@ at start (one line, exit 2, before any command writes a file) without that impor
 
 from __future__ import annotations
 
-import os
 from importlib.util import find_spec
 
-from ..errors import ConfigError
+from ..settings import choice
 
 __all__ = ["ENV", "TRANSPORTS", "transport_name", "env_proxies"]
 
@@ -24,11 +23,7 @@ ENV = "SIMLOOP_LLM_HTTP"  # "httpx" forces the fallback (e.g. to compare, or beh
 def transport_name(wanted: str | None = None) -> str:
     """``wire`` when aiohttp is installed and nothing else is asked for (argument, then
     ``$SIMLOOP_LLM_HTTP``), else ``httpx``.  A name not in ``TRANSPORTS`` is a ConfigError."""
-    given = wanted or os.environ.get(ENV) or "wire"
-    name = given.strip().lower()
-    if name not in TRANSPORTS:
-        source = "transport" if wanted else ENV
-        raise ConfigError(f"{source}={given!r}: expected one of {', '.join(TRANSPORTS)}")
+    name = choice(ENV, TRANSPORTS, "wire", wanted, arg="transport")
     if name != "httpx" and find_spec("aiohttp") is None:
         return "httpx"
     return name
