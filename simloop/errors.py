@@ -28,6 +28,7 @@ and its children are the user's to fix: the CLI prints one line and exits 2.
 from __future__ import annotations
 
 import copy
+import errno
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # a type only: the error tree loads before (and without) the models
@@ -56,6 +57,8 @@ __all__ = [
     "SimApiAuthError",
     "first_error",
     "error_source",
+    "check_port",
+    "listen_error",
 ]
 
 
@@ -193,3 +196,17 @@ def first_error(exc) -> tuple[str, str]:
     every boundary reports (``topics.0.rubric: Field required``)."""
     err = exc.errors()[0]
     return ".".join(str(p) for p in err["loc"]), err["msg"]
+
+
+def check_port(port: int, who: str = "") -> None:
+    """A ``--port`` outside 0-65535 is one line for the user (``bind`` would raise
+    OverflowError, ``getaddrinfo`` blame the host).  ``who`` prefixes the message."""
+    if not 0 <= port <= 65535:
+        raise BadInputError(f"{who}--port {port}: a port is 0-65535")
+
+
+def listen_error(host: str, port: int, exc: OSError, who: str = "") -> BadInputError:
+    """The one line for a server that cannot bind ``host:port`` (``simloop serve``, ``mock-llm``)."""
+    busy = exc.errno == errno.EADDRINUSE
+    why = "already in use (another server? pick another --port)" if busy else (exc.strerror or str(exc))
+    return BadInputError(f"{who}cannot listen on {host}:{port}: {why}")

@@ -150,6 +150,16 @@ def test_serve_on_a_busy_port_is_one_line_and_leaves_no_file(tmp_path, flags):
     assert not (tmp_path / "serve-state.sqlite").exists() and not any(tmp_path.iterdir())
 
 
+def test_mock_llm_on_a_busy_port_says_so_as_serve_does():
+    with closing(socket.socket()) as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        p = cli("mock-llm", "--port", port, timeout=120)
+    line = one_line_exit_2(p, f"mock-llm: cannot listen on 127.0.0.1:{port}: already in use")
+    assert "pick another --port" in line
+
+
 @pytest.mark.parametrize("command", ["serve", "mock-llm"])
 @pytest.mark.parametrize("port", [65536, -1])
 def test_a_port_out_of_range_is_one_line(tmp_path, command, port):

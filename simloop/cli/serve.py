@@ -14,7 +14,6 @@ to disk, and no error message repeats one.
 from __future__ import annotations
 
 import argparse
-import errno
 import os
 import socket
 import sys
@@ -22,7 +21,7 @@ from pathlib import Path
 from typing import Mapping
 
 from ..config import PluginSpec, RunConfig
-from ..errors import BadInputError
+from ..errors import BadInputError, check_port, listen_error
 from .flags import RUN_FLAGS, add_flags, config_from_flags
 
 __all__ = ["parse_tokens", "collect_tokens", "add_commands", "TOKENS_ENV"]
@@ -80,8 +79,7 @@ def _serve_config(a: argparse.Namespace) -> RunConfig:
 def bind(host: str, port: int) -> socket.socket:
     """The listening socket, bound before anything else happens: a busy port is one line and
     exit 2, with no state file left behind."""
-    if not 0 <= port <= 65535:  # else getaddrinfo blames the host, or bind raises OverflowError
-        raise BadInputError(f"--port {port}: a port is 0-65535")
+    check_port(port)
     try:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
         sock = socket.socket(family, socket.SOCK_STREAM)
@@ -92,8 +90,7 @@ def bind(host: str, port: int) -> socket.socket:
         sock.bind((host, port))
     except OSError as exc:
         sock.close()
-        why = "already in use (another server? pick another --port)" if exc.errno == errno.EADDRINUSE else exc.strerror
-        raise BadInputError(f"cannot listen on {host}:{port}: {why}") from None
+        raise listen_error(host, port, exc) from None
     return sock
 
 

@@ -26,7 +26,7 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from ..errors import BadInputError
+from ..errors import BadInputError, check_port, listen_error
 from ..loop import run as run_loop
 from ..text import count_tokens
 from .mockcontent import Composer
@@ -138,14 +138,13 @@ class MockLLM:
     # -- lifecycle -------------------------------------------------------------------------
 
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
-        if not 0 <= port <= 65535:  # as `simloop serve`: bind would raise OverflowError
-            raise BadInputError(f"mock-llm: --port {port}: a port is 0-65535")
+        check_port(port, "mock-llm: ")
         loop = asyncio.get_running_loop()
         try:
             self._server = await loop.create_server(
                 lambda: Connection(self._dispatch, self._connections), host, port, backlog=4096)
         except OSError as exc:
-            raise BadInputError(f"mock-llm: cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+            raise listen_error(host, port, exc, "mock-llm: ") from None
         self.port = self._server.sockets[0].getsockname()[1]
         self.url = f"http://{host}:{self.port}/v1"
         return self.url
