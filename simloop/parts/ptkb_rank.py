@@ -99,6 +99,11 @@ Then expanding each statement with its top 1-5 BM25 passages on the demo index (
 mean cosine of the utterance to them, added with weight 0.1-0.8; same protocol as
 ``--context``, a throwaway script): CV 0.477 against 0.507 (all of train 0.564): over-fitted,
 not used.
+Then a second encoder mixed in, ``(1 - a) * MiniLM + a * other`` (a 0.1-1, the history grid
+chosen jointly; the ``--signals`` protocol, a throwaway script): WordLlama's static vectors
+(weights in its wheel; 256 dims) CV 0.459 (all of train 0.597) 3/7, cut to 128 dims 0.512
+(0.621) 5/5; multilingual-e5-small 0.498 (0.556) 0/1; both averaged 0.508 (0.612) 5/4.  Large
+gains on all of train, none held out: not used.
 
 Report figures (measured once with these defaults, never tuned on; ``scripts/bench_ptkb.py``):
 2023 test vs NIST ``ptkb_rel_nist`` (98 turns): nDCG@3 0.690, P@3 0.435, R@3 0.652, set F1
