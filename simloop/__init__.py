@@ -24,6 +24,7 @@ from . import errors as _errors, evaluate as _evaluate_package, run as _run_pack
 from .api import Run, arun, evaluate, run
 
 # public name -> the module that defines it (loaded on first use)
+_BOUNDARY_HELPERS = {"first_error", "check_port", "listen_error"}
 _EXPORTS: dict[str, str] = {
     # functions and their result
     **dict.fromkeys(["run", "arun", "evaluate", "Run"], "simloop.api"),
@@ -46,8 +47,9 @@ _EXPORTS: dict[str, str] = {
     "Retriever": "simloop.search.bm25",
     "Embedder": "simloop.search.embeddings",
     "MemoryStrategy": "simloop.memory.base",
-    # the error tree: every class of errors.py
-    **dict.fromkeys([name for name in _errors.__all__ if name != "first_error"], "simloop.errors"),
+    # the error tree: every class of errors.py (and error_source, public since the error
+    # field was); not the helpers simloop's own boundaries use to word their one-line errors
+    **dict.fromkeys([name for name in _errors.__all__ if name not in _BOUNDARY_HELPERS], "simloop.errors"),
 }
 
 __all__ = sorted(_EXPORTS)

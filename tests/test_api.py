@@ -45,6 +45,8 @@ def test_all_lists_the_functions_models_protocols_and_every_error():
     assert {"UserSimulator", "Assistant", "Retriever", "Embedder", "MemoryStrategy"} <= set(simloop.__all__)
     tree = {n for n, v in vars(errors).items() if inspect.isclass(v) and issubclass(v, errors.SimloopError)}
     assert tree <= set(simloop.__all__)
+    # the helpers that word simloop's own one-line errors are not API
+    assert not {"first_error", "check_port", "listen_error"} & set(simloop.__all__)
     with pytest.raises(AttributeError):
         simloop.no_such_name  # noqa: B018
 

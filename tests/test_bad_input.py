@@ -102,17 +102,18 @@ def test_preflight_404_says_the_url_is_not_an_openai_api(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
-def test_every_dialogue_failing_exits_1_with_the_commonest_error_and_the_retry_command(tmp_path):
+@pytest.mark.parametrize("share", [(), ("--max-error-share", "1")])  # all failing is 1 whatever the share
+def test_every_dialogue_failing_exits_1_with_the_commonest_error_and_the_retry_command(tmp_path, share):
     port = free_port()
     # The user's first LLM call fails, so the assistant is never asked: Parrot, which needs no
     # search index, spares the run a JVM boot (~9 s of CPU) that would add nothing here.
     with mock_llm(port, "--fault-rate", "1.0", "--faults", "500") as url:
         p = cli("run", "--simulator", "llm", "--assistant", "simloop.fakes.adversaries:Parrot", "--base-url", url,
                 "--out", tmp_path, "--run-id", "f", "--limit", "2", "--no-progress", "--simulator-param", "grader=embedding",
-                env={**__import__("os").environ, "SIMLOOP_LLM__DEFAULT__MAX_ATTEMPTS": "1"})
+                *share, env={**__import__("os").environ, "SIMLOOP_LLM__DEFAULT__MAX_ATTEMPTS": "1"})
     assert p.returncode == 1, p.stderr
     assert "Traceback" not in p.stderr
-    assert "2 of 2 dialogues ended in an error" in p.stderr and "llm: LLMStatusError" in p.stderr
+    assert "2 of 2 dialogues ended in an error (every one)" in p.stderr and "llm: LLMStatusError" in p.stderr
     assert f"simloop run --resume {tmp_path / 'f'} --retry-errors" in p.stderr
     assert p.stdout.strip().splitlines()[-1] == str(tmp_path / "f")  # the run directory stays the last line
     assert read_manifest(tmp_path / "f").counts["errors"] == 2

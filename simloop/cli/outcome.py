@@ -1,7 +1,7 @@
 """How a run ended, as an exit code and a few lines (DESIGN §12), for local and Ray runs alike.
 
 Exit 1 when more than ``max_error_share`` of the run's dialogues (all of them, over every
-resume: the counts in ``run.json``) ended in an error, naming the commonest error and how
+resume: the counts in ``run.json``), or every one of them, ended in an error, naming the commonest error and how
 to retry; 0 otherwise.  An interrupted run is 130 whatever its errors.
 """
 
@@ -39,11 +39,12 @@ def finished_code(run_dir: Path, max_error_share: float, say: Callable[[str], No
     """0, or 1 (with what went wrong said through ``say``) for a run that is not interrupted."""
     counts = read_manifest(run_dir).counts
     dialogues, errors = counts.get("dialogues", 0), counts.get("errors", 0)
-    if dialogues == 0 or errors / dialogues <= max_error_share:
+    every = dialogues > 0 and errors == dialogues  # 1 even at --max-error-share 1: nothing came out
+    if dialogues == 0 or (errors / dialogues <= max_error_share and not every):
         return 0
     kind, n, infra = _commonest(run_dir)
-    say(f"{errors} of {dialogues} dialogues ended in an error (more than {max_error_share:.0%}); "
-        f"commonest ({n}x): {kind}")
+    share = "every one" if every else f"more than {max_error_share:.0%}"
+    say(f"{errors} of {dialogues} dialogues ended in an error ({share}); commonest ({n}x): {kind}")
     if infra:
         say(f"fix the cause, then retry them with: simloop run --resume {run_dir} --retry-errors")
     else:
