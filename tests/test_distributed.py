@@ -140,7 +140,7 @@ def test_a_killed_worker_has_its_dialogues_rerun_and_each_recorded_once(tmp_path
     lines = _lines(tmp_path / "crash")
     ids = [t["dialogue_id"] for t in lines]
     assert Counter(ids) == Counter(_expected_ids(120))  # every id, exactly once
-    assert all("error" not in t and t["stop"]["reason"] == "user_satisfied" for t in lines)
+    assert all(t["error"] is None and t["stop"]["reason"] == "user_satisfied" for t in lines)
     m = _manifest(tmp_path / "crash")
     assert m["status"] == "finished" and m["counts"]["worker_failures"] == 1 and m["counts"]["recorded"] == 120
 
@@ -158,7 +158,7 @@ def test_a_dialogue_that_keeps_killing_workers_is_recorded_as_an_error(tmp_path)
     assert bad["stop"] == {"reason": "error", "by": "engine", "detail": bad["stop"]["detail"], "utterance": None}
     assert bad["error"]["type"] == "WorkerLost" and bad["error"]["source"] == "engine"
     assert bad["scenario"]["persona_id"] == poison.split("--")[0]
-    assert all("error" not in t for t in lines.values())
+    assert all(t["error"] is None for t in lines.values())
     # Three deaths with it alone at least; innocent neighbours are re-run alone, never blamed to the end.
     assert 3 <= _manifest(tmp_path / "poison")["counts"]["worker_failures"] <= 3 + 2 * 2
 
@@ -201,7 +201,7 @@ def test_the_rate_limit_is_shared_by_all_workers(tmp_path):
     assert max(busy) <= per_s + 1, stats["rps"]  # the limit, plus one smoothing step
     assert stats["peak_rpm"] <= rpm + 1
     assert sorted(busy)[len(busy) // 2] >= per_s - 1, stats["rps"]  # and it was the limit that held them back
-    assert all("error" not in t for t in _lines(tmp_path / "rate"))
+    assert all(t["error"] is None for t in _lines(tmp_path / "rate"))
 
 
 @needs_netns

@@ -1,6 +1,7 @@
 """End to end through the real stack: personas/, offline simulator, bm25_extractive,
 the real pyserini demo index and MiniLM, the real CLI in a subprocess."""
 
+import json
 import signal
 import subprocess
 import sys
@@ -18,6 +19,31 @@ pytestmark = pytest.mark.slow
 def simloop(*args: str, **kw) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "simloop", *args], cwd=ROOT, text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kw)
+
+
+# DESIGN §4: "Fields are always present (null when empty)": the raw line, not the model
+# (which fills defaults on reading), must carry each of them.
+_TOP = {"schema_version", "run_id", "dialogue_id", "scenario", "simulator", "assistant", "started_at", "ended_at",
+        "stop", "turns", "usage", "error"}
+_NESTED = {"scenario": {"persona_id", "topic_id", "behaviour", "seed"}, "simulator": {"name", "params"},
+           "assistant": {"name", "params"}, "stop": {"reason", "by", "detail", "utterance"},
+           "usage": {"calls", "prompt_tokens", "completion_tokens", "retries", "cost_usd"}}
+_TURN = {"index", "user", "assistant", "stages", "latency_ms"}
+_USER = {"utterance", "rubric_id", "grade", "intent"}
+_ANSWER = {"response", "rewritten_query", "passages", "ptkb_provenance", "context"}
+_STAGE = {"name", "model", "prompt_tokens", "completion_tokens", "latency_ms", "cached", "retries"}
+
+
+def assert_design_fields(line: dict) -> None:
+    assert _TOP <= line.keys(), _TOP - line.keys()
+    for key, want in _NESTED.items():
+        assert want <= line[key].keys(), (key, want - line[key].keys())
+    for turn in line["turns"]:
+        assert _TURN <= turn.keys() and _USER <= turn["user"].keys() and _ANSWER <= turn["assistant"].keys()
+        assert {"strategy", "tokens"} <= turn["assistant"]["context"].keys()
+        assert all({"rank", "docid", "score", "used"} <= p.keys() for p in turn["assistant"]["passages"])
+        assert all({"index", "statement", "score", "used"} <= p.keys() for p in turn["assistant"]["ptkb_provenance"])
+        assert all(_STAGE <= s.keys() for s in turn["stages"]), turn["stages"]
 
 
 def test_demo_dialogues_validate(demo_run):
@@ -40,6 +66,8 @@ def test_demo_dialogues_validate(demo_run):
             assert [s.name for s in turn.stages][:1]  # stage traces present
             assert turn.user.utterance.strip()
     assert len({t.scenario.persona_id for t in ts}) >= 2
+    for line in (run_dir / "dialogues.jsonl").read_text().splitlines():
+        assert_design_fields(json.loads(line))
     manifest = read_manifest(run_dir)
     assert manifest.status == "finished" and manifest.counts["dialogues"] == 6
     show = simloop("show", str(run_dir), "--dialogue", ts[0].dialogue_id)

@@ -83,7 +83,7 @@ class _Outbox:
         self.turns = 0
 
     def sink(self, transcript: Transcript) -> None:
-        self.ended.append(transcript.model_dump_json(exclude_none=True))
+        self.ended.append(transcript.model_dump_json())  # as the recorder writes it: null fields stay
 
     def event(self, ev: Event) -> None:
         if ev.kind == "started":
