@@ -151,6 +151,17 @@ def test_serve_on_a_busy_port_is_one_line_and_leaves_no_file(tmp_path, flags):
     assert not (tmp_path / "serve-state.sqlite").exists() and not any(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("args, needle", [
+    (("run", "--concurrency", "abc"), "simloop run: error: argument --concurrency: invalid int value: 'abc'"),
+    (("run", "--backend", "foo"), "invalid choice: 'foo'"),
+    (("index", "build", "--threads", "x"), "simloop index build: error: argument --threads"),
+    (("run", "--no-such-flag"), "unrecognized arguments: --no-such-flag"),
+])
+def test_a_flag_argparse_rejects_is_one_line_not_the_usage(args, needle):
+    line = one_line_exit_2(cli(*args, timeout=120), needle)
+    assert line.endswith("--help)") and "usage:" not in line
+
+
 def test_mock_llm_on_a_busy_port_says_so_as_serve_does():
     with closing(socket.socket()) as busy:
         busy.bind(("127.0.0.1", 0))

@@ -83,3 +83,15 @@ def test_resume_of_a_non_run(tmp_path, capsys):
 def test_bad_param_syntax(tmp_path, capsys):
     code, err = _run(capsys, "run", "--assistant-param", "novalue", "--out", str(tmp_path / "o"))
     assert code == 2 and "KEY=VALUE" in err
+
+
+def test_an_unforeseen_os_error_is_one_line_and_exit_1(capsys, monkeypatch, tmp_path):
+    # The command's own checks did not see it coming (here: a folder it may not read).
+    import simloop.cli as cli
+
+    def denied(args):
+        raise PermissionError(13, "Permission denied", str(tmp_path / "x"))
+
+    monkeypatch.setattr(cli, "cmd_show", denied)
+    code, err = _run(capsys, "show", str(tmp_path))
+    assert code == 1 and err.strip() == f"simloop: PermissionError: {tmp_path / 'x'}: Permission denied"

@@ -1,7 +1,8 @@
 """`simloop ...` commands (DESIGN §11).  Parses flags, calls the library, prints.
 
-Errors: a ``BadInputError`` prints one line and exits 2; any other ``SimloopError``
-prints one line and exits 1; never a traceback for either.
+Errors: a ``BadInputError`` or a flag argparse rejects prints one line and exits 2; any
+other ``SimloopError`` or an unforeseen ``OSError`` prints one line and exits 1; never a
+traceback (``-v`` shows one for the ``OSError``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from ..errors import BadInputError, SimloopError
 from ..llm.transport import transport_name
 from ..loop import loop_name
 from ..run.interrupt import INTERRUPTED, exit_now
+from .args import Parser
 from .flags import RUN_FLAGS, add_flags, config_from_flags, resumed_config
 
 __all__ = ["main", "build_parser"]
@@ -138,7 +140,7 @@ _EXTRA_COMMANDS: list[str] = [
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="simloop",
         description="Run many conversations between a simulated user and a personalised assistant; "
                     "record every turn with its retrieval and PTKB provenance.",
@@ -187,6 +189,14 @@ def _main(argv: list[str] | None) -> int:
         # stdout at /dev/null so that the interpreter's final flush does not raise again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as exc:  # after BrokenPipeError, one of them
+        # A file the checks above did not foresee (permissions, a full disk): still one line;
+        # -v shows where it came from.  Not exit 2: it need not be the user's input.
+        if args.verbose:
+            raise
+        where = f"{exc.filename}: " if exc.filename else ""
+        print(f"simloop: {type(exc).__name__}: {where}{exc.strerror or exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -3,12 +3,22 @@ import it without importing each other)."""
 
 from __future__ import annotations
 
+import argparse
 import json
-from typing import Any, Iterable
+from typing import Any, NoReturn, Iterable
 
 from ..errors import BadInputError
 
-__all__ = ["parse_param", "parse_params"]
+__all__ = ["Parser", "parse_param", "parse_params"]
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with the CLI's error form: a wrong flag is one line and exit 2, as any other bad
+    input (argparse prints the whole usage first, up to a dozen lines).  Sub-commands' parsers
+    are of the same class (``add_subparsers`` takes the parent's)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see: {self.prog} --help)\n")
 
 
 def parse_param(text: str, flag: str = "--param") -> tuple[str, Any]:
