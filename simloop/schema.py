@@ -139,8 +139,9 @@ class Stop(_Open):
 
     @model_serializer(mode="wrap")
     def _utterance_always_present(self, handler: Any) -> dict[str, Any]:
-        # Transcripts are written without None fields; this one is fixed by DESIGN §4 as
-        # always present, so a reader can tell "no closing line" from "an old run".
+        # Transcripts keep None fields, but some records drop them (Sim.API replies, a
+        # session's checkpoint); this one is fixed by DESIGN §4 as always present, so a
+        # reader can tell "no closing line" from "an old run" there too.
         data = handler(self)
         if isinstance(data, dict):
             data.setdefault("utterance", None)
