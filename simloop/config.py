@@ -14,7 +14,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from .errors import ConfigError, first_error
 from .llm.config import LLMConfig
@@ -38,7 +38,8 @@ _NOT_HASHED = {"concurrency", "out", "run_id", "backend", "progress", "ray_addre
 
 class _Section(BaseModel):
     # hide_input_in_errors: a key pasted where a variable name belongs must never be echoed.
-    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
+    # allow_inf_nan=False: no setting means anything at inf or nan (a nan even passes le=1).
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True, allow_inf_nan=False)
 
 
 class PluginSpec(_Section):
@@ -69,7 +70,7 @@ class ScenarioSelection(_Section):
 class RunConfig(_Section):
     """Everything a run needs (DESIGN §11): TOML file < ``SIMLOOP_*`` environment < flags."""
 
-    run_id: str | None = None
+    run_id: str | None = Field(None, min_length=1, description="unset: a new id from the time")
     out: Path = Path("transcripts")
     seed: int = 0
     scenarios: ScenarioSelection = Field(default_factory=ScenarioSelection)
@@ -84,6 +85,13 @@ class RunConfig(_Section):
     ray_address: str | None = None
     progress: bool = True
     max_error_share: float = Field(0.5, ge=0, le=1, description="exit 1 when more than this share of dialogues ended in an error")
+
+    @field_validator("ray_address")
+    @classmethod
+    def _address_needs_ray(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value and info.data.get("backend") != "ray":  # nothing silently ignored
+            raise ValueError("--address is for --backend ray (backend = 'ray')")
+        return value
 
 
 def merge_trees(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:

@@ -193,9 +193,11 @@ def error_source(exc: BaseException, side: str) -> str:
 
 def first_error(exc) -> tuple[str, str]:
     """(field path, message) of a pydantic ``ValidationError``'s first error: the one line
-    every boundary reports (``topics.0.rubric: Field required``)."""
-    err = exc.errors()[0]
-    return ".".join(str(p) for p in err["loc"]), err["msg"]
+    every boundary reports (``topics.0.rubric: Field required``).  The message is one line,
+    and our own validators' (``ValueError``) read as written, without pydantic's prefix."""
+    err = exc.errors(include_url=False)[0]
+    msg = " ".join(str(err["msg"]).split()).removeprefix("Value error, ")
+    return ".".join(str(p) for p in err["loc"]), msg
 
 
 def check_port(port: int, who: str = "") -> None:

@@ -162,6 +162,18 @@ def test_a_flag_argparse_rejects_is_one_line_not_the_usage(args, needle):
     assert line.endswith("--help)") and "usage:" not in line
 
 
+@pytest.mark.parametrize("args, needle", [
+    (("--timeout", "inf"), "dialogue_timeout_s: Input should be a finite number"),
+    (("--max-error-share", "nan"), "max_error_share: Input should be a finite number"),
+    (("--run-id", ""), "run_id: String should have at least 1 character"),
+    (("--address", "ray://127.0.0.1:1"), "ray_address: --address is for --backend ray"),
+])
+def test_run_settings_that_would_be_ignored_or_meaningless_are_refused(tmp_path, args, needle):
+    # Each was accepted before: inf and nan as limits, '' as "make up an id", an address without Ray.
+    one_line_exit_2(cli("run", "--out", tmp_path / "out", "--limit", "1", "--no-progress", *args, timeout=120), needle)
+    assert not any(tmp_path.iterdir())
+
+
 def test_mock_llm_on_a_busy_port_says_so_as_serve_does():
     with closing(socket.socket()) as busy:
         busy.bind(("127.0.0.1", 0))

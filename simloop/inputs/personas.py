@@ -30,7 +30,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ..errors import DataFileError
+from ..errors import DataFileError, first_error
 from ..schema import Persona
 
 __all__ = ["load_personas", "load_persona_file"]
@@ -110,13 +110,10 @@ def _toml_error(exc: tomllib.TOMLDecodeError) -> str:
 
 def _first_error(exc: ValidationError) -> str:
     """The first pydantic error as 'field.path: message', plus how many more there are."""
-    errors = exc.errors(include_url=False)
-    first = errors[0]
-    loc = ".".join(str(part) for part in first["loc"]) or "(top level)"
-    msg = " ".join(str(first["msg"]).split())  # one line, whatever pydantic wrote
-    msg = msg.removeprefix("Value error, ")  # our own validators' messages read as they are
-    more = f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})" if len(errors) > 1 else ""
-    return f"{loc}: {msg}{more}"
+    loc, msg = first_error(exc)
+    n = exc.error_count()
+    more = f" (and {n - 1} more problem{'s' if n > 2 else ''})" if n > 1 else ""
+    return f"{loc or '(top level)'}: {msg}{more}"
 
 
 def _check_unique(loaded: list[tuple[Path, Persona]]) -> None:
