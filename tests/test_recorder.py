@@ -32,6 +32,17 @@ async def test_append_and_read_back(tmp_path: Path):
     assert '"status": "finished"' in (tmp_path / "r1" / "run.json").read_text()
 
 
+def test_a_run_stopped_before_its_first_dialogue_reads_as_empty(tmp_path: Path):
+    # Interrupted at once: run.json, no dialogues.jsonl; show/eval/report see an empty run.
+    rec = Recorder.create(tmp_path, _manifest())
+    rec.finish("interrupted", {})
+    assert not (tmp_path / "r1" / "dialogues.jsonl").exists()
+    assert list(read_transcripts(tmp_path / "r1")) == []
+    (tmp_path / "plain").mkdir()  # a folder that is no run at all still says so
+    with pytest.raises(DataFileError, match="a run directory"):
+        list(read_transcripts(tmp_path / "plain"))
+
+
 async def test_torn_tail_is_reported_and_cut_on_resume(tmp_path: Path):
     rec = Recorder.create(tmp_path, _manifest())
     await rec.append(_t(0))

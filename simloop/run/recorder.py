@@ -158,6 +158,8 @@ def read_transcripts(run_dir: Path, report: ReadReport | None = None) -> Iterato
     report = report if report is not None else ReadReport()
     path = Path(run_dir) / DIALOGUES
     if not path.exists():
+        if (Path(run_dir) / MANIFEST).is_file():  # a run stopped before its first dialogue ended
+            return
         raise DataFileError(f"{path}: no such file (is {run_dir} a run directory?)")
     for line, _ in _scan(path, report):
         if line.transcript is not None:
