@@ -183,7 +183,7 @@ def show_run(run_dir: Path, dialogue: str | None) -> int:
 
     manifest = read_manifest(run_dir)
     report = ReadReport()
-    ts = list(read_transcripts(run_dir, report))
+    ts = list(read_transcripts(run_dir, report, log_problems=False))  # said below, once, with what to do
     if dialogue is None:
         out.print(f"run {manifest.run_id}: {manifest.status}, assistant {manifest.assistant.name}, "
                   f"simulator {manifest.simulator.name}")
@@ -193,7 +193,7 @@ def show_run(run_dir: Path, dialogue: str | None) -> int:
         if not match:
             raise BadInputError(f"no dialogue {dialogue!r} in {run_dir} (see `simloop show {run_dir}`)")
         _dialogue(match[0])
-    for note in report.notes():  # a corrupt line is never skipped without a word
-        err.print(f"note: dialogues.jsonl {note}; resume the run to move it to dialogues.rejected.jsonl",
-                  style="yellow", markup=False, highlight=False)
+    for note in report.notes(run_dir / "dialogues.jsonl"):  # a corrupt line is never skipped without a word
+        err.print(f"{note}; resume the run to move it to dialogues.rejected.jsonl",
+                  style="yellow", markup=False, highlight=False, soft_wrap=True)
     return 0

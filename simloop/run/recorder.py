@@ -89,6 +89,7 @@ class ReadReport:
 
     torn_tail: bool = False
     torn_offset: int | None = None  # byte offset where the torn line starts
+    torn_line: int | None = None  # and its line number
     bad_lines: list[int] = field(default_factory=list)  # corrupt lines (the torn tail not included)
     reasons: dict[int, str] = field(default_factory=dict)  # line number -> what is wrong with it
 
@@ -107,12 +108,21 @@ class ReadReport:
                          "(their old lines are in dialogues.retried.jsonl)")
         return lines
 
-    def notes(self) -> list[str]:
-        """One line per problem, for a reader to print."""
-        out = [f"line {n}: {self.reasons.get(n, 'corrupt')}; skipped" for n in self.bad_lines]
+    def notes(self, path: Path | str) -> list[str]:
+        """One line per problem of the dialogues file ``path``: what the reader logs, for a
+        reader that says it itself (``log_problems=False``)."""
+        out = [_corrupt(path, n, self.reasons.get(n, "corrupt")) for n in self.bad_lines]
         if self.torn_tail:
-            out.append("last line is incomplete (a crash mid-write); skipped")
+            out.append(_torn(path, self.torn_line))
         return out
+
+
+def _corrupt(path: Path | str, lineno: int, reason: str) -> str:
+    return f"{path}:{lineno}: corrupt line skipped ({reason})"
+
+
+def _torn(path: Path | str, lineno: int | None) -> str:
+    return f"{path}:{lineno}: last line is incomplete (a crash mid-write); skipped"
 
 
 @dataclass
@@ -122,9 +132,11 @@ class _Line:
     transcript: Transcript | None  # None: corrupt or torn
 
 
-def _scan(path: Path, report: ReadReport) -> Iterator[tuple[_Line, int]]:
+def _scan(path: Path, report: ReadReport, log_problems: bool = True) -> Iterator[tuple[_Line, int]]:
     """(line, byte offset) for every line; corrupt and torn ones are noted in ``report``
-    (and logged with their line number) and yielded too, with no transcript."""
+    (and logged with their line number unless ``log_problems`` is False) and yielded too,
+    with no transcript."""
+    warn = log.warning if log_problems else log.debug
     if not path.exists():
         return
     offset = 0
@@ -143,25 +155,27 @@ def _scan(path: Path, report: ReadReport) -> Iterator[tuple[_Line, int]]:
                     reason = f"not a transcript: {where}: {msg}" if where else f"not a transcript: {msg}"
             if torn:
                 transcript = None  # even if it parses: the write did not finish
-                report.torn_tail, report.torn_offset = True, start
-                log.warning("%s:%d: last line is incomplete (a crash mid-write); skipped", path, lineno)
+                report.torn_tail, report.torn_offset, report.torn_line = True, start, lineno
+                warn("%s", _torn(path, lineno))
             elif transcript is None:
                 report.bad_lines.append(lineno)
                 report.reasons[lineno] = reason
-                log.warning("%s:%d: corrupt line skipped (%s)", path, lineno, reason)
+                warn("%s", _corrupt(path, lineno, reason))
             yield _Line(lineno, raw, transcript), start
 
 
-def read_transcripts(run_dir: Path, report: ReadReport | None = None) -> Iterator[Transcript]:
+def read_transcripts(run_dir: Path, report: ReadReport | None = None, *,
+                     log_problems: bool = True) -> Iterator[Transcript]:
     """Transcripts of a run, validated; a corrupt or torn line is skipped, logged with its
-    line number, and noted in ``report``."""
+    line number (unless the caller says them itself: ``log_problems=False``), and noted in
+    ``report``."""
     report = report if report is not None else ReadReport()
     path = Path(run_dir) / DIALOGUES
     if not path.exists():
         if (Path(run_dir) / MANIFEST).is_file():  # a run stopped before its first dialogue ended
             return
         raise DataFileError(f"{path}: no such file (is {run_dir} a run directory?)")
-    for line, _ in _scan(path, report):
+    for line, _ in _scan(path, report, log_problems):
         if line.transcript is not None:
             yield line.transcript
 
