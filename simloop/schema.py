@@ -137,6 +137,11 @@ class Stop(_Open):
     utterance: str | None = Field(
         None, description="the user's closing line (thanks, farewell, giving up); the assistant is not called for it")
 
+    @classmethod
+    def turn_cap(cls, max_turns: int) -> "Stop":
+        """The engine's end at ``max_turns`` (a simulator that sees it coming says the same)."""
+        return cls(reason="max_turns", by="engine", detail=f"reached max_turns={max_turns}")
+
     @model_serializer(mode="wrap")
     def _utterance_always_present(self, handler: Any) -> dict[str, Any]:
         # Transcripts keep None fields, but some records drop them (Sim.API replies, a
@@ -325,6 +330,12 @@ class SimulatorTurn(_Model):
     @classmethod
     def say(cls, utterance: str, **kw: Any) -> "SimulatorTurn":
         return cls(utterance=utterance, **kw)
+
+    @classmethod
+    def capped(cls, max_turns: int, **kw: Any) -> "SimulatorTurn":
+        """The last answer judged (``grade``, ``grade_stages`` in ``kw``) and nothing more to
+        say: the turn cap is reached, so an utterance written now would never be put."""
+        return cls(end=Stop.turn_cap(max_turns), **kw)
 
     @classmethod
     def stop(cls, reason: StopReason, detail: str = "", utterance: str | None = None, **kw: Any) -> "SimulatorTurn":

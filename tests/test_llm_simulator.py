@@ -14,7 +14,7 @@ from simloop.errors import BadInputError, DialogueError
 from simloop.llm.client import ChatResult, LLMConfig, LLMRole
 from simloop.fakes.mockllm import MockLLM
 from simloop.run.plugins import Context, load_plugin
-from simloop.schema import AssistantReply, Behaviour, Persona, PluginRef, RubricQuestion, Scenario, Stage, Topic
+from simloop.schema import AssistantReply, Behaviour, Persona, PluginRef, RubricQuestion, Scenario, Stage, Stop, Topic
 from simloop.simulators.llm import LLMGrader, LLMSimulator, LLMVoice, build_messages, invalid_reason, second_person
 from simloop.simulators.policy import Action, SimContext
 from simloop.fakes.seams import HashEmbedder
@@ -67,6 +67,18 @@ async def test_full_small_dialogue_over_http(mock):
     assert all(g is not None and 0 <= g <= 5 and g == int(g) for g in grades)
     calls = sum(1 for turn in t.turns for s in turn.stages if s.model == "mock-model")
     assert mock.stats()["requests"] == calls == t.usage.calls  # the closing line's call too
+
+
+async def test_at_the_turn_cap_the_last_answer_is_graded_and_no_utterance_is_written(mock):
+    # The utterance for a turn past the cap would never be put: the call for it was a waste.
+    ctx = context(mock.url)
+    t = await run_dialogue(scenario(), LLMSimulator(ctx), Assistant(), replace(SPEC, max_turns=1))
+    await ctx.aclose()
+    assert t.error is None and t.stop == Stop.turn_cap(1) and t.stop.by == "engine"
+    names = [s.name for s in t.turns[-1].stages if s.model == "mock-model"]
+    assert names == ["simulator.voice", "simulator.grade"]  # what wrote it, its grading; nothing after
+    assert t.turns[-1].user.grade is not None
+    assert mock.stats()["requests"] == 2 == t.usage.calls
 
 
 async def test_empty_content_is_retried_then_recorded_as_dialogue_error(mock):

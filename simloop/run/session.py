@@ -198,7 +198,7 @@ class DialogueSession:
             return None
         if len(self.state.turns) >= self.spec.max_turns:
             self._file_last(said.stages)  # an utterance written but never put
-            self._end(Stop(reason="max_turns", by="engine", detail=f"reached max_turns={self.spec.max_turns}"))
+            self._end(Stop.turn_cap(self.spec.max_turns))
             return None
         user = UserTurn(utterance=said.utterance or "", rubric_id=said.rubric_id, intent=said.intent)
         self._pending = _Pending(user=user, stages=list(said.stages), gold=said.gold)

@@ -97,6 +97,8 @@ class RubricSimulator:
         )
         grade, grade_stages = await self.grader.grade(policy.current(state.simulator_memory), response, context)
         action = policy.step(state.simulator_memory, Observation(grade=grade, assistant_asked=asked is not None))
+        if action.end is None and len(state.turns) >= state.max_turns:  # no call for words never put
+            return SimulatorTurn.capped(state.max_turns, grade=grade, grade_stages=grade_stages)
         if action.end is None:
             utterance, stages = await self.voice.speak(action, context)
             return _say(action, utterance, stages, grade=grade, grade_stages=grade_stages)
