@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from simloop.errors import DataFileError, ResumeError
-from simloop.run.recorder import Recorder, ReadReport, read_transcripts
+from simloop.run.recorder import Recorder, ReadReport, read_manifest, read_transcripts
 from simloop.schema import PluginRef, RunManifest, ScenarioRef, Behaviour, Stop, Transcript
 
 
@@ -30,6 +30,8 @@ async def test_append_and_read_back(tmp_path: Path):
     got = [t.dialogue_id for t in read_transcripts(tmp_path / "r1")]
     assert got == ["d0", "d1", "d2"]
     assert '"status": "finished"' in (tmp_path / "r1" / "run.json").read_text()
+    counts = read_manifest(tmp_path / "r1").counts  # every count README names, 0 or not
+    assert counts["dialogues"] == counts["recorded"] == 3 and counts["retried"] == 0 and counts["errors"] == 0
 
 
 def test_a_run_stopped_before_its_first_dialogue_reads_as_empty(tmp_path: Path):

@@ -343,8 +343,7 @@ class Recorder:
         self.manifest.status = status  # type: ignore[assignment]
         self.manifest.finished_at = utcnow()
         counts = {**counts, **self.counts()}
-        if self.retried or "retried" in self.manifest.counts:
-            counts["retried"] = self.manifest.counts.get("retried", 0) + self.retried
+        counts["retried"] = self.manifest.counts.get("retried", 0) + self.retried  # 0 until a --retry-errors
         self.manifest.counts = counts
         self.write_manifest()
         self.close()
