@@ -180,8 +180,9 @@ def _dialogue(tr: Transcript) -> None:
 
 def show_run(run_dir: Path, dialogue: str | None) -> int:
     from ..errors import BadInputError
+    from ..files import check_run_dir
 
-    manifest = read_manifest(run_dir)
+    manifest = read_manifest(check_run_dir(run_dir))
     report = ReadReport()
     ts = list(read_transcripts(run_dir, report))
     if dialogue is None:

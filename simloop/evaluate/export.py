@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence, get_args
 from ..errors import BadInputError, DataFileError
 from .provenance import ikat_qid
 from .stats import mean_grade
-from ..files import atomic_open, atomic_write
+from ..files import atomic_open, atomic_write, check_out_file, check_run_dir
 from .summary import load_run, load_scores, resolve_source
 from ..schema import Behaviour, Persona, RunManifest, StopReason, Transcript
 from .export_ikat25 import RunTag, ikat25_run
@@ -328,15 +328,13 @@ def export_run(run_dir: Path, fmt: str, out: Path | None = None, filt: ExportFil
                ) -> ExportResult:
     if fmt not in FORMATS:
         raise BadInputError(f"unknown export format {fmt!r} (choose from {', '.join(FORMATS)})")
-    run_dir = Path(run_dir)
+    run_dir = check_run_dir(run_dir)
+    out = check_out_file(out if out is not None else run_dir / f"export.{FORMATS[fmt]}")
     manifest, transcripts, _ = load_run(run_dir)
     filt = filt or ExportFilter()
     check_filter(transcripts, filt)
     judge = _judge_scores(run_dir) if filt.min_judge is not None else None
     ts = select(transcripts, filt, judge)
-    out = Path(out) if out is not None else run_dir / f"export.{FORMATS[fmt]}"
-    if not out.parent.is_dir():
-        raise BadInputError(f"{out.parent}: output folder does not exist")
     notes: list[str] = []
     writers: dict[str, Callable[[], tuple[int, str]]] = {
         "ikat": lambda: _write_json(_ikat(ts, scenario_sources(run_dir, manifest, personas_dir, topics)), out),

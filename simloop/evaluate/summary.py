@@ -18,7 +18,7 @@ from typing import Any, Sequence
 from pydantic import ValidationError
 
 from ..errors import BadInputError, ConfigError, DataFileError, first_error
-from ..files import atomic_write
+from ..files import atomic_write, check_run_dir
 from ..loop import run as run_loop
 from ..run.recorder import ReadReport, read_manifest, read_transcripts
 from ..schema import RunManifest, Transcript
@@ -209,14 +209,9 @@ def _with_header(summary: RunSummary, run_dir: Path, manifest: RunManifest | Non
     return summary.model_copy(update=head)
 
 
-def _check_run_dir(run_dir: Path) -> None:
-    if not Path(run_dir).is_dir():
-        raise BadInputError(f"{run_dir}: not a directory (expected a run directory with dialogues.jsonl)")
-
-
 def load_run(run_dir: Path) -> tuple[RunManifest | None, list[Transcript], ReadReport]:
     """Manifest (None when run.json is missing: a copied dialogues file still evaluates)."""
-    _check_run_dir(run_dir)
+    check_run_dir(run_dir)
     report = ReadReport()
     transcripts = list(read_transcripts(run_dir, report))
     manifest = read_manifest(run_dir) if (Path(run_dir) / "run.json").exists() else None

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..errors import BadInputError, DataFileError, RetrievalError, SimloopError
-from ..files import atomic_open
+from ..files import atomic_open, check_out_file
 from .jvm import boot_jvm
 
 __all__ = [
@@ -135,6 +135,7 @@ def _wiki_lines(source: Path) -> Iterator[str]:
 def write_wiki_corpus(out: Path) -> int:
     """Write the 10,033 Wikipedia summaries as a JsonCollection JSONL file (atomically: a
     reader never sees half of it); returns docs written."""
+    check_out_file(out, new_folders=True)
     n = 0
     with atomic_open(out) as fh:
         for line in _wiki_lines(wiki_source()):

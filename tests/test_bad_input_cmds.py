@@ -1,0 +1,52 @@
+"""Bad input to the commands around a run (show, report, export, corpus, memory, personas,
+eval, index, mock-llm, list) through the real CLI in a subprocess: one line on stderr,
+exit 2, no traceback, nothing written (DESIGN §12)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import simloop_cli as cli
+from test_bad_input import one_line_exit_2, persona_run
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def cli_in(folder: Path, *args) -> object:
+    """The CLI run from another folder, still on this checkout's code (outside the repo,
+    ``python -m simloop`` would import whichever checkout the venv installed)."""
+    return cli(*args, cwd=folder, env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def _listing(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir())
+
+
+def test_show_a_file_is_not_a_run_directory(tmp_path):
+    target = tmp_path / "afile"
+    target.write_text("x")
+    one_line_exit_2(cli("show", target), str(target), "not a run directory")
+
+
+@pytest.mark.parametrize("command", [
+    ["report", "{run}"],
+    ["export", "{run}", "--format", "trec-run"],
+    ["corpus", "wiki"],
+])
+def test_out_naming_an_existing_folder(tmp_path, command):
+    run = persona_run(tmp_path / "runs")
+    folder = tmp_path / "existing"
+    folder.mkdir()
+    before = _listing(run)
+    argv = [str(run) if x == "{run}" else x for x in command]
+    one_line_exit_2(cli(*argv, "--out", folder), str(folder), "is a folder, not a file")
+    assert _listing(folder) == [] and _listing(tmp_path) == ["existing", "runs"] and _listing(run) == before
+
+
+def test_corpus_wiki_empty_out(tmp_path):
+    one_line_exit_2(cli_in(tmp_path, "corpus", "wiki", "--out", ""), "no file name")
+    assert _listing(tmp_path) == []
