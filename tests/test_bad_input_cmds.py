@@ -50,3 +50,19 @@ def test_out_naming_an_existing_folder(tmp_path, command):
 def test_corpus_wiki_empty_out(tmp_path):
     one_line_exit_2(cli_in(tmp_path, "corpus", "wiki", "--out", ""), "no file name")
     assert _listing(tmp_path) == []
+
+
+def test_memory_out_naming_a_file(tmp_path):
+    target = tmp_path / "afile"
+    target.write_text("x")
+    one_line_exit_2(cli("memory", "--out", target, "--no-progress"), str(target), "is a file, not a folder")
+    assert target.read_text() == "x"
+
+
+def test_memory_existing_run_id_names_what_works(tmp_path):
+    (tmp_path / "mem").mkdir()
+    (tmp_path / "mem" / "old").write_text("x")
+    line = one_line_exit_2(cli("memory", "--out", tmp_path, "--run-id", "mem", "--no-progress"),
+                           "already exists", "another --run-id")
+    assert "--resume" not in line  # `simloop memory` has no --resume
+    assert _listing(tmp_path) == ["mem"] and _listing(tmp_path / "mem") == ["old"]
