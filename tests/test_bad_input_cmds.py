@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import simloop_cli as cli
+from conftest import ikat_file, simloop_cli as cli
 from test_bad_input import one_line_exit_2, persona_run
 
 
@@ -66,3 +66,13 @@ def test_memory_existing_run_id_names_what_works(tmp_path):
                            "already exists", "another --run-id")
     assert "--resume" not in line  # `simloop memory` has no --resume
     assert _listing(tmp_path) == ["mem"] and _listing(tmp_path / "mem") == ["old"]
+
+
+@pytest.mark.parametrize("prefix", ["a b/", "../x", "/abs", ".hidden", "x..y"])
+def test_personas_prefix_that_is_not_a_file_name_fragment(tmp_path, prefix):
+    work = tmp_path / "work"
+    work.mkdir()
+    topics = ikat_file("2023/2023_train_topics.json")
+    one_line_exit_2(cli("personas", "from-ikat", topics, "--prefix", prefix, "--out", work / "pb"),
+                    f"--prefix {prefix!r}")
+    assert _listing(tmp_path) == ["work"] and _listing(work) == []
