@@ -76,3 +76,17 @@ def test_personas_prefix_that_is_not_a_file_name_fragment(tmp_path, prefix):
     one_line_exit_2(cli("personas", "from-ikat", topics, "--prefix", prefix, "--out", work / "pb"),
                     f"--prefix {prefix!r}")
     assert _listing(tmp_path) == ["work"] and _listing(work) == []
+
+
+@pytest.mark.parametrize("flag,value,needle", [
+    ("--repeat", "5", "unknown --repeat '5' (known: 0)"),  # the run has repeat 0 only
+    ("--min-grade", "9", "--min-grade 9: user grades are 0-5"),
+    ("--min-grade", "3", "no dialogue of this run has a user grade"),
+    ("--min-judge", "2", "--min-judge 2: normalised judge scores are 0-1"),
+])
+def test_export_filter_no_dialogue_could_match(tmp_path, flag, value, needle):
+    run = persona_run(tmp_path)
+    old = run / "export.run"
+    old.write_text("an earlier export\n")
+    one_line_exit_2(cli("export", run, "--format", "trec-run", flag, value), needle)
+    assert old.read_text() == "an earlier export\n"
