@@ -90,3 +90,23 @@ def test_export_filter_no_dialogue_could_match(tmp_path, flag, value, needle):
     old.write_text("an earlier export\n")
     one_line_exit_2(cli("export", run, "--format", "trec-run", flag, value), needle)
     assert old.read_text() == "an earlier export\n"
+
+
+@pytest.mark.parametrize("threads", ["0", "-3"])
+def test_index_build_threads_below_one(tmp_path, threads):
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"id": "d1", "contents": "a passage"}\n')
+    one_line_exit_2(cli("index", "build", "--corpus", corpus, "--out", tmp_path / "ix", "--threads", threads),
+                    f"--threads {threads}: must be at least 1")
+    assert _listing(tmp_path) == ["c.jsonl"]
+
+
+def test_mock_llm_negative_rpm_limit():
+    # Refused before listening: the subprocess ends at once instead of serving.
+    one_line_exit_2(cli("mock-llm", "--port", "0", "--rpm-limit", "-1", timeout=60), "--rpm-limit", "got -1")
+
+
+def test_reveal_threshold_is_a_cosine(tmp_path):
+    one_line_exit_2(cli("run", "--simulator", "offline", "--simulator-param", "reveal_threshold=2",
+                        "--out", tmp_path, "--limit", "1", "--no-progress"), "reveal_threshold", "[-1, 1]")
+    assert _listing(tmp_path) == []

@@ -221,6 +221,8 @@ def build_index(corpus: Path, out: Path, threads: int = 2, embeddings: bool = Fa
     passage, ~10 ms per sentence, once).  Returns the
     number of documents indexed.
     """
+    if threads < 1:  # was silently raised to 1: a typo should not pass as a setting
+        raise BadInputError(f"--threads {threads}: must be at least 1")
     files, lines = validate_corpus(Path(corpus))
     out = Path(out).expanduser()
     _check_target(out)
@@ -230,7 +232,7 @@ def build_index(corpus: Path, out: Path, threads: int = 2, embeddings: bool = Fa
     try:
         _stage_inputs(files, scratch / "input")
         log.info("indexing %d documents from %s", lines, corpus)
-        count = _run_indexer(scratch / "input", scratch / "index", max(1, threads))
+        count = _run_indexer(scratch / "input", scratch / "index", threads)
         if embeddings:
             _embed(files, scratch / "index")
         _install(scratch / "index", out, scratch)
