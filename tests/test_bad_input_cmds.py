@@ -110,3 +110,16 @@ def test_reveal_threshold_is_a_cosine(tmp_path):
     one_line_exit_2(cli("run", "--simulator", "offline", "--simulator-param", "reveal_threshold=2",
                         "--out", tmp_path, "--limit", "1", "--no-progress"), "reveal_threshold", "[-1, 1]")
     assert _listing(tmp_path) == []
+
+
+def test_list_outside_the_repo_lists_the_plugins(tmp_path):
+    p = cli_in(tmp_path, "list")
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    assert "bm25_extractive" in p.stdout and "offline" in p.stdout
+    assert "personas: none found" in p.stdout and "--personas DIR" in p.stdout
+
+
+def test_list_with_a_named_missing_persona_folder(tmp_path):
+    p = cli_in(tmp_path, "list", "--personas", "nope")
+    one_line_exit_2(p, "nope")
+    assert p.stdout == ""  # refused before the plugin table, not after it
