@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ikat_file, simloop_cli as cli
+from conftest import free_port, ikat_file, mock_llm, simloop_cli as cli
+from eval_helpers import read_json, transcript, turn, write_run
 from test_bad_input import one_line_exit_2, persona_run
 
 
@@ -123,3 +124,39 @@ def test_list_with_a_named_missing_persona_folder(tmp_path):
     p = cli_in(tmp_path, "list", "--personas", "nope")
     one_line_exit_2(p, "nope")
     assert p.stdout == ""  # refused before the plugin table, not after it
+
+
+def _no_llm_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "OPENAI_BASE_URL")}
+
+
+def test_eval_judge_without_an_llm(tmp_path):
+    run = persona_run(tmp_path)  # its config names no endpoint: the default is the OpenAI API
+    before = _listing(run)
+    one_line_exit_2(cli("eval", run, "--judge", env=_no_llm_env()), "--judge needs an LLM", "--judge-base-url")
+    assert _listing(run) == before
+
+
+def test_eval_judge_endpoint_that_does_not_answer(tmp_path):
+    run = persona_run(tmp_path)
+    before = _listing(run)
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    one_line_exit_2(cli("eval", run, "--judge", "--judge-base-url", url, "--judge-model", "m", timeout=60),
+                    "LLM role 'judge'", url, "cannot connect")
+    assert _listing(run) == before  # no summary.json of null scores
+
+
+def test_eval_judge_against_the_mock_llm(tmp_path):
+    run = write_run(tmp_path / "run", [transcript([turn(1), turn(2)], persona="p1")])
+    with mock_llm(free_port()) as url:
+        p = cli("eval", run, "--judge", "--judge-base-url", url, "--judge-model", "m", env=_no_llm_env())
+    assert p.returncode == 0, p.stderr
+    judge = read_json(run / "summary.json")["judge"]
+    assert judge["dialogue"]["n"] == 1 and judge["overall"] is not None and not judge["errors"]
+
+
+def test_memory_judge_without_an_llm(tmp_path):
+    # The same check as eval's (evaluate.judge.check_judge_llm): a model name alone is no endpoint.
+    one_line_exit_2(cli("memory", "--judge", "--model", "m", "--out", tmp_path, "--no-progress", env=_no_llm_env()),
+                    "--judge needs an LLM", "--base-url")
+    assert _listing(tmp_path) == []

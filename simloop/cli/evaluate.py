@@ -22,8 +22,8 @@ if TYPE_CHECKING:
 __all__ = ["add_commands", "cmd_eval", "cmd_report", "cmd_export"]
 
 
-def _console() -> Console:
-    return Console(highlight=False, soft_wrap=True)
+def _console(stderr: bool = False) -> Console:
+    return Console(stderr=stderr, highlight=False, soft_wrap=True)
 
 
 def _positive(name: str, value: int | float | None) -> None:
@@ -48,7 +48,8 @@ def cmd_eval(a: argparse.Namespace) -> int:
         out.print(f"[yellow]passages:[/] {ev.summary.passages.note}")
     judge = ev.summary.judge
     if judge and judge.errors and not judge.rubric.get("n") and not judge.dialogue.get("n"):
-        out.print(f"[yellow]judge:[/] every call failed ({_first_judge_error(ev.scores)}); "
+        # A warning, so stderr: stdout keeps the tables and the files written.
+        _console(stderr=True).print(f"[yellow]judge:[/] every call failed ({_first_judge_error(ev.scores)}); "
                   "check --judge-base-url/--judge-model and the API key variable")
     out.print(f"wrote {scores} and {summary}")
     return 0

@@ -35,12 +35,12 @@ from typing import Any, Callable, Iterator
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..config import RunConfig, apply_overrides, describe_validation_error
-from ..llm.config import NO_KEY
 from ..run.engine import Event
 from ..search import is_lucene_index
 from ..errors import BadInputError, ConfigError, IndexMissingError
 from ..files import atomic_write
 from ..memory import available_strategies
+from ..evaluate.judge import check_judge_llm
 from .facts import FACTS, fact_by_id
 from .probes import ProbeJudge, ProbePlan, build_probes
 from .formats import MemoryResults
@@ -173,8 +173,8 @@ class MemoryTest:
             for s in cfg.strategies
         ]
         self.offline_summary = "summary" in cfg.strategies and not self._llm_configured("assistant.summary")
-        if cfg.judge and not (self._llm_configured("judge") or self.base.llm.resolve("judge").api_key() != NO_KEY):
-            raise BadInputError("--judge needs an LLM: pass --base-url and --model (or set OPENAI_API_KEY)")
+        if cfg.judge:
+            check_judge_llm(self.base.llm.resolve("judge"), "--base-url and --model")
         for s in self.strategies:  # bad assistant names or params fail now, before any directory exists
             given = self._assistant_params(s.name)
             plugin = load_plugin("assistant", cfg.assistant, given, Context(self._run_config(s.name)))
