@@ -1,5 +1,6 @@
-"""Atomic file writes (the one helper every file simloop writes whole goes through), and the
-JSON envelope for plugin memory that outlives a process.
+"""Atomic file writes (the one helper every file simloop writes whole goes through), the
+checks of a path the user gave for a file to write or a run to read, and the JSON envelope
+for plugin memory that outlives a process.
 
 Content goes to a temp file next to the target, is flushed and fsynced, and is renamed
 over the target: a reader never sees half a file, and a crash (even a power cut, after
@@ -18,7 +19,39 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, Iterator
 
-__all__ = ["atomic_open", "atomic_write", "pack_memory", "unpack_memory"]
+from .errors import BadInputError
+
+__all__ = ["atomic_open", "atomic_write", "check_out_file", "check_run_dir", "pack_memory", "unpack_memory"]
+
+
+def check_out_file(path: Path | str, new_folders: bool = False) -> Path:
+    """A file the user named for output, checked before any work: a folder in its place (or
+    ``--out ''``, which is the current folder) would only fail at the final rename, after
+    the work, as an OSError.  ``new_folders``: missing parent folders will be created (else
+    the parent must exist, so that a typo in it is not silently made into a folder)."""
+    path = Path(path)
+    if not path.name:  # '' and '.' both reach us as Path('.')
+        raise BadInputError(f"output file {str(path)!r}: no file name (that is the current folder); give a file name")
+    if path.is_dir():
+        raise BadInputError(f"{path}: is a folder, not a file; give a file name for the output")
+    probe = path.parent
+    while new_folders and not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if not probe.exists():
+        raise BadInputError(f"{path.parent}: output folder does not exist")
+    if not probe.is_dir():
+        raise BadInputError(f"{path}: {probe} is a file, not a folder")
+    return path
+
+
+def check_run_dir(path: Path | str) -> Path:
+    """A run directory the user named: a file or nothing in its place is one line here, not
+    an OSError from the first read inside it."""
+    path = Path(path)
+    if not path.is_dir():
+        why = "it is a file" if path.exists() else "no such folder"
+        raise BadInputError(f"{path}: not a run directory ({why})")
+    return path
 
 
 @contextmanager

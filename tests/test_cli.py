@@ -70,7 +70,7 @@ def test_bad_config_file(tmp_path, capsys):
 
 def test_show_missing_run_dir(tmp_path, capsys):
     code, err = _run(capsys, "show", str(tmp_path / "missing"))
-    assert code == 2 and "run.json" in err
+    assert code == 2 and "not a run directory (no such folder)" in err
     _assert_one_line(err)
 
 

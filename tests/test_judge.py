@@ -156,6 +156,6 @@ def test_eval_cli_warns_when_every_judge_call_fails(tmp_path: Path, mock_in_thre
     config = {"llm": {"roles": {"judge": {"base_url": url, "max_attempts": 1}}}}
     run = write_run(tmp_path / "run-f", _runs()[1:], config=config)
     assert main(["eval", str(run), "--judge"]) == 0
-    out = capsys.readouterr().out
-    assert "every call failed" in out and "LLMStatusError" in out
+    err = capsys.readouterr().err
+    assert "every call failed" in err and "LLMStatusError" in err
     assert read_json(run / "summary.json")["judge"]["overall"] is None

@@ -97,7 +97,7 @@ def cmd_mock_llm(a: argparse.Namespace) -> int:
 
 def _add_misc(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("list", help="plugins, personas and topics")
-    p.add_argument("--personas", type=Path, default=Path("personas"))
+    p.add_argument("--personas", type=Path, help="persona file or folder (default: personas/ when it exists)")
     p.add_argument("--topics", type=Path, help="list the topics of an iKAT topic file instead")
     p.set_defaults(func=cmd_list)
 

@@ -100,23 +100,26 @@ def _restore_terminal(progress: Progress) -> None:
     err.show_cursor(True)
 
 
-def print_list(personas_dir: Path, topics: Path | None) -> int:
+DEFAULT_PERSONAS = Path("personas")
+
+
+def print_list(personas_dir: Path | None, topics: Path | None) -> int:
+    """Plugins always; then the personas (or an iKAT file's topics).  A folder or file the
+    user named must exist (exit 2, before any output); the default personas/ may be absent,
+    as it is outside a checkout, and the plugins are still worth listing."""
     from ..run.plugins import available
 
+    personas = _personas_to_list(personas_dir, topics)
     t = Table(title="plugins")
     t.add_column("kind")
     t.add_column("names")
     t.add_row("assistants", ", ".join(available("assistant")))
     t.add_row("simulators", ", ".join(available("simulator")))
     out.print(t)
-    if topics is not None:
-        from ..inputs.ikat import load_ikat_topics
-
-        personas = load_ikat_topics(topics)
-    else:
-        from ..inputs.personas import load_personas
-
-        personas = load_personas(personas_dir)
+    if personas is None:
+        out.print(f"personas: none found ({DEFAULT_PERSONAS.resolve()} does not exist; "
+                  "pass --personas DIR or --topics FILE)")
+        return 0
     p = Table(title=f"personas ({len(personas)})")
     for col in ("persona", "PTKB", "behaviour", "topics"):
         p.add_column(col)
@@ -128,6 +131,19 @@ def print_list(personas_dir: Path, topics: Path | None) -> int:
         p.add_row(persona.id, str(len(persona.ptkb)), traits, "\n".join(f"{tp.id}: {tp.title}" for tp in persona.topics))
     out.print(p)
     return 0
+
+
+def _personas_to_list(personas_dir: Path | None, topics: Path | None) -> list | None:
+    """The personas named by the flags; None when none were named and personas/ is absent."""
+    if topics is not None:
+        from ..inputs.ikat import load_ikat_topics
+
+        return load_ikat_topics(topics)
+    if personas_dir is None and not DEFAULT_PERSONAS.exists():
+        return None
+    from ..inputs.personas import load_personas
+
+    return load_personas(personas_dir or DEFAULT_PERSONAS)
 
 
 def _trait(value: object) -> str:
@@ -180,8 +196,9 @@ def _dialogue(tr: Transcript) -> None:
 
 def show_run(run_dir: Path, dialogue: str | None) -> int:
     from ..errors import BadInputError
+    from ..files import check_run_dir
 
-    manifest = read_manifest(run_dir)
+    manifest = read_manifest(check_run_dir(run_dir))
     report = ReadReport()
     ts = list(read_transcripts(run_dir, report, log_problems=False))  # said below, once, with what to do
     if dialogue is None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from rich.console import Console
 
 from ..errors import BadInputError
+from ..files import check_out_file, check_run_dir
 
 if TYPE_CHECKING:
     from ..evaluate.formats import DialogueScores
@@ -21,8 +22,8 @@ if TYPE_CHECKING:
 __all__ = ["add_commands", "cmd_eval", "cmd_report", "cmd_export"]
 
 
-def _console() -> Console:
-    return Console(highlight=False, soft_wrap=True)
+def _console(stderr: bool = False) -> Console:
+    return Console(stderr=stderr, highlight=False, soft_wrap=True)
 
 
 def _positive(name: str, value: int | float | None) -> None:
@@ -47,7 +48,8 @@ def cmd_eval(a: argparse.Namespace) -> int:
         out.print(f"[yellow]passages:[/] {ev.summary.passages.note}")
     judge = ev.summary.judge
     if judge and judge.errors and not judge.rubric.get("n") and not judge.dialogue.get("n"):
-        out.print(f"[yellow]judge:[/] every call failed ({_first_judge_error(ev.scores)}); "
+        # A warning, so stderr: stdout keeps the tables and the files written.
+        _console(stderr=True).print(f"[yellow]judge:[/] every call failed ({_first_judge_error(ev.scores)}); "
                   "check --judge-base-url/--judge-model and the API key variable")
     out.print(f"wrote {scores} and {summary}")
     return 0
@@ -66,11 +68,8 @@ def cmd_report(a: argparse.Namespace) -> int:
     from ..evaluate.tables import rich_compare, rich_memory, rich_reference
 
     for d in a.run_dirs:
-        if not Path(d).is_dir():
-            raise BadInputError(f"{d}: not a run directory")
-    out_path = a.out or Path(a.run_dirs[0]) / "report.html"
-    if not out_path.parent.is_dir():
-        raise BadInputError(f"{out_path.parent}: output folder does not exist")
+        check_run_dir(d)
+    out_path = check_out_file(a.out or Path(a.run_dirs[0]) / "report.html")
     views = load_views(a.run_dirs)
     out = _console()
     out.print(rich_compare([v.name for v in views], [v.summary for v in views], [v.diag for v in views]))
@@ -94,8 +93,7 @@ def cmd_export(a: argparse.Namespace) -> int:
 
     if a.format not in FORMATS:
         raise BadInputError(f"unknown export format {a.format!r} (choose from {', '.join(FORMATS)})")
-    if not Path(a.run_dir).is_dir():
-        raise BadInputError(f"{a.run_dir}: not a run directory")
+    check_run_dir(a.run_dir)
     _positive("--min-turns", a.min_turns)
     _positive("--repeat", a.repeat)
     filt = ExportFilter(stop_reasons=a.stop_reason or [], min_grade=a.min_grade, min_turns=a.min_turns,

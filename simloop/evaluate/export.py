@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence, get_args
 from ..errors import BadInputError, DataFileError
 from .provenance import ikat_qid
 from .stats import mean_grade
-from ..files import atomic_open, atomic_write
+from ..files import atomic_open, atomic_write, check_out_file, check_run_dir
 from .summary import load_run, load_scores, resolve_source
 from ..schema import Behaviour, Persona, RunManifest, StopReason, Transcript
 from .export_ikat25 import RunTag, ikat25_run
@@ -24,6 +24,8 @@ from .export_ikat25 import RunTag, ikat25_run
 __all__ = ["FORMATS", "ExportFilter", "ExportResult", "RunTag", "export_run", "validate_chat", "select",
            "check_filter", "scenario_sources"]
 
+# The simulator's grade of an answer (schema.UserTurn.grade).
+GRADE_SCALE = (0.0, 5.0)
 # format -> default file suffix (trec-run and ptkb-run differ so both fit in one run dir)
 FORMATS = {
     "ikat": "json", "ikat25-run": "ikat25.jsonl", "trec-run": "run", "ptkb-run": "ptkb.run",
@@ -82,6 +84,19 @@ def check_filter(transcripts: Sequence[Transcript], f: ExportFilter) -> None:
     _known("--stop-reason", f.stop_reasons, list(get_args(StopReason)))
     _known("--persona", f.personas, sorted({t.scenario.persona_id for t in transcripts}, key=_natural))
     _known("--topic", f.topics, sorted({t.scenario.topic_id for t in transcripts}, key=_natural))
+    repeats = sorted({r for t in transcripts if (r := _repeat_of(t)) is not None})
+    _known("--repeat", [] if f.repeat is None else [str(f.repeat)], [str(r) for r in repeats])
+    _on_scale("--min-grade", f.min_grade, GRADE_SCALE, "user grades")
+    _on_scale("--min-judge", f.min_judge, (0.0, 1.0), "normalised judge scores")
+    if f.min_grade is not None and not any(mean_grade(t) is not None for t in transcripts):
+        raise BadInputError(f"--min-grade {f.min_grade:g}: no dialogue of this run has a user grade")
+
+
+def _on_scale(flag: str, value: float | None, scale: tuple[float, float], what: str) -> None:
+    """A threshold off the scale can match no dialogue of any run: a typo, not a filter."""
+    low, high = scale
+    if value is not None and not low <= value <= high:
+        raise BadInputError(f"{flag} {value:g}: {what} are {low:g}-{high:g}")
 
 
 def _natural(value: str) -> list:
@@ -328,15 +343,13 @@ def export_run(run_dir: Path, fmt: str, out: Path | None = None, filt: ExportFil
                ) -> ExportResult:
     if fmt not in FORMATS:
         raise BadInputError(f"unknown export format {fmt!r} (choose from {', '.join(FORMATS)})")
-    run_dir = Path(run_dir)
+    run_dir = check_run_dir(run_dir)
+    out = check_out_file(out if out is not None else run_dir / f"export.{FORMATS[fmt]}")
     manifest, transcripts, _ = load_run(run_dir)
     filt = filt or ExportFilter()
     check_filter(transcripts, filt)
     judge = _judge_scores(run_dir) if filt.min_judge is not None else None
     ts = select(transcripts, filt, judge)
-    out = Path(out) if out is not None else run_dir / f"export.{FORMATS[fmt]}"
-    if not out.parent.is_dir():
-        raise BadInputError(f"{out.parent}: output folder does not exist")
     notes: list[str] = []
     writers: dict[str, Callable[[], tuple[int, str]]] = {
         "ikat": lambda: _write_json(_ikat(ts, scenario_sources(run_dir, manifest, personas_dir, topics)), out),

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 from pydantic import ValidationError
 
 from ..errors import BadInputError, ConfigError, DataFileError, first_error
-from ..files import atomic_write
+from ..files import atomic_write, check_run_dir
 from ..loop import run as run_loop
 from ..run.recorder import ReadReport, read_manifest, read_transcripts
 from ..schema import RunManifest, Transcript
@@ -126,8 +126,8 @@ def _score_lines(transcripts: Sequence[Transcript], ptkb_per: dict, psg_per: dic
     ) for t in transcripts]
 
 
-def _judge_chat(manifest: RunManifest, opts: EvalOptions):
-    """The ``judge`` role of the run's own LLM config, with the CLI's overrides on top."""
+def _judge_config(manifest: RunManifest, opts: EvalOptions):
+    """The run's own LLM config with the CLI's ``judge`` overrides on top."""
     from ..llm.config import LLMConfig
 
     try:
@@ -139,12 +139,28 @@ def _judge_chat(manifest: RunManifest, opts: EvalOptions):
         judge = cfg.roles.get("judge")
         cfg = LLMConfig.model_validate({**cfg.model_dump(exclude_unset=True),
                                         "roles": {**cfg.roles, "judge": {**(judge.settings() if judge else {}), **over}}})
-    role = cfg.resolve("judge")
+    return cfg
 
+
+def check_judge(manifest: RunManifest, opts: EvalOptions) -> None:
+    """``--judge``: an endpoint to call, and one that answers ``GET /models``, found before
+    any scoring and before anything is written (DESIGN §12), as `simloop run` does for its
+    roles; else every call fails after its retries and the scores are null."""
+    from ..llm.preflight import check_endpoints
+    from .judge import check_judge_llm
+
+    cfg = _judge_config(manifest, opts)
+    check_judge_llm(cfg.resolve("judge"), "--judge-base-url and --judge-model")
+    check_endpoints(cfg, ["judge"])
+
+
+def _judge_chat(manifest: RunManifest, opts: EvalOptions):
+    """The ``judge`` role of the run's own LLM config, with the CLI's overrides on top."""
     from ..llm.client import LLMPool
 
+    cfg = _judge_config(manifest, opts)
     pool = LLMPool(cfg)
-    return pool, pool.model("judge"), role.model
+    return pool, pool.model("judge"), cfg.resolve("judge").model
 
 
 async def _run_judge(transcripts: Sequence[Transcript], manifest: RunManifest, opts: EvalOptions,
@@ -209,14 +225,9 @@ def _with_header(summary: RunSummary, run_dir: Path, manifest: RunManifest | Non
     return summary.model_copy(update=head)
 
 
-def _check_run_dir(run_dir: Path) -> None:
-    if not Path(run_dir).is_dir():
-        raise BadInputError(f"{run_dir}: not a directory (expected a run directory with dialogues.jsonl)")
-
-
 def load_run(run_dir: Path) -> tuple[RunManifest | None, list[Transcript], ReadReport]:
     """Manifest (None when run.json is missing: a copied dialogues file still evaluates)."""
-    _check_run_dir(run_dir)
+    check_run_dir(run_dir)
     report = ReadReport()
     transcripts = list(read_transcripts(run_dir, report))
     manifest = read_manifest(run_dir) if (Path(run_dir) / "run.json").exists() else None
@@ -225,6 +236,8 @@ def load_run(run_dir: Path) -> tuple[RunManifest | None, list[Transcript], ReadR
 
 def evaluate_run(run_dir: Path, opts: EvalOptions, chat: Any | None = None) -> Evaluation:
     manifest, transcripts, report = load_run(run_dir)
+    if opts.judge and chat is None and manifest is not None:
+        check_judge(manifest, opts)
     ev = run_loop(evaluate_transcripts(transcripts, opts, manifest, chat, Path(run_dir)))
     ev.summary = _with_header(ev.summary, Path(run_dir), manifest, report)
     return ev

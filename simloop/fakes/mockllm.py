@@ -68,6 +68,8 @@ class MockOptions:
             raise BadInputError("mock-llm: a fault rate needs at least one fault kind")
         if self.retry_after_header not in ("seconds", "ms"):
             raise BadInputError("mock-llm: retry_after_header must be 'seconds' or 'ms'")
+        if self.rpm_limit is not None and self.rpm_limit < 1:  # None is the way to say "no limit"
+            raise BadInputError(f"mock-llm: --rpm-limit must be at least 1 (leave it out for no limit), got {self.rpm_limit}")
         if min(self.latency_ms, self.latency_jitter_ms, self.retry_after_s, self.rpm_window_s, self.hang_s) < 0:
             raise BadInputError("mock-llm: latencies, windows and waits must not be negative")
 

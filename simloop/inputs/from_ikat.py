@@ -47,7 +47,7 @@ from ..text import content_terms, content_words, sentences
 from .ikat import load_ikat_topics
 from .personas import load_personas
 
-__all__ = ["SAME_QUESTION", "IKAT_PATIENCE", "rubric_from_turns", "personas_from_ikat", "persona_toml", "write_personas"]
+__all__ = ["SAME_QUESTION", "IKAT_PATIENCE", "rubric_from_turns", "personas_from_ikat", "check_prefix", "persona_toml", "write_personas"]
 
 SAME_QUESTION = 0.6
 # the largest patience a persona may have (Behaviour's own bound, so the two cannot drift apart)
@@ -132,12 +132,27 @@ def rubric_from_turns(turns: Sequence[GoldTurn], title: str) -> list[RubricQuest
             for g in groups]
 
 
+# What may go into a persona id, which is also its file name in the output folder.
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def check_prefix(prefix: str) -> str:
+    """``--prefix`` becomes part of every file name in the output folder: a '/' or '..'
+    would put files outside it, other characters make names the shell or TOML ids trip
+    over, and a leading '.' hides the files.  Refused before anything is read or written."""
+    if _UNSAFE.search(prefix) or ".." in prefix or prefix.startswith("."):
+        raise DataFileError(f"--prefix {prefix!r}: it becomes part of file names, so use letters, digits, "
+                            "'_', '-' and '.' (neither '..' nor a leading '.')")
+    return prefix
+
+
 def personas_from_ikat(path: str | Path, prefix: str = "") -> list[Persona]:
     """One persona per conversation of an iKAT topic file (ids ``<prefix><number>``)."""
+    check_prefix(prefix)
     out = []
     for conv in load_ikat_topics(path):
         [topic] = conv.topics
-        pid = prefix + re.sub(r"[^A-Za-z0-9_.-]+", "-", conv.id)
+        pid = prefix + _UNSAFE.sub("-", conv.id)
         rubric = rubric_from_turns(topic.gold_turns, topic.title)
         out.append(Persona(id=pid, name=f"iKAT {conv.id}", ptkb=conv.ptkb, behaviour=Behaviour(patience=IKAT_PATIENCE),
                            topics=[Topic(id=pid, title=topic.title, rubric=rubric)]))

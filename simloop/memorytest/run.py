@@ -35,19 +35,19 @@ from typing import Any, Callable, Iterator
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..config import RunConfig, apply_overrides, describe_validation_error
-from ..llm.config import NO_KEY
 from ..run.engine import Event
 from ..search import is_lucene_index
 from ..errors import BadInputError, ConfigError, IndexMissingError
 from ..files import atomic_write
 from ..memory import available_strategies
+from ..evaluate.judge import check_judge_llm
 from .facts import FACTS, fact_by_id
 from .probes import ProbeJudge, ProbePlan, build_probes
 from .formats import MemoryResults
 from .score import judge_rows, score_probe, summarise_probes
 from ..run.plugins import Context, effective_params, load_plugin
 from ..run.manifest import new_manifest
-from ..run.recorder import Recorder, new_run_id
+from ..run.recorder import Recorder, check_out_dir, check_run_id, new_run_id
 from ..run.runner import PreparedRun, execute, prepare_run
 from ..run.scenarios import load_sources
 from ..schema import PluginRef, RunManifest, Scenario, Transcript
@@ -161,6 +161,7 @@ class MemoryTest:
         base = base or RunConfig()
         self.run_id = base.run_id or new_run_id("memory")
         self.base = base.model_copy(update={"run_id": self.run_id})
+        self._check_new_run_dir()
         index = base.retrieval.index
         if index is not None and not is_lucene_index(index):
             raise IndexMissingError(f"{index}: not a Lucene index; build one with `simloop index build`")
@@ -172,8 +173,8 @@ class MemoryTest:
             for s in cfg.strategies
         ]
         self.offline_summary = "summary" in cfg.strategies and not self._llm_configured("assistant.summary")
-        if cfg.judge and not (self._llm_configured("judge") or self.base.llm.resolve("judge").api_key() != NO_KEY):
-            raise BadInputError("--judge needs an LLM: pass --base-url and --model (or set OPENAI_API_KEY)")
+        if cfg.judge:
+            check_judge_llm(self.base.llm.resolve("judge"), "--base-url and --model")
         for s in self.strategies:  # bad assistant names or params fail now, before any directory exists
             given = self._assistant_params(s.name)
             plugin = load_plugin("assistant", cfg.assistant, given, Context(self._run_config(s.name)))
@@ -183,6 +184,16 @@ class MemoryTest:
     @property
     def run_dir(self) -> Path:
         return self.base.out / self.run_id
+
+    def _check_new_run_dir(self) -> None:
+        """--out must be able to hold the run directory, and the run id must be new: found now,
+        not as an OSError after loading plugins.  Said here, not by the recorder, because its
+        advice (--resume) is `simloop run`'s: a memory test cannot be resumed."""
+        check_out_dir(self.base.out)
+        check_run_id(self.run_id)
+        if self.run_dir.exists() and any(self.run_dir.iterdir()):
+            raise BadInputError(f"{self.run_dir} already exists; pass another --run-id "
+                                "(a memory test cannot be resumed, it starts over)")
 
     @property
     def total_turns(self) -> int:

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..errors import BadInputError, DataFileError, RetrievalError, SimloopError
-from ..files import atomic_open
+from ..files import atomic_open, check_out_file
 from .jvm import boot_jvm
 
 __all__ = [
@@ -135,6 +135,7 @@ def _wiki_lines(source: Path) -> Iterator[str]:
 def write_wiki_corpus(out: Path) -> int:
     """Write the 10,033 Wikipedia summaries as a JsonCollection JSONL file (atomically: a
     reader never sees half of it); returns docs written."""
+    check_out_file(out, new_folders=True)
     n = 0
     with atomic_open(out) as fh:
         for line in _wiki_lines(wiki_source()):
@@ -220,6 +221,8 @@ def build_index(corpus: Path, out: Path, threads: int = 2, embeddings: bool = Fa
     passage, ~10 ms per sentence, once).  Returns the
     number of documents indexed.
     """
+    if threads < 1:  # was silently raised to 1: a typo should not pass as a setting
+        raise BadInputError(f"--threads {threads}: must be at least 1")
     files, lines = validate_corpus(Path(corpus))
     out = Path(out).expanduser()
     _check_target(out)
@@ -229,7 +232,7 @@ def build_index(corpus: Path, out: Path, threads: int = 2, embeddings: bool = Fa
     try:
         _stage_inputs(files, scratch / "input")
         log.info("indexing %d documents from %s", lines, corpus)
-        count = _run_indexer(scratch / "input", scratch / "index", max(1, threads))
+        count = _run_indexer(scratch / "input", scratch / "index", threads)
         if embeddings:
             _embed(files, scratch / "index")
         _install(scratch / "index", out, scratch)

@@ -41,6 +41,8 @@ class RubricSimulator:
             raise BadInputError(f"threshold must be in [0, 5), got {threshold}")
         if retries < 1:
             raise BadInputError(f"retries must be at least 1, got {retries}")
+        if not -1.0 <= reveal_threshold <= 1.0:  # a cosine cut-off: outside, every fact or none is revealed
+            raise BadInputError(f"reveal_threshold must be in [-1, 1] (a cosine similarity), got {reveal_threshold}")
         self.threshold = threshold
         self.retries = retries
         self.voice = make_voice(voice, ctx, reveal_threshold=reveal_threshold, candidates=candidates)
