@@ -142,7 +142,7 @@ def test_eval_judge_endpoint_that_does_not_answer(tmp_path):
     before = _listing(run)
     url = f"http://127.0.0.1:{free_port()}/v1"
     one_line_exit_2(cli("eval", run, "--judge", "--judge-base-url", url, "--judge-model", "m", timeout=60),
-                    "LLM role 'judge'", url, "cannot connect")
+                    "LLM role 'judge'", url, "cannot connect", "check --judge-base-url")
     assert _listing(run) == before  # no summary.json of null scores
 
 

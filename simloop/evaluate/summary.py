@@ -151,7 +151,7 @@ def check_judge(manifest: RunManifest, opts: EvalOptions) -> None:
 
     cfg = _judge_config(manifest, opts)
     check_judge_llm(cfg.resolve("judge"), "--judge-base-url and --judge-model")
-    check_endpoints(cfg, ["judge"])
+    check_endpoints(cfg, ["judge"], flag="--judge-base-url")
 
 
 def _judge_chat(manifest: RunManifest, opts: EvalOptions):

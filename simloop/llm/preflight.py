@@ -41,15 +41,16 @@ def _problem(role: LLMRole, client: httpx.Client) -> str | None:
     return None
 
 
-def check_role(name: str, role: LLMRole, client: httpx.Client) -> None:
-    """Raise a ConfigError naming ``name``, the URL and the problem, if the endpoint does not answer."""
+def check_role(name: str, role: LLMRole, client: httpx.Client, flag: str = "--base-url") -> None:
+    """Raise a ConfigError naming ``name``, the URL and the problem, if the endpoint does not
+    answer; ``flag`` is the command's flag that sets the URL."""
     problem = _problem(role, client)
     if problem is not None:
         raise ConfigError(f"LLM role {name!r} at {role.endpoint()}: {problem}; "
-                          "check --base-url / [llm] in the config, or start the server")
+                          f"check {flag} / [llm] in the config, or start the server")
 
 
-def check_endpoints(llm: LLMConfig, roles: Iterable[str]) -> None:
+def check_endpoints(llm: LLMConfig, roles: Iterable[str], flag: str = "--base-url") -> None:
     """One request per distinct (URL, key variable) among ``roles``; the first that fails raises.
     When there is one, the chat client's modules are imported here too."""
     seen: set[tuple[str, str]] = set()
@@ -68,7 +69,7 @@ def check_endpoints(llm: LLMConfig, roles: Iterable[str]) -> None:
     plain = not env_proxies() and all(role.endpoint().startswith("http://") for _, role in todo)
     with httpx.Client(timeout=PREFLIGHT_TIMEOUT_S, verify=not plain, follow_redirects=False) as client:
         for name, role in todo:
-            check_role(name, role, client)
+            check_role(name, role, client, flag)
     # The run will call a model: import the client stack (openai: 0.5-1 s of CPU) now, before
     # any dialogue starts, not at the first call, on the event loop, while every dialogue waits.
     from . import http  # noqa: F401
