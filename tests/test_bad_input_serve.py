@@ -64,3 +64,39 @@ def test_serve_default_state_file_that_is_not_a_database(tmp_path):
 def test_serve_limits_out_of_range(tmp_path, flag, value, accepts):
     one_line_exit_2(_serve(tmp_path, flag, value, "--out", tmp_path / "out"), f"{flag} {value}:", accepts)
     assert _written(tmp_path) == []
+
+
+def _rehearse(tmp_path, *flags, api: str | None = None):
+    api = api or f"http://127.0.0.1:{free_port()}"  # nothing listens: local inputs must fail first
+    return cli("rehearse", "--api", api, "--token", "secret-token", "--assistant", "simloop.fakes.adversaries:Parrot",
+               "--out", tmp_path / "out", "--run-id", "r", *flags, timeout=120)
+
+
+def test_rehearse_malformed_topics_before_any_file_or_request(tmp_path):
+    # It wrote run.json and the .rehearse state, and had the server start a run, first.
+    topics = tmp_path / "input"
+    topics.write_text('{"bad json')
+    one_line_exit_2(_rehearse(tmp_path, "--topics", topics), str(topics), "not valid JSON")
+    assert _written(tmp_path) == []
+
+
+def test_rehearse_state_dir_naming_a_file(tmp_path):
+    (tmp_path / "input").write_text("a file")
+    line = one_line_exit_2(_rehearse(tmp_path, "--state-dir", tmp_path / "input"), "--state-dir", "not a folder")
+    assert "unreadable rehearse state" not in line
+    assert _written(tmp_path) == []
+
+
+@pytest.mark.parametrize("api,want", [(None, "cannot reach the Sim.API server"), ("notaurl", "http://"),
+                                      ("http://", "cannot reach")])
+def test_rehearse_api_that_is_malformed_or_does_not_answer(tmp_path, api, want):
+    line = one_line_exit_2(_rehearse(tmp_path, api=api), want)
+    assert line.startswith("simloop: error: ") and "secret-token" not in line
+    assert _written(tmp_path) == []
+
+
+@pytest.mark.parametrize("flag,value", [("--timeout", "-1"), ("--timeout", "0"), ("--dialogue-timeout", "0"),
+                                        ("--max-response-tokens", "0"), ("--concurrency", "0"), ("--limit", "0")])
+def test_rehearse_flags_out_of_range(tmp_path, flag, value):
+    one_line_exit_2(_rehearse(tmp_path, flag, value), f"{flag} {value}:", "give")
+    assert _written(tmp_path) == []
