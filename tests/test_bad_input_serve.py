@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import free_port, simloop_cli as cli
+from conftest import free_port, mock_llm, simloop_cli as cli
 from test_bad_input import one_line_exit_2
 
 
@@ -99,4 +99,16 @@ def test_rehearse_api_that_is_malformed_or_does_not_answer(tmp_path, api, want):
                                         ("--max-response-tokens", "0"), ("--concurrency", "0"), ("--limit", "0")])
 def test_rehearse_flags_out_of_range(tmp_path, flag, value):
     one_line_exit_2(_rehearse(tmp_path, flag, value), f"{flag} {value}:", "give")
+    assert _written(tmp_path) == []
+
+
+@pytest.mark.parametrize("kind", ["text", "folder"])
+def test_run_cache_that_is_not_an_sqlite_file(tmp_path, kind):
+    # It started the run and every dialogue ended in "simulator: DatabaseError: file is not a database".
+    cache = tmp_path / "input"
+    cache.mkdir() if kind == "folder" else cache.write_text("not sqlite\n")
+    with mock_llm(free_port()) as url:
+        p = cli("run", "--simulator", "llm", "--assistant", "simloop.fakes.adversaries:Parrot", "--base-url", url,
+                "--cache", cache, "--out", tmp_path / "out", "--limit", "1", "--no-progress", timeout=120)
+    one_line_exit_2(p, f"--cache {cache}", "not an SQLite database" if kind == "text" else "a folder")
     assert _written(tmp_path) == []
