@@ -21,7 +21,10 @@ from typing import IO, Any, Iterator
 
 from .errors import BadInputError
 
-__all__ = ["atomic_open", "atomic_write", "check_out_file", "check_run_dir", "pack_memory", "unpack_memory"]
+__all__ = ["atomic_open", "atomic_write", "check_out_file", "check_run_dir", "folder_problem", "sqlite_problem",
+           "pack_memory", "unpack_memory"]
+
+SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
 
 
 def check_out_file(path: Path | str, new_folders: bool = False) -> Path:
@@ -79,6 +82,47 @@ def atomic_write(path: Path | str, data: str | bytes) -> None:
     """Replace ``path`` with ``data`` atomically (see ``atomic_open``)."""
     with atomic_open(path, "wb" if isinstance(data, bytes) else "w") as fh:
         fh.write(data)
+
+def _nearest_existing(path: Path) -> Path:
+    """``path`` or its nearest ancestor that exists: what creating ``path`` would build on."""
+    probe = Path(path)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    return probe
+
+
+def folder_problem(path: Path | str) -> str | None:
+    """Why ``path`` cannot be (or be made) a folder we write in, for an up-front check
+    that runs before anything is created; None when it can."""
+    probe = _nearest_existing(Path(path))
+    if not probe.is_dir():
+        return f"{probe} is a file, not a folder"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return f"cannot write in {probe} (permission denied)"
+    return None
+
+
+def sqlite_problem(path: Path | str) -> str | None:
+    """Why ``path`` cannot be opened as an SQLite database to write in; None when it can.
+    Checked up front because sqlite3 only says "file is not a database" at the first
+    statement, which for a lazily opened file is deep inside a run.  A missing or empty
+    file is fine: SQLite starts a new database there."""
+    path = Path(path)
+    if path.is_dir():
+        return "a folder, not an SQLite database file"
+    if not path.exists():
+        return folder_problem(path.parent)
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        return f"cannot read it ({exc.strerror})"
+    if head and head != SQLITE_HEADER:
+        return "not an SQLite database"
+    if not os.access(path, os.W_OK):
+        return "read-only (permission denied)"
+    return None
+
 
 def pack_memory(memory: dict[str, Any]) -> dict[str, Any]:
     """A plugin's per-dialogue memory in a JSON-safe envelope (sessions that outlive a process).

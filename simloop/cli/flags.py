@@ -18,7 +18,7 @@ from ..traits import check_trait
 from .args import parse_param, parse_params
 
 __all__ = ["RUN_FLAGS", "RESUME_MAY_CHANGE", "EVERY_ROLE", "CLEAR", "add_flags", "config_from_flags", "flag_overrides",
-           "resumed_config"]
+           "resumed_config", "check_range"]
 
 EVERY_ROLE = "llm.*."  # "llm.*.model": the default role and every role override
 CLEAR = "\0clear"  # a flag value (store_const) that sets its field to None, e.g. --no-cache
@@ -90,6 +90,13 @@ def add_flags(parser: argparse.ArgumentParser, dests: Iterable[str]) -> None:
                                help="no LLM cache, whatever the config file says")
         else:
             parser.add_argument(flag, dest=dest, **options)
+
+
+def check_range(flag: str, value: float | None, least: float, accepts: str, *, above: bool = False) -> None:
+    """A flag value below ``least`` (or equal to it, with ``above``) is one line naming the
+    flag, the value and what it accepts: argparse checks types, not ranges.  None (unset) passes."""
+    if value is not None and (value < least or (above and value == least)):
+        raise BadInputError(f"{flag} {value:g}: {accepts}")
 
 
 def _put(tree: dict[str, Any], path: str, value: Any) -> None:

@@ -18,9 +18,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import BadInputError
+from ..errors import BadInputError, ConfigError
+from ..files import folder_problem
 from ..loop import run as run_loop
-from .flags import RUN_FLAGS, add_flags, config_from_flags
+from .flags import RUN_FLAGS, add_flags, check_range, config_from_flags
 
 __all__ = ["add_commands", "cmd_rehearse"]
 
@@ -69,19 +70,33 @@ def _config(a: argparse.Namespace, token_env: str):
 
 
 async def _verify(api: str, token: str, debug: bool, timeout_s: float) -> None:
-    """A rejected token is bad input: found before anything is written."""
+    """A rejected token, or a server that does not answer at the start, is bad input
+    (DESIGN §12, as an LLM endpoint's preflight): found before anything is written.  A
+    server lost in the middle of a rehearsal is a run failure instead (the simulator's)."""
     import httpx
 
-    from ..errors import SimloopError
     from ..simapi.client import SimApiClient
 
     client = SimApiClient(api, token, debug=debug, timeout_s=timeout_s)
     try:
         await client.verify()
-    except httpx.TransportError as exc:
-        raise SimloopError(f"cannot reach {api}: {exc}") from None
+    except (httpx.TransportError, httpx.InvalidURL) as exc:
+        why = str(exc) or type(exc).__name__  # httpx's timeouts and some refusals carry no text
+        raise ConfigError(f"--api {api}: cannot reach the Sim.API server ({why}); is it running?") from None
     finally:
         await client.aclose()
+
+
+def _check_flags(a: argparse.Namespace) -> None:
+    """What the flags alone can get wrong, before any file or request."""
+    check_range("--concurrency", a.concurrency, 1, "give at least 1 run")
+    check_range("--limit", a.limit, 1, "give at least 1 session (leave it out for every session)")
+    check_range("--max-response-tokens", a.max_response_tokens, 1, "give at least 1 token")
+    check_range("--timeout", a.timeout, 0, "give a number of seconds above 0", above=True)
+    check_range("--dialogue-timeout", a.dialogue_timeout, 0, "give a number of seconds above 0", above=True)
+    problem = None if a.state_dir is None else folder_problem(a.state_dir)
+    if problem is not None:
+        raise ConfigError(f"--state-dir {a.state_dir}: {problem}")
 
 
 def _print_lanes(results: list[Any]) -> None:
@@ -101,15 +116,15 @@ def cmd_rehearse(a: argparse.Namespace) -> int:
     from ..run.runner import execute, prepare_run
     from .console import out, summary_table
 
-    if a.concurrency < 1 or (a.limit is not None and a.limit < 1):
-        raise BadInputError("--concurrency and --limit must be at least 1")
+    _check_flags(a)
     a.run_id = a.run_id or "rehearse-" + datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     token_env, token = _token(a)
     cfg = _config(a, token_env)
-    run_loop(_verify(a.api, token, a.debug, a.timeout))
     run_dir = cfg.out / a.run_id
     resume = run_dir if (run_dir / "run.json").exists() else None
-    prep = prepare_run(cfg, resume=resume, secrets={token_env: token})
+    # The server is asked once every local input (topics, index, LLM endpoints) has passed.
+    prep = prepare_run(cfg, resume=resume, secrets={token_env: token},
+                       remote_check=lambda: run_loop(_verify(a.api, token, a.debug, a.timeout)))
     if resume is not None:
         print(f"resuming {run_dir}: {len(prep.done)} dialogues recorded", file=sys.stderr)
     if a.concurrency > 1:

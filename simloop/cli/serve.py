@@ -22,7 +22,7 @@ from typing import Mapping
 
 from ..config import PluginSpec, RunConfig
 from ..errors import BadInputError, check_port, listen_error
-from .flags import RUN_FLAGS, add_flags, config_from_flags
+from .flags import RUN_FLAGS, add_flags, check_range, config_from_flags
 
 __all__ = ["parse_tokens", "collect_tokens", "add_commands", "TOKENS_ENV"]
 
@@ -94,22 +94,39 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _check_limits(a: argparse.Namespace) -> None:
+    # 0 runs or debug sessions is a server for the other API only; a response limit of 0
+    # would refuse every reply, and a negative value means nothing.
+    check_range("--max-body", a.max_body, 1024, "give at least 1024 bytes")
+    check_range("--max-response-tokens", a.max_response_tokens, 1, "give at least 1 token")
+    check_range("--max-response-chars", a.max_response_chars, 1, "give at least 1 character (leave it out for no limit)")
+    check_range("--run-budget", a.run_budget, 0, "give 0 (no runs, /debug only) or more runs per team")
+    check_range("--debug-budget", a.debug_budget, 0, "give 0 (no debug sessions) or more per team")
+
+
+def route_prefix(prefix: str) -> str:
+    """``--prefix`` as the routes take it: '' or '/a/path' without a trailing '/' (FastAPI
+    asserts on any other, after the state file exists)."""
+    if prefix and (not prefix.startswith("/") or any(c in prefix for c in "?# \t")):
+        raise BadInputError(f"--prefix {prefix!r}: give a URL path starting with '/', e.g. /simulation")
+    return prefix.rstrip("/")
+
+
 def cmd_serve(a: argparse.Namespace) -> int:
     import uvicorn
 
     from ..simapi.app import ServeOptions, create_app
     from ..simapi.runs import RunService, ServeLimits
 
-    if a.max_body < 1024:
-        raise BadInputError(f"--max-body {a.max_body}: give at least 1024 bytes")
+    _check_limits(a)
+    prefix = route_prefix(a.prefix)
     cfg = _serve_config(a)
     tokens = collect_tokens(a.token, a.tokens_file, os.environ)
     sock = bind(a.host, a.port)
     limits = ServeLimits(max_response_tokens=a.max_response_tokens, max_response_chars=a.max_response_chars,
                          run_budget=a.run_budget, debug_budget=a.debug_budget)
     debug_sim = PluginSpec(name=a.debug_simulator) if a.debug_simulator else None
-    opts = ServeOptions(limits=limits, debug_simulator=debug_sim, state=a.state, prefix=a.prefix.rstrip("/"),
-                        max_body=a.max_body)
+    opts = ServeOptions(limits=limits, debug_simulator=debug_sim, state=a.state, prefix=prefix, max_body=a.max_body)
     try:
         app = create_app(cfg, tokens, opts)
     except BaseException:

@@ -18,10 +18,11 @@ from typing import Iterable
 import httpx
 
 from ..errors import ConfigError
+from ..files import sqlite_problem
 from .config import LLMConfig, LLMRole
 from .transport import env_proxies
 
-__all__ = ["check_endpoints", "check_role", "PREFLIGHT_TIMEOUT_S"]
+__all__ = ["check_endpoints", "check_cache", "check_role", "PREFLIGHT_TIMEOUT_S"]
 
 PREFLIGHT_TIMEOUT_S = 10.0
 
@@ -50,6 +51,14 @@ def check_role(name: str, role: LLMRole, client: httpx.Client, flag: str = "--ba
                           f"check {flag} / [llm] in the config, or start the server")
 
 
+def check_cache(llm: LLMConfig) -> None:
+    """The completion cache is opened lazily, at the first call: a file that is not an SQLite
+    database would fail every dialogue of the run, so it is refused before the run starts."""
+    problem = None if llm.cache is None else sqlite_problem(llm.cache)
+    if problem is not None:
+        raise ConfigError(f"--cache {llm.cache} (llm.cache): {problem}; give another file, or --no-cache")
+
+
 def check_endpoints(llm: LLMConfig, roles: Iterable[str], flag: str = "--base-url") -> None:
     """One request per distinct (URL, key variable) among ``roles``; the first that fails raises.
     When there is one, the chat client's modules are imported here too."""
@@ -63,6 +72,7 @@ def check_endpoints(llm: LLMConfig, roles: Iterable[str], flag: str = "--base-ur
             todo.append((name, role))
     if not todo:
         return
+    check_cache(llm)
     # Proxy variables are honoured, as the chat client itself does.  Plain-http endpoints
     # reached directly never negotiate TLS (no proxy, and the client follows no redirect), so
     # they skip loading the CA bundle: 50-100 ms of CPU in front of every such run.

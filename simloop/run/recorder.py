@@ -31,7 +31,7 @@ from typing import Iterator
 from pydantic import ValidationError
 
 from ..errors import DataFileError, ResumeError, first_error
-from ..files import atomic_open, atomic_write
+from ..files import atomic_open, atomic_write, folder_problem
 from ..loop import running_loop_name
 from ..schema import RunManifest, Transcript, utcnow
 
@@ -63,14 +63,9 @@ def check_run_id(run_id: str) -> str:
 def check_out_dir(out: Path) -> None:
     """Fail early (before plugins load and long before a dialogue ends) when the output
     folder cannot hold a run directory: a file in its place, or a folder we cannot write."""
-    out = Path(out)
-    probe = out
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    if not probe.is_dir():
-        raise DataFileError(f"--out {out}: {probe} is a file, not a folder; give a folder for run directories")
-    if not os.access(probe, os.W_OK | os.X_OK):
-        raise DataFileError(f"--out {out}: cannot write in {probe} (permission denied)")
+    problem = folder_problem(out)
+    if problem is not None:
+        raise DataFileError(f"--out {out}: {problem}; give a folder for run directories")
 
 
 def versions() -> dict[str, str]:

@@ -86,11 +86,13 @@ def resume_config(run_dir: Path) -> RunConfig:
 
 def prepare_run(cfg: RunConfig, resume: Path | None = None, overrides: dict[str, Any] | None = None,
                 secrets: Mapping[str, str] | None = None, retry_errors: bool = False,
-                preflight: bool = True) -> PreparedRun:
+                preflight: bool = True, remote_check: Callable[[], None] | None = None) -> PreparedRun:
     """Validate everything, then create (or reopen, ``resume``) the run directory.
 
     ``preflight``: ask each LLM endpoint the plugins need for an answer first (exit 2 if
-    one does not); tests with fake chat models at the seams turn it off."""
+    one does not); tests with fake chat models at the seams turn it off.  ``remote_check``
+    runs last before anything is written, after every local input is checked (rehearse:
+    does the Sim.API server answer and take the token)."""
     if resume is None:
         check_out_dir(cfg.out)
     ctx = Context(cfg, overrides=overrides or {}, secrets=dict(secrets or {}))
@@ -109,6 +111,8 @@ def prepare_run(cfg: RunConfig, resume: Path | None = None, overrides: dict[str,
         )
     if preflight and not any(k.startswith("chat:") or k == "llm_pool" for k in ctx.overrides):
         check_endpoints(cfg.llm, llm_roles(simulator, assistant))
+    if remote_check is not None:
+        remote_check()
     chash = config_hash(cfg)
     if resume is not None:
         recorder, done, report = Recorder.resume(resume, chash, retry_errors=retry_errors)

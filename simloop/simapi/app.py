@@ -24,8 +24,10 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from ..config import PluginSpec, RunConfig
 from ..errors import ApiError, BadInputError
+from ..files import sqlite_problem
 from ..llm.preflight import check_endpoints
 from ..run.plugins import Context, close_plugins, effective_params, load_plugin
+from ..run.recorder import check_out_dir
 from ..run.runner import llm_roles
 from ..run.scenarios import iter_scenarios, load_sources
 from ..schema import PluginRef
@@ -143,9 +145,20 @@ def _catalog(cfg: RunConfig):
     return catalog
 
 
+def _check_state(state: Path) -> None:
+    # sqlite3 would fail on the first statement with a traceback, or create the file in a
+    # folder that --out did not ask for; found here, before anything is written.
+    problem = sqlite_problem(state)
+    if problem is not None:
+        raise BadInputError(f"state file {state}: {problem}; give another --state")
+
+
 def build_service(cfg: RunConfig, opts: ServeOptions, overrides: dict[str, Any] | None = None
                   ) -> tuple[RunService, Context, SimRunner]:
     """Everything that can be wrong with the input is checked here, before binding."""
+    check_out_dir(cfg.out)
+    state = opts.state or cfg.out / STATE_FILE
+    _check_state(state)
     catalog = _catalog(cfg)
     ctx = Context(cfg, overrides=overrides or {})
     runner = SimRunner()
@@ -161,7 +174,7 @@ def build_service(cfg: RunConfig, opts: ServeOptions, overrides: dict[str, Any] 
     if not any(k.startswith("chat:") or k == "llm_pool" for k in ctx.overrides):
         # As `simloop run` does: an LLM user whose endpoint does not answer is exit 2, before the state file.
         check_endpoints(cfg.llm, llm_roles(*built.values()))
-    store = Store(opts.state or cfg.out / STATE_FILE)
+    store = Store(state)
     service = RunService(cfg, sims, catalog, store, opts.limits)
     service.load()
     return service, ctx, runner

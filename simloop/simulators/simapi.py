@@ -281,7 +281,7 @@ class SimApiSimulator:
         self.state_dir = Path(state_dir) if state_dir else Path(out) / ".rehearse"
         self._client: SimApiClient | None = None
         self._ready = asyncio.Lock()
-        self._known: dict[str, Persona] | None = None
+        self._known = self._load_known()  # read now: a bad topic file is bad input, found before any write
         self.lane_of: dict[str, _Lane] = {}
         ids = [self.run_id] if runs == 1 else [f"{self.run_id}-{i}" for i in range(1, runs + 1)]
         self._lanes = [_Lane(self, rid) for rid in ids]
@@ -371,7 +371,7 @@ class SimApiSimulator:
 
     # ------------------------------------------------------------------ scenarios
     def scenario(self, run_id: str, utt: UserUtterance) -> Scenario:
-        known = self._personas()
+        known = self._known
         persona = known.get(utt.user_id) or known.get(f"topic:{utt.topic_id}")
         ptkb = utt.ptkb() or (list(persona.ptkb) if persona else []) or [NO_PTKB]
         title = next((t.title for t in (persona.topics if persona else []) if t.id == utt.topic_id), utt.topic_id)
@@ -382,19 +382,18 @@ class SimApiSimulator:
                         topic=Topic(id=utt.topic_id or "topic", title=title or "topic", rubric=[_HIDDEN]),
                         behaviour=persona.behaviour.sample(seed) if persona else Behaviour(), seed=seed)
 
-    def _personas(self) -> dict[str, Persona]:
+    def _load_known(self) -> dict[str, Persona]:
         """PTKB and titles by user id and by ``topic:<id>``, for servers without ``user_meta``:
         from the run config's personas folder or iKAT topic file, when there is one."""
-        if self._known is None:
-            self._known = {}
-            sel = getattr(getattr(self.ctx, "config", None), "scenarios", None)
-            if sel is not None and (sel.topics is not None or Path(sel.personas_dir).is_dir()):
-                from ..inputs.ikat import load_ikat_topics
-                from ..inputs.personas import load_personas
+        known: dict[str, Persona] = {}
+        sel = getattr(getattr(self.ctx, "config", None), "scenarios", None)
+        if sel is not None and (sel.topics is not None or Path(sel.personas_dir).is_dir()):
+            from ..inputs.ikat import load_ikat_topics
+            from ..inputs.personas import load_personas
 
-                personas = load_ikat_topics(sel.topics) if sel.topics is not None else load_personas(sel.personas_dir)
-                for persona in personas:
-                    self._known[persona.id] = persona
-                    for topic in persona.topics:
-                        self._known.setdefault(f"topic:{topic.id}", persona)
-        return self._known
+            personas = load_ikat_topics(sel.topics) if sel.topics is not None else load_personas(sel.personas_dir)
+            for persona in personas:
+                known[persona.id] = persona
+                for topic in persona.topics:
+                    known.setdefault(f"topic:{topic.id}", persona)
+        return known
