@@ -37,9 +37,7 @@ def check_out_file(path: Path | str, new_folders: bool = False) -> Path:
         raise BadInputError(f"output file {str(path)!r}: no file name (that is the current folder); give a file name")
     if path.is_dir():
         raise BadInputError(f"{path}: is a folder, not a file; give a file name for the output")
-    probe = path.parent
-    while new_folders and not probe.exists() and probe != probe.parent:
-        probe = probe.parent
+    probe = _nearest_existing(path.parent) if new_folders else path.parent
     if not probe.exists():
         raise BadInputError(f"{path.parent}: output folder does not exist")
     if not probe.is_dir():
@@ -82,6 +80,7 @@ def atomic_write(path: Path | str, data: str | bytes) -> None:
     """Replace ``path`` with ``data`` atomically (see ``atomic_open``)."""
     with atomic_open(path, "wb" if isinstance(data, bytes) else "w") as fh:
         fh.write(data)
+
 
 def _nearest_existing(path: Path) -> Path:
     """``path`` or its nearest ancestor that exists: what creating ``path`` would build on."""

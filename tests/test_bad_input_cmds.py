@@ -156,7 +156,7 @@ def test_eval_judge_against_the_mock_llm(tmp_path):
 
 
 def test_memory_judge_without_an_llm(tmp_path):
-    # The same check as eval's (evaluate.judge.check_judge_llm): a model name alone is no endpoint.
+    # The same check as eval's (llm.preflight.check_judge_llm): a model name alone is no endpoint.
     one_line_exit_2(cli("memory", "--judge", "--model", "m", "--out", tmp_path, "--no-progress", env=_no_llm_env()),
                     "--judge needs an LLM", "--base-url")
     assert _listing(tmp_path) == []

@@ -23,23 +23,14 @@ from typing import Any, Protocol, Sequence
 
 from pydantic import BaseModel, Field
 
-from ..errors import BadInputError, LLMError, SimloopError
-from ..llm.config import DEFAULT_BASE_URL, NO_KEY, LLMRole
+from ..errors import LLMError, SimloopError
 from ..schema import Stage, Transcript, Turn, Usage
 
 __all__ = [
     "RubricVerdict", "DialogueVerdict", "DialogueJudgement", "Judge", "JudgeResult", "harmonic_mean", "normalise",
     "rubric_groups", "rubric_messages", "dialogue_messages", "summarise", "judge_transcripts",
-    "RUBRIC_KEYS", "DIALOGUE_KEYS", "check_judge_llm",
+    "RUBRIC_KEYS", "DIALOGUE_KEYS",
 ]
-
-
-def check_judge_llm(role: LLMRole, flags: str) -> None:
-    """``--judge`` with nothing to call: no endpoint of its own and no key for the default
-    one (the OpenAI API), so every call would fail after its retries.  ``flags`` names how
-    the command sets an endpoint.  Shared by `simloop eval` and `simloop memory`."""
-    if role.endpoint() == DEFAULT_BASE_URL.rstrip("/") and role.api_key() == NO_KEY:
-        raise BadInputError(f"--judge needs an LLM: pass {flags} (or set {role.api_key_env})")
 
 
 class ChatLike(Protocol):

@@ -147,7 +147,7 @@ def check_judge(manifest: RunManifest, opts: EvalOptions) -> None:
     any scoring and before anything is written (DESIGN §12), as `simloop run` does for its
     roles; else every call fails after its retries and the scores are null."""
     from ..llm.preflight import check_endpoints
-    from .judge import check_judge_llm
+    from ..llm.preflight import check_judge_llm
 
     cfg = _judge_config(manifest, opts)
     check_judge_llm(cfg.resolve("judge"), "--judge-base-url and --judge-model")

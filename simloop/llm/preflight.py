@@ -17,12 +17,12 @@ from typing import Iterable
 
 import httpx
 
-from ..errors import ConfigError
+from ..errors import BadInputError, ConfigError
 from ..files import sqlite_problem
-from .config import LLMConfig, LLMRole
+from .config import DEFAULT_BASE_URL, NO_KEY, LLMConfig, LLMRole
 from .transport import env_proxies
 
-__all__ = ["check_endpoints", "check_cache", "check_role", "PREFLIGHT_TIMEOUT_S"]
+__all__ = ["check_endpoints", "check_cache", "check_judge_llm", "check_role", "PREFLIGHT_TIMEOUT_S"]
 
 PREFLIGHT_TIMEOUT_S = 10.0
 
@@ -49,6 +49,14 @@ def check_role(name: str, role: LLMRole, client: httpx.Client, flag: str = "--ba
     if problem is not None:
         raise ConfigError(f"LLM role {name!r} at {role.endpoint()}: {problem}; "
                           f"check {flag} / [llm] in the config, or start the server")
+
+
+def check_judge_llm(role: LLMRole, flags: str) -> None:
+    """``--judge`` with nothing to call: no endpoint of its own and no key for the default
+    one (the OpenAI API), so every call would fail after its retries.  ``flags`` names how
+    the command sets an endpoint.  Shared by `simloop eval` and `simloop memory`."""
+    if role.endpoint() == DEFAULT_BASE_URL.rstrip("/") and role.api_key() == NO_KEY:
+        raise BadInputError(f"--judge needs an LLM: pass {flags} (or set {role.api_key_env})")
 
 
 def check_cache(llm: LLMConfig) -> None:

@@ -40,7 +40,7 @@ from ..search import is_lucene_index
 from ..errors import BadInputError, ConfigError, IndexMissingError
 from ..files import atomic_write
 from ..memory import available_strategies
-from ..evaluate.judge import check_judge_llm
+from ..llm.preflight import check_judge_llm
 from .facts import FACTS, fact_by_id
 from .probes import ProbeJudge, ProbePlan, build_probes
 from .formats import MemoryResults
