@@ -160,3 +160,10 @@ def test_memory_judge_without_an_llm(tmp_path):
     one_line_exit_2(cli("memory", "--judge", "--model", "m", "--out", tmp_path, "--no-progress", env=_no_llm_env()),
                     "--judge needs an LLM", "--base-url")
     assert _listing(tmp_path) == []
+
+
+def test_memory_judge_endpoint_that_does_not_answer(tmp_path):
+    url = f"http://127.0.0.1:{free_port()}/v1"
+    one_line_exit_2(cli("memory", "--judge", "--base-url", url, "--model", "m", "--out", tmp_path, "--no-progress",
+                        timeout=120), "LLM role 'judge'", url, "cannot connect")
+    assert _listing(tmp_path) == []

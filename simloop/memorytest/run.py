@@ -40,7 +40,7 @@ from ..search import is_lucene_index
 from ..errors import BadInputError, ConfigError, IndexMissingError
 from ..files import atomic_write
 from ..memory import available_strategies
-from ..llm.preflight import check_judge_llm
+from ..llm.preflight import check_endpoints, check_judge_llm
 from .facts import FACTS, fact_by_id
 from .probes import ProbeJudge, ProbePlan, build_probes
 from .formats import MemoryResults
@@ -175,6 +175,7 @@ class MemoryTest:
         self.offline_summary = "summary" in cfg.strategies and not self._llm_configured("assistant.summary")
         if cfg.judge:
             check_judge_llm(self.base.llm.resolve("judge"), "--base-url and --model")
+            check_endpoints(self.base.llm, ["judge"])  # as eval's judge: a dead endpoint is found now
         for s in self.strategies:  # bad assistant names or params fail now, before any directory exists
             given = self._assistant_params(s.name)
             plugin = load_plugin("assistant", cfg.assistant, given, Context(self._run_config(s.name)))
