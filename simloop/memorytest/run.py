@@ -25,6 +25,7 @@ summariser (``simloop.memory.offline``); ``memory.json`` names the model that wr
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -175,7 +176,6 @@ class MemoryTest:
         self.offline_summary = "summary" in cfg.strategies and not self._llm_configured("assistant.summary")
         if cfg.judge:
             check_judge_llm(self.base.llm.resolve("judge"), "--base-url and --model")
-            check_endpoints(self.base.llm, ["judge"])  # as eval's judge: a dead endpoint is found now
         for s in self.strategies:  # bad assistant names or params fail now, before any directory exists
             given = self._assistant_params(s.name)
             plugin = load_plugin("assistant", cfg.assistant, given, Context(self._run_config(s.name)))
@@ -231,6 +231,9 @@ class MemoryTest:
 
     async def run(self, on_event: MemoryEvent | None = None) -> MemoryResults:
         """Every strategy's sub-run, then scoring; returns (and writes) memory.json."""
+        if self.cfg.judge:  # as eval's judge, a dead endpoint is bad input found before any write;
+            # off the loop: a blocking request must not stall a server this loop runs (tests)
+            await asyncio.to_thread(check_endpoints, self.base.llm, ["judge"])
         top = Recorder.create(self.base.out, self._manifest())
         shared = Context(self.base, overrides=dict(self.overrides))
         status = "failed"
