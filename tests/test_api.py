@@ -51,8 +51,9 @@ def test_all_lists_the_functions_models_protocols_and_every_error():
         simloop.no_such_name  # noqa: B018
 
 
-def test_import_is_light():
-    code = ("import sys, simloop; heavy = [m for m in ('torch', 'pyserini', 'openai', 'jnius', 'numpy', "
+@pytest.mark.parametrize("module", ["simloop", "simloop.cli"])  # the CLI's start: every command, every --help
+def test_import_is_light(module):
+    code = (f"import sys, {module}; heavy = [m for m in ('torch', 'pyserini', 'openai', 'jnius', 'numpy', "
             "'sentence_transformers') if m in sys.modules]; print(heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.strip() == "[]"
