@@ -1,6 +1,6 @@
 """Process settings chosen by environment variable (``SIMLOOP_EVENT_LOOP``,
-``SIMLOOP_LLM_HTTP``): one way to read them and one message for a bad value, which the CLI
-reports as one line and exit 2 before any command writes a file."""
+``SIMLOOP_LLM_HTTP``, ``SIMLOOP_EMBED_THREADS``): one way to read them and one message for a
+bad value, which the CLI reports as one line and exit 2 before any command writes a file."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Sequence
 
 from .errors import ConfigError
 
-__all__ = ["choice"]
+__all__ = ["choice", "count", "embed_threads"]
 
 
 def choice(env: str, choices: Sequence[str], default: str, wanted: str | None = None, *, arg: str) -> str:
@@ -20,3 +20,21 @@ def choice(env: str, choices: Sequence[str], default: str, wanted: str | None = 
     if name not in choices:
         raise ConfigError(f"{arg if wanted else env}={given!r}: expected one of {', '.join(choices)}")
     return name
+
+
+def count(env: str, default: int, *older: str) -> int:
+    """A whole number >= 1 from ``$env`` (or the first set of the ``older`` names it replaced),
+    else ``default``.  Anything else is a ConfigError naming the variable."""
+    for name in (env, *older):
+        raw = os.environ.get(name, "").strip()
+        if raw:
+            if not raw.isdigit() or int(raw) < 1:
+                raise ConfigError(f"{name}={raw!r}: expected a whole number, at least 1")
+            return int(raw)
+    return default
+
+
+def embed_threads() -> int:
+    """BLAS threads for MiniLM in a run: one unless ``SIMLOOP_EMBED_THREADS`` says more (see
+    ``search/embeddings.py`` for why one); ``SIMLOOP_TORCH_THREADS`` is its old name."""
+    return count("SIMLOOP_EMBED_THREADS", 1, "SIMLOOP_TORCH_THREADS")

@@ -207,3 +207,13 @@ def test_a_bad_llm_http_variable_is_refused_before_anything_is_written(tmp_path)
                            "SIMLOOP_LLM_HTTP='curl': expected one of wire, aiohttp, openai-aiohttp, httpx")
     assert line.startswith("simloop: error: ")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("var, value", [("SIMLOOP_EMBED_THREADS", "abc"), ("SIMLOOP_TORCH_THREADS", "0")])
+def test_a_bad_thread_count_variable_is_refused_before_anything_is_written(tmp_path, var, value):
+    # It was a ValueError traceback from the embedder, after the run folder existed.
+    env = {k: v for k, v in os.environ.items() if k not in ("SIMLOOP_EMBED_THREADS", "SIMLOOP_TORCH_THREADS")}
+    line = one_line_exit_2(cli("run", "--out", tmp_path / "out", "--limit", "1", "--no-progress", env={**env, var: value}),
+                           f"{var}={value!r}: expected a whole number, at least 1")
+    assert line.startswith("simloop: error: ")
+    assert list(tmp_path.iterdir()) == []

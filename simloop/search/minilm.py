@@ -18,11 +18,12 @@ loop, the JVM and other processes, and idle BLAS workers spin; an index build us
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+
+from ..settings import embed_threads
 
 __all__ = ["MiniLM", "blas_threads"]
 
@@ -75,12 +76,12 @@ def _layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, eps: float) -> np.n
 
 
 def blas_threads(n: int | None = None) -> Any:
-    """Limit numpy's BLAS to ``n`` threads (default ``$SIMLOOP_EMBED_THREADS``, else 1); use
+    """Limit numpy's BLAS to ``n`` threads (default ``settings.embed_threads()``); use
     as a context manager to put the old limit back afterwards."""
     from threadpoolctl import threadpool_limits
 
     if n is None:
-        n = int(os.environ.get("SIMLOOP_EMBED_THREADS") or os.environ.get("SIMLOOP_TORCH_THREADS") or 1)
+        n = embed_threads()
     return threadpool_limits(limits=max(1, n), user_api="blas")
 
 
