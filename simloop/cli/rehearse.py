@@ -89,6 +89,10 @@ async def _verify(api: str, token: str, debug: bool, timeout_s: float) -> None:
 
 def _check_flags(a: argparse.Namespace) -> None:
     """What the flags alone can get wrong, before any file or request."""
+    from ..simulators.simapi import API_SCHEMES
+
+    if not a.api.startswith(API_SCHEMES):  # said for the flag (the simulator names its parameter)
+        raise ConfigError(f"--api {a.api!r}: give the server's URL, starting with http:// or https://")
     check_range("--concurrency", a.concurrency, 1, "give at least 1 run")
     check_range("--limit", a.limit, 1, "give at least 1 session (leave it out for every session)")
     check_range("--max-response-tokens", a.max_response_tokens, 1, "give at least 1 token")

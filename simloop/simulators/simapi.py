@@ -51,11 +51,12 @@ from ..simapi.client import SimApiClient, StateFile
 from ..text import count_wordpunct, truncate_wordpunct
 from ..simapi.protocol import UserUtterance, reply_payload
 
-__all__ = ["SimApiSimulator", "LaneResult", "NO_PTKB", "DEFAULT_TOKEN_ENV"]
+__all__ = ["SimApiSimulator", "LaneResult", "NO_PTKB", "DEFAULT_TOKEN_ENV", "API_SCHEMES"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TOKEN_ENV = "SIMAPI_TOKEN"
+API_SCHEMES = ("http://", "https://")
 NO_PTKB = "(the server gave no PTKB statements)"  # Persona needs one; never reported as provenance
 _HIDDEN = RubricQuestion(id="hidden", question="")  # Topic needs one; the server keeps the rubric
 _ENDED = "the Sim.API server ended the session (it does not say why)"
@@ -269,7 +270,7 @@ class SimApiSimulator:
                  description: str = "simloop rehearsal", debug: bool = False, track_persona: bool = False,
                  runs: int = 1, limit: int | None = None, state_dir: str | None = None,
                  max_response_tokens: int = 250, timeout_s: float = 600.0, resume_attempts: int = 5):
-        if not api.startswith(("http://", "https://")):
+        if not api.startswith(API_SCHEMES):
             raise ValueError("api must start with http:// or https://")
         if runs < 1 or (limit is not None and limit < 1) or max_response_tokens < 1 or timeout_s <= 0:
             raise ValueError("need runs >= 1, limit >= 1, max_response_tokens >= 1 and timeout_s > 0")
