@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Iterable
+from typing import Iterable, Iterator
 
 __all__ = [
     "STOPWORDS", "TOKENS_PER_WORD",
@@ -24,7 +24,7 @@ _WORD = re.compile(r"[^\W_][\w'’\-]*")  # Unicode letters: "Belém" is one wor
 # A sentence ends at . ! ? followed by space and a capital, digit or quote; newlines also
 # end one (the wiki corpus puts the title on its own line).
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'“(\[A-Z0-9])|\n+")
-_WORDPUNCT = re.compile(r"\w+|[^\w\s]")
+_WORDPUNCT = re.compile(r"\w+|[^\w\s]|\s+")  # whitespace runs: see _wordpunct
 
 STOPWORDS = frozenset(
     """
@@ -166,19 +166,30 @@ def clip_to_tokens(text: str, max_tokens: int) -> str:
     return clip_words(text, max(0, math.floor(max_tokens / TOKENS_PER_WORD)))
 
 
+def _wordpunct(text: str) -> Iterator[re.Match[str]]:
+    """Words, punctuation marks and whitespace runs, as spaCy's blank English tokenizer
+    treats whitespace: it splits on one space, and any other run of whitespace (a newline,
+    two spaces, a tab, a no-break space, a space at the very start) is a token of its own."""
+    for m in _WORDPUNCT.finditer(text):
+        if m.group() != " " or m.start() == 0:
+            yield m
+
+
 def count_wordpunct(text: str) -> int:
-    """Words and punctuation marks, each one token: the length limit of the Sim.API.
+    """Tokens for the length limit of the Sim.API: words, punctuation marks, and whitespace
+    other than a single space between tokens (``_wordpunct``).
 
     spaCy's blank English tokenizer (what the iKAT organisers count) keeps "U.S." or
-    "don't" in fewer pieces, so this count is never below spaCy's: a response that passes
-    here passes there.
+    "don't" in fewer pieces and counts whitespace the same, so this count is never below
+    spaCy's: a response that passes here passes there.  (Whitespace once went uncounted: a
+    markdown answer of 250 here was 299 there.)
     """
-    return len(_WORDPUNCT.findall(text))
+    return sum(1 for _ in _wordpunct(text))
 
 
 def truncate_wordpunct(text: str, limit: int) -> str:
     """``text`` cut after its ``limit``-th ``count_wordpunct`` token (unchanged when short enough)."""
-    for i, m in enumerate(_WORDPUNCT.finditer(text), start=1):
+    for i, m in enumerate(_wordpunct(text), start=1):
         if i == limit:
             return text[: m.end()]
     return text
