@@ -37,11 +37,11 @@ def check_out_file(path: Path | str, new_folders: bool = False) -> Path:
         raise BadInputError(f"output file {str(path)!r}: no file name (that is the current folder); give a file name")
     if path.is_dir():
         raise BadInputError(f"{path}: is a folder, not a file; give a file name for the output")
-    probe = _nearest_existing(path.parent) if new_folders else path.parent
-    if not probe.exists():
+    if not new_folders and not path.parent.exists():
         raise BadInputError(f"{path.parent}: output folder does not exist")
-    if not probe.is_dir():
-        raise BadInputError(f"{path}: {probe} is a file, not a folder")
+    problem = folder_problem(path.parent)
+    if problem is not None:
+        raise BadInputError(f"{path}: {problem}")
     return path
 
 

@@ -14,7 +14,7 @@ from rich.panel import Panel
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ..config import RunConfig
+from ..config import RunConfig, ScenarioSelection
 from ..loop import run as run_loop
 from ..run.engine import Event, RunStats
 from ..run.interrupt import at_hard_exit
@@ -100,7 +100,7 @@ def _restore_terminal(progress: Progress) -> None:
     err.show_cursor(True)
 
 
-DEFAULT_PERSONAS = Path("personas")
+DEFAULT_PERSONAS = ScenarioSelection.model_fields["personas_dir"].default  # what a run reads
 
 
 def print_list(personas_dir: Path | None, topics: Path | None) -> int:

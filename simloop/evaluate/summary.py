@@ -146,8 +146,7 @@ def check_judge(manifest: RunManifest, opts: EvalOptions) -> None:
     """``--judge``: an endpoint to call, and one that answers ``GET /models``, found before
     any scoring and before anything is written (DESIGN §12), as `simloop run` does for its
     roles; else every call fails after its retries and the scores are null."""
-    from ..llm.preflight import check_endpoints
-    from ..llm.preflight import check_judge_llm
+    from ..llm.preflight import check_endpoints, check_judge_llm
 
     cfg = _judge_config(manifest, opts)
     check_judge_llm(cfg.resolve("judge"), "--judge-base-url and --judge-model")

@@ -82,11 +82,13 @@ def versions() -> dict[str, str]:
 class ReadReport:
     """What reading a dialogues file found besides valid lines."""
 
-    torn_tail: bool = False
-    torn_offset: int | None = None  # byte offset where the torn line starts
-    torn_line: int | None = None  # and its line number
+    torn_line: int | None = None  # the torn last line's number (a crash mid-write), if any
     bad_lines: list[int] = field(default_factory=list)  # corrupt lines (the torn tail not included)
     reasons: dict[int, str] = field(default_factory=dict)  # line number -> what is wrong with it
+
+    @property
+    def torn_tail(self) -> bool:
+        return self.torn_line is not None
 
     def repair_notes(self, run_dir: Path, retried: int = 0) -> list[str]:
         """What resuming repaired, one line each (local and Ray runs print them)."""
@@ -150,7 +152,7 @@ def _scan(path: Path, report: ReadReport, log_problems: bool = True) -> Iterator
                     reason = f"not a transcript: {where}: {msg}" if where else f"not a transcript: {msg}"
             if torn:
                 transcript = None  # even if it parses: the write did not finish
-                report.torn_tail, report.torn_offset, report.torn_line = True, start, lineno
+                report.torn_line = lineno
                 warn("%s", _torn(path, lineno))
             elif transcript is None:
                 report.bad_lines.append(lineno)
