@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from simloop.memory import history_share, make_memory
 from simloop.parts.generate_llm import MAX_WORDS
-from simloop.parts.ptkb_rank import rank_ptkb_uses
+from simloop.parts.ptkb_rank import rank_ptkb_uses, ranker_embedder
 from simloop.parts.reply import current_utterance, grounded_reply
 from simloop.parts.retrieve import embedding_rerank, fit_passages, format_passage
 from simloop.parts.rewrite import heuristic_rewrite, is_dependent
@@ -30,7 +30,7 @@ __all__ = ["ACMS"]
 class ACMS:
     # The LLM roles it calls: the run asks each one's endpoint for an answer before it starts.
     llm_roles = ("assistant.generate",)
-    needs = ("retriever", "embedder")  # opened before the first dialogue (run/runner.py warm_up)
+    needs = ("retriever", "embedder", "embedder:mpnet")  # opened before the first dialogue (run/runner.py warm_up)
     # BM25 depth is ``candidates`` (re-ranked, then cut to what fits the budget): a run's
     # --k / retrieval.k is rejected with this name rather than ignored (run/plugins.py).
     DEPTH_PARAM = "candidates"
@@ -49,8 +49,9 @@ class ACMS:
         utterance = current_utterance(state)
         stages: list = []
         embedder, retriever = await self.ctx.embedder(), await self.ctx.retriever()
+        ptkb_embedder = await ranker_embedder(self.ctx)
         async with timed_stage("ptkb", stages):
-            selected = await rank_ptkb_uses(embedder, utterance, [u for u, _ in state.history()], state.ptkb)
+            selected = await rank_ptkb_uses(ptkb_embedder, utterance, [u for u, _ in state.history()], state.ptkb)
         statements = [p.statement for p in selected if p.used]
         async with timed_stage("rewrite", stages):
             query = heuristic_rewrite(utterance, state.history())  # no PTKB words: see parts/rewrite.py

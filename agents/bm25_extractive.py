@@ -1,10 +1,11 @@
 """bm25_extractive: the offline default assistant (DESIGN §6) — no LLM anywhere.
 
-PTKB statements are ranked by the no-LLM ranker (``simloop.parts.ptkb_rank``: MiniLM
-similarity to the utterance and, discounted, to the earlier user utterances); the whole
-ranking is the turn's ``ptkb_provenance`` and the ``used`` head of it (of the top
-``ptkb_top_k``, those scoring at least ``ptkb_threshold`` and within ``used_gap`` of the
-turn's best, at least one) is what the answer may name; the
+PTKB statements are ranked by the no-LLM ranker (``simloop.parts.ptkb_rank``:
+all-mpnet-base-v2 similarity to the utterance and, discounted, to the earlier user
+utterances; ``ptkb_params={"encoder": "minilm"}`` for MiniLM); the whole ranking is the
+turn's ``ptkb_provenance`` and the ``used`` head of it (of the top ``ptkb_top_k``, those
+scoring at least ``ptkb_threshold`` and within ``used_gap`` of the turn's best) is what the
+answer may name; the
 query is rewritten heuristically with context terms from earlier turns, no PTKB words
 (``simloop/parts/rewrite.py`` says why); BM25 retrieves; the response is the
 best sentences of the top passages that stay on the question, opened by a sentence naming
@@ -35,7 +36,7 @@ from simloop.memory import ContextPart, MemoryStrategy, make_memory
 from simloop.parts.generate_focus import focused_answer
 from simloop.parts.ptkb import rank_ptkb_by_embedding
 from simloop.parts.ptkb_llm import used_only
-from simloop.parts.ptkb_rank import DEFAULT_PARAMS, RankParams, rank_ptkb_uses
+from simloop.parts.ptkb_rank import DEFAULT_PARAMS, RankParams, rank_ptkb_uses, ranker_embedder
 from simloop.parts.rewrite import heuristic_rewrite
 from simloop.parts.stages import timed_stage
 from simloop.text import content_words, count_tokens, sentences, stem
@@ -114,6 +115,7 @@ class BM25Extractive:
         ranker = {**(ptkb_params or {}), "used_threshold": ptkb_threshold, "used_top_k": ptkb_top_k}
         ranker["used_min"] = min(ranker.get("used_min", DEFAULT_PARAMS.used_min), ptkb_top_k)  # top_k 0: use none
         self.ptkb_params = RankParams.from_mapping(ranker)
+        self.needs = (*self.needs, f"embedder:{self.ptkb_params.encoder}")
 
     async def respond(self, state: DialogueState) -> AssistantReply:
         utterance = state.user.utterance if state.user is not None else ""
@@ -125,9 +127,9 @@ class BM25Extractive:
         # Resources are fetched outside the timers: the first turn would otherwise charge
         # the model load and JVM boot to one dialogue's stage latencies.
         embedder = await self.ctx.embedder()
+        ptkb_embedder = await ranker_embedder(self.ctx, self.ptkb_params)
         async with timed_stage("ptkb", stages):
-            ranking = await rank_ptkb_uses(embedder, utterance, earlier, state.ptkb,
-                                           self.ptkb_params)
+            ranking = await rank_ptkb_uses(ptkb_embedder, utterance, earlier, state.ptkb, self.ptkb_params)
         selected = used_only(ranking)  # what the answer may name
         context: ContextInfo | None = None
         focus: str | None = None

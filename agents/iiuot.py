@@ -1,12 +1,12 @@
 """iiuot: the IIUoT TREC iKAT 2024 pipeline (seed paper 002).
 
-Context = the last three turns.  Rewrite with the whole PTKB (LLM) -> MiniLM picks
-statements for that rewrite -> rewrite again with only those (LLM): the paper's feedback
-loop.  PTKB ranking for the refined query: pre-filter by the no-LLM ranker
-(``simloop.parts.ptkb_rank``: MiniLM against the query and the earlier user utterances,
-its top ``prefilter_top_k`` scoring at least ``prefilter_threshold``) -> LLM re-ranker scores ->
-weighted score S_rel = a * MiniLM + (1 - a) * LLM with a dynamic threshold and at least
-two votes among MiniLM, the LLM and word overlap (eq. 1-2; the fine-tuned BGE reranker is
+Context = the last three turns.  Rewrite with the whole PTKB (LLM) -> the no-LLM PTKB ranker
+(``simloop.parts.ptkb_rank``, all-mpnet-base-v2) picks statements for that rewrite ->
+rewrite again with only those (LLM): the paper's feedback loop.  PTKB ranking for the
+refined query: pre-filter by the same ranker (against the query and the earlier user
+utterances, its top ``prefilter_top_k`` scoring at least ``prefilter_threshold``) -> LLM
+re-ranker scores -> weighted score S_rel = a * ranker + (1 - a) * LLM with a dynamic threshold
+and at least two votes among the ranker, the LLM and word overlap (eq. 1-2; the fine-tuned BGE reranker is
 not available offline, word overlap is the third voter).  The recorded ranking: the kept
 statements (``used``), then the rest in the pre-filter ranker's order.  BM25 candidates (1,000 in the
 paper, 50 by default here to keep MiniLM on a CPU quick) are re-ranked by MiniLM against
@@ -23,7 +23,7 @@ from simloop.memory import make_memory
 from simloop.parts.generate_llm import MAX_WORDS
 from simloop.parts.ptkb import DEFAULT_THRESHOLD
 from simloop.parts.ptkb_llm import lexical_scores, score_ptkb_llm, used_only, vote_ptkb
-from simloop.parts.ptkb_rank import rank_ptkb_uses
+from simloop.parts.ptkb_rank import rank_ptkb_uses, ranker_embedder
 from simloop.parts.reply import current_utterance, grounded_reply
 from simloop.parts.retrieve import embedding_rerank
 from simloop.parts.rewrite_llm import iterative_rewrite
@@ -38,7 +38,7 @@ _THRESHOLDS = {"embedding": DEFAULT_THRESHOLD, "llm": 0.5, "lexical": 0.2}
 class IIUoT:
     # The LLM roles it calls: the run asks each one's endpoint for an answer before it starts.
     llm_roles = ("assistant.ptkb", "assistant.rewrite", "assistant.generate")
-    needs = ("retriever", "embedder")  # opened before the first dialogue (run/runner.py warm_up)
+    needs = ("retriever", "embedder", "embedder:mpnet")  # opened before the first dialogue (run/runner.py warm_up)
 
     def __init__(self, ctx: Any, window: int = 3, candidates: int = 50, k: int = 20, passages: int = 5,
                  alpha: float = 0.4, prefilter_threshold: float = 0.15, prefilter_top_k: int = 5,
@@ -51,7 +51,7 @@ class IIUoT:
         self.memory = make_memory("window", turns=window)
 
     async def _rank_ptkb(self, state: DialogueState, query: str, stages: list[Stage]) -> list[PtkbUse]:
-        embedder = await self.ctx.embedder()
+        embedder = await ranker_embedder(self.ctx)
         threshold, top_k = self.prefilter
         async with timed_stage("ptkb.prefilter", stages):
             ranking = await rank_ptkb_uses(embedder, query, [u for u, _ in state.history()], state.ptkb)
@@ -67,10 +67,10 @@ class IIUoT:
     async def respond(self, state: DialogueState) -> AssistantReply:
         utterance = current_utterance(state)
         context, info, stages, _ = await self.memory.build(state, self.ctx)
-        embedder = await self.ctx.embedder()
+        embedder, ptkb_embedder = await self.ctx.embedder(), await ranker_embedder(self.ctx)
 
         async def select(query: str) -> list[PtkbUse]:
-            return used_only(await rank_ptkb_uses(embedder, query, [u for u, _ in state.history()], state.ptkb))
+            return used_only(await rank_ptkb_uses(ptkb_embedder, query, [u for u, _ in state.history()], state.ptkb))
 
         _, refined, _, sts = await iterative_rewrite(self.ctx.chat("assistant.rewrite"), utterance, context,
                                                      state.ptkb, select)

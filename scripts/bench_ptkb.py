@@ -145,21 +145,25 @@ async def run(quick: bool, out_dir: Path, with_baseline: bool = False) -> tuple[
     if why:
         info(f"ptkb: skipped: {why}")
         return {}, {"skipped": why}
-    embedder = await open_embedder()
+    with_baseline = with_baseline and not quick
+    embedder = await open_embedder(encoder=DEFAULT_PARAMS.encoder)
+    minilm = await open_embedder() if with_baseline else None  # the old query's encoder
     try:
-        return await _measure(with_baseline and not quick, root, embedder)
+        return await _measure(root, embedder, minilm)
     finally:
-        await embedder.aclose()
+        for e in (embedder, minilm):
+            if e is not None:
+                await e.aclose()
 
 
-async def _measure(with_baseline: bool, root: Path, embedder: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+async def _measure(root: Path, embedder: Any, minilm: Any | None) -> tuple[dict[str, Any], dict[str, Any]]:
     details: dict[str, Any] = {"params": asdict(DEFAULT_PARAMS), "data": str(root), "sets": {}}
     for name in SETS:
         ts = TopicSet(name, root)
         rankings, used = await rank_all(ts, embedder, DEFAULT_PARAMS)
         details["sets"][name] = {"ranker": ts.score(rankings, used)}
-        if with_baseline:
-            details["sets"][name]["baseline"] = await baseline(ts, embedder)
+        if minilm is not None:
+            details["sets"][name]["baseline"] = await baseline(ts, minilm)
         info(f"ptkb {name}: {details['sets'][name]}")
     s23, s24, tr = (details["sets"][k]["ranker"] for k in ("ikat23", "ikat24", "train23"))
     figures = {
@@ -177,7 +181,7 @@ async def _measure(with_baseline: bool, root: Path, embedder: Any) -> tuple[dict
 
 # ----------------------------------------------------------------------------- --tune (train only)
 async def similarities_per_turn(ts: TopicSet, embedder: Any) -> list[np.ndarray]:
-    """Per turn: MiniLM cosines and content-word overlap of every earlier utterance, stacked (2, h, n)."""
+    """Per turn: the ranker encoder's cosines and content-word overlap of every earlier utterance, stacked (2, h, n)."""
     async def one(ptkb: list[str], u: str, h: list[str]) -> np.ndarray:
         texts = query_texts(u, h, TUNE_HISTORY)
         return np.stack([await similarities(embedder, texts, ptkb), lexical_matrix(texts, ptkb)])
@@ -282,7 +286,7 @@ def loo_cv(ts: TopicSet, sims: list[np.ndarray]) -> dict[str, Any]:
 async def tune(root: Path, cv: bool) -> dict[str, Any]:
     """The train-only search that chose ``RankParams``' defaults; prints what it finds."""
     ts = TopicSet("train23", root)
-    embedder = await open_embedder()
+    embedder = await open_embedder(encoder=DEFAULT_PARAMS.encoder)
     try:
         sims = await similarities_per_turn(ts, embedder)
     finally:

@@ -97,10 +97,17 @@ class Context:
 
         return await self._get("retriever", lambda: open_retriever(self.config.retrieval))
 
-    async def embedder(self):
-        """The run's embedder: made on first use, shared by every dialogue, closed (its
-        worker thread stopped) by ``aclose``."""
+    async def embedder(self, encoder: str = "minilm"):
+        """The run's embedder for ``encoder`` (``minilm``, or ``mpnet`` for the PTKB ranker):
+        made on first use, shared by every dialogue, closed (its worker thread stopped) by
+        ``aclose``.  A fake given as ``overrides["embedder"]`` stands in for every encoder."""
         from ..search.embeddings import open_embedder
+
+        if encoder != "minilm":
+            key = f"embedder:{encoder}"
+            if key not in self.overrides and "embedder" in self.overrides:
+                return self.overrides["embedder"]
+            return await self._get(key, lambda: open_embedder(encoder=encoder))
 
         # Passage vectors stored with the run's index make re-ranking a lookup; the demo
         # index's folder is resolved on first use (retrieval builds it first).

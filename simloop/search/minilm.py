@@ -1,4 +1,6 @@
-"""all-MiniLM-L6-v2 run the way sentence-transformers runs it, in numpy: no torch, no transformers.
+"""Sentence-transformers models run the way sentence-transformers runs them, in numpy: no
+torch, no transformers.  all-MiniLM-L6-v2 (BERT) for everything; all-mpnet-base-v2 (MPNet,
+``mpnet.py``) for PTKB ranking.
 
 Importing torch and transformers cost 7-8.5 s of CPU per process here (measured), more
 than the model ever does in a short run, and every offline run, index build and test
@@ -25,7 +27,7 @@ import numpy as np
 
 from ..settings import embed_threads
 
-__all__ = ["MiniLM", "blas_threads"]
+__all__ = ["MiniLM", "SentenceModel", "blas_threads"]
 
 _F = np.float32
 # Abramowitz & Stegun 7.1.26: erf within 1.5e-7 everywhere, below float32's resolution at
@@ -88,6 +90,10 @@ def blas_threads(n: int | None = None) -> Any:
 class _Bert:
     """A BERT encoder's forward pass (inference only) over a safetensors state dict."""
 
+    # Weight names inside a layer: (q, k, v), attention output, its LayerNorm.
+    names = (("attention.self.query", "attention.self.key", "attention.self.value"), "attention.output.dense",
+             "attention.output.LayerNorm")
+
     def __init__(self, weights: dict[str, np.ndarray], config: dict[str, Any]):
         self.heads = int(config["num_attention_heads"])
         self.eps = float(config["layer_norm_eps"])
@@ -96,21 +102,31 @@ class _Bert:
         w = {k: np.ascontiguousarray(v, dtype=_F) for k, v in weights.items() if v.dtype != np.int64}
         self.word = w["embeddings.word_embeddings.weight"]
         self.position = w["embeddings.position_embeddings.weight"]
-        self.token_type = w["embeddings.token_type_embeddings.weight"]
+        self.token_type = w.get("embeddings.token_type_embeddings.weight")
         self.norm = (w["embeddings.LayerNorm.weight"], w["embeddings.LayerNorm.bias"])
         self.layers = [self._layer(w, f"encoder.layer.{i}.") for i in range(int(config["num_hidden_layers"]))]
 
-    @staticmethod
-    def _layer(w: dict[str, np.ndarray], p: str) -> dict[str, Any]:
-        def dense(name: str) -> tuple[np.ndarray, np.ndarray]:  # (in, out) for x @ W
-            return np.ascontiguousarray(w[p + name + ".weight"].T), w[p + name + ".bias"]
+    def _layer(self, w: dict[str, np.ndarray], p: str) -> dict[str, Any]:
+        # (in, out) views of the stored (out, in) matrices for x @ W: BLAS reads a transposed
+        # operand as is, so no copy (copying MPNet's 85M weights took ~1 s of a 2.3 s load).
+        def dense(name: str) -> tuple[np.ndarray, np.ndarray]:
+            return w[p + name + ".weight"].T, w[p + name + ".bias"]
 
-        q, k, v = (dense(f"attention.self.{n}") for n in ("query", "key", "value"))
-        return {"qkv": (np.hstack([q[0], k[0], v[0]]), np.concatenate([q[1], k[1], v[1]])),
-                "out": dense("attention.output.dense"),
-                "norm1": (w[p + "attention.output.LayerNorm.weight"], w[p + "attention.output.LayerNorm.bias"]),
+        qkv_names, out_name, norm_name = self.names
+        q, k, v = (dense(n) for n in qkv_names)
+        return {"qkv": (np.concatenate([q[0].T, k[0].T, v[0].T]).T, np.concatenate([q[1], k[1], v[1]])),
+                "out": dense(out_name),
+                "norm1": (w[p + norm_name + ".weight"], w[p + norm_name + ".bias"]),
                 "up": dense("intermediate.dense"), "down": dense("output.dense"),
                 "norm2": (w[p + "output.LayerNorm.weight"], w[p + "output.LayerNorm.bias"])}
+
+    def _embed(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> np.ndarray:
+        """(batch, length, hidden) input vectors, before the embeddings' LayerNorm."""
+        return self.word[ids] + self.position[:ids.shape[1]] + self.token_type[types]
+
+    def _position_bias(self, length: int) -> np.ndarray | None:
+        """(heads, length, length) added to every layer's attention scores (none in BERT)."""
+        return None
 
     def __call__(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> np.ndarray:
         """(batch, length) ids, mask, token types -> (batch, length, hidden) last hidden states."""
@@ -122,10 +138,12 @@ class _Bert:
 
     def _forward(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> np.ndarray:
         batch, length = ids.shape
-        x = self.word[ids] + self.position[:length] + self.token_type[types]
-        x = _layer_norm(x, *self.norm, self.eps).reshape(batch * length, -1)
+        x = _layer_norm(self._embed(ids, mask, types), *self.norm, self.eps).reshape(batch * length, -1)
         # Padding keys get the most negative float added to their scores, as transformers does.
         bias = ((1 - mask.astype(_F)) * np.finfo(_F).min)[:, None, None, :]
+        position = self._position_bias(length)
+        if position is not None:  # (batch, heads, length, length); saturates at the float's minimum
+            bias = bias + position[None]
         for layer in self.layers:
             x = self._block(x, layer, bias, batch, length)
         return x.reshape(batch, length, -1)
@@ -157,8 +175,9 @@ def _attention(qkv: np.ndarray, bias: np.ndarray) -> np.ndarray:
     return scores @ v
 
 
-class MiniLM:
-    """``encode`` with sentence-transformers' signature and results (float32 rows)."""
+class SentenceModel:
+    """``encode`` with sentence-transformers' signature and results (float32 rows), for a
+    mean-pooled, normalised BERT or MPNet model folder (``model_type`` in its config.json)."""
 
     def __init__(self, path: str | Path):
         from safetensors.numpy import load_file
@@ -173,9 +192,11 @@ class MiniLM:
         self.max_seq_length = int(config["max_seq_length"])
         self.tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
         self.tokenizer.enable_truncation(max_length=self.max_seq_length)
-        self.tokenizer.enable_padding(pad_id=self.tokenizer.token_to_id("[PAD]"), pad_token="[PAD]")
-        bert_config = json.loads((path / "config.json").read_text())
-        self.model = _Bert(load_file(str(path / "model.safetensors")), bert_config)
+        pad = (self.tokenizer.padding or {}).get("pad_token", "[PAD]")
+        self.tokenizer.enable_padding(pad_id=self.tokenizer.token_to_id(pad), pad_token=pad)
+        model_config = json.loads((path / "config.json").read_text())
+        self.model = _encoder(model_config.get("model_type", "bert"))(load_file(str(path / "model.safetensors")),
+                                                                     model_config)
         self.dim = int(pooling["word_embedding_dimension"])
 
     def encode(self, texts: Sequence[str], batch_size: int = 64, show_progress_bar: bool = False,
@@ -204,3 +225,16 @@ class MiniLM:
         # The model's own last module: sentence-transformers normalises whatever
         # ``normalize_embeddings`` says (the flag only adds a second, idempotent pass).
         return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), _F(1e-12))
+
+
+MiniLM = SentenceModel  # the name the BERT model was loaded by first (tests, embeddings.load_minilm)
+
+
+def _encoder(model_type: str) -> type[_Bert]:
+    if model_type == "bert":
+        return _Bert
+    if model_type == "mpnet":
+        from .mpnet import MPNetEncoder
+
+        return MPNetEncoder
+    raise ValueError(f"unsupported sentence model type {model_type!r} (bert, mpnet)")
