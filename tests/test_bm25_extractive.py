@@ -45,7 +45,8 @@ def make_state(ptkb: list[str], history: list[tuple[str, str]], utterance: str) 
 
 @pytest.fixture
 def fake_ctx() -> Context:
-    return Context(make_config(), overrides={"retriever": MemoryRetriever(DOCS), "embedder": HashEmbedder()})
+    fake = HashEmbedder()
+    return Context(make_config(), overrides={"retriever": MemoryRetriever(DOCS), "embedder": fake, "embedder:mpnet": fake})
 
 
 async def test_reply_has_provenance_stages_and_context(fake_ctx: Context):

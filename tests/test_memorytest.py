@@ -202,7 +202,8 @@ async def test_adaptive_parts_say_who_said_what():
     history = [f"I have a peanut allergy and topic{i} matters to me." for i in range(12)]
     state = _state(history, "Which snacks should I pack?")
     memory = make_memory("adaptive", token_budget=400, system_tokens=50, k_max=4)
-    ctx = Context(RunConfig(), overrides={"embedder": HashEmbedder()})
+    fake = HashEmbedder()
+    ctx = Context(RunConfig(), overrides={"embedder": fake, "embedder:mpnet": fake})
     text, _, _, parts = await memory.build(state, ctx)
     assert parts and {p.role for p in parts} <= {"user", "assistant", None}
     assert all(p.text in text for p in parts if p.role == "assistant")
@@ -212,7 +213,8 @@ async def test_adaptive_parts_say_who_said_what():
 
 @pytest.mark.parametrize("memory, params, kept", [("full", {}, True), ("window", {"turns": 2}, False)])
 async def test_bm25_rewrite_draws_on_what_the_strategy_keeps(memory: str, params: dict, kept: bool):
-    ctx = Context(RunConfig(), overrides={"retriever": MemoryRetriever(DOCS), "embedder": HashEmbedder()})
+    fake = HashEmbedder()
+    ctx = Context(RunConfig(), overrides={"retriever": MemoryRetriever(DOCS), "embedder": fake, "embedder:mpnet": fake})
     agent = BM25Extractive(ctx, memory=memory, memory_params=params, memory_threshold=-1.0)
     history = ["What is a marathon?", "I have a severe peanut allergy. How long is a marathon?",
                "Where does the marathon come from?", "Who ran the first marathon?", "Why 42 kilometres?"]
@@ -245,7 +247,8 @@ def _base(tmp_path: Path, **llm) -> RunConfig:
 
 
 async def test_summary_strategy_and_judge_against_the_mock_llm(tmp_path: Path):
-    fakes = {"retriever": MemoryRetriever(DOCS), "embedder": HashEmbedder()}
+    fake = HashEmbedder()
+    fakes = {"retriever": MemoryRetriever(DOCS), "embedder": fake, "embedder:mpnet": fake}
     async with MockLLM(seed=2) as mock:
         cfg = parse_config(_config(strategies=["summary", "window"], judge=True))
         test = MemoryTest(cfg, _base(tmp_path, base_url=mock.url, model="mock-model"), overrides=fakes)
@@ -277,7 +280,8 @@ async def test_summary_strategy_and_judge_against_the_mock_llm(tmp_path: Path):
 
 async def test_offline_summary_stand_in_without_an_llm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    fakes = {"retriever": MemoryRetriever(DOCS), "embedder": HashEmbedder()}
+    fake = HashEmbedder()
+    fakes = {"retriever": MemoryRetriever(DOCS), "embedder": fake, "embedder:mpnet": fake}
     test = MemoryTest(parse_config(_config(strategies=["summary"], distances=[2])), _base(tmp_path), overrides=fakes)
     assert test.offline_summary
     memory = await test.run()

@@ -174,15 +174,24 @@ def test_unknown_or_unfit_encoders_are_refused(tmp_path):
     assert RankParams().encoder == "mpnet" and RankParams(encoder="minilm").encoder == "minilm"
 
 
-async def test_a_fake_embedder_stands_in_for_every_encoder_unless_mpnet_has_its_own():
+async def test_each_encoder_has_its_own_override(monkeypatch):
     fake, mpnet = object(), object()
-    ctx = Context(RunConfig(), overrides={"embedder": fake})
-    assert await ctx.embedder("mpnet") is fake and await ctx.embedder() is fake
-    assert await ranker_embedder(ctx, RankParams()) is fake
     ctx = Context(RunConfig(), overrides={"embedder": fake, "embedder:mpnet": mpnet})
     assert await ctx.embedder("mpnet") is mpnet and await ctx.embedder() is fake
     assert await ranker_embedder(ctx, RankParams()) is mpnet
     assert await ranker_embedder(ctx, RankParams(encoder="minilm")) is fake
+    # A MiniLM fake never stands in for MPNet: the ranker would score with vectors it was not tuned on.
+    import simloop.search.embeddings as embeddings
+
+    loaded = []
+
+    async def fake_open(**options):
+        loaded.append(options)
+        return mpnet
+
+    monkeypatch.setattr(embeddings, "open_embedder", fake_open)
+    ctx = Context(RunConfig(), overrides={"embedder": fake})
+    assert await ctx.embedder("mpnet") is mpnet and loaded == [{"encoder": "mpnet"}]
 
 
 def _prep(ctx, *needs):

@@ -1,8 +1,9 @@
 """`simloop eval` on the PTKB provenance bm25_extractive records scores as the bench does
 (issue 12: the same PTKB figure from a replay and from scripts/bench_ptkb.py).
 
-Real MiniLM, the real iKAT 2023 test topics and NIST PTKB qrels; only the retriever is a
-seam fake (the PTKB stage never reads it)."""
+The real PTKB encoder (all-mpnet-base-v2), the real iKAT 2023 test topics and NIST PTKB
+qrels; only the retriever and the MiniLM embedder are seam fakes (the PTKB stage reads
+neither)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from conftest import IKAT, bench_script, ikat_file
 from agents.bm25_extractive import BM25Extractive
 from simloop.evaluate.provenance import ptkb_scores
-from simloop.fakes.seams import MemoryRetriever
+from simloop.fakes.seams import HashEmbedder, MemoryRetriever
 from simloop.parts.ptkb_rank import DEFAULT_PARAMS
 from simloop.run.plugins import Context
 from simloop.schema import DialogueState, Scenario, UserTurn
@@ -29,13 +30,14 @@ def bench_ptkb(monkeypatch):
         yield module
 
 
-async def test_agent_provenance_scores_as_the_bench(bench_ptkb, minilm):
+async def test_agent_provenance_scores_as_the_bench(bench_ptkb, ptkb_encoder):
     ts = bench_ptkb.TopicSet("ikat23", bench_ptkb.data_dir())
     picked = {p.id for p in ts.personas[:CONVERSATIONS]}
-    rankings, used = await bench_ptkb.rank_all(ts, minilm, DEFAULT_PARAMS)
+    rankings, used = await bench_ptkb.rank_all(ts, ptkb_encoder, DEFAULT_PARAMS)
     bench = ts.score(rankings, used, only=picked)
 
-    agent = BM25Extractive(Context(make_config(), overrides={"retriever": MemoryRetriever(DOCS), "embedder": minilm}))
+    overrides = {"retriever": MemoryRetriever(DOCS), "embedder": HashEmbedder(), "embedder:mpnet": ptkb_encoder}
+    agent = BM25Extractive(Context(make_config(), overrides=overrides))
     replayed = []
     for persona, t in zip(ts.personas, ts.transcripts):
         if persona.id not in picked:

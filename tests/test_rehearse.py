@@ -129,7 +129,7 @@ async def _cli(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
 async def test_rehearse_cli_with_scripted_plugins(tmp_path):
     cfg = RunConfig.model_validate({"out": str(tmp_path / "out"), "scenarios": {"personas_dir": str(_write_personas(tmp_path))},
                                     "simulator": {"name": "test_server_protocol:QuickSimulator"}})
-    app = create_app(cfg, {"team-y": TOKEN}, ServeOptions(), overrides={"embedder": HashEmbedder()})
+    app = create_app(cfg, {"team-y": TOKEN}, ServeOptions(), overrides={"embedder": (fake := HashEmbedder()), "embedder:mpnet": fake})
     env = {**os.environ, "PYTHONPATH": str(ROOT / "tests"), "TEAM_TOKEN": TOKEN}
     common = ["--assistant", "conftest:EchoAssistant", "--out", str(tmp_path / "client")]
     async with running(app) as url:

@@ -100,14 +100,13 @@ class Context:
     async def embedder(self, encoder: str = "minilm"):
         """The run's embedder for ``encoder`` (``minilm``, or ``mpnet`` for the PTKB ranker):
         made on first use, shared by every dialogue, closed (its worker thread stopped) by
-        ``aclose``.  A fake given as ``overrides["embedder"]`` stands in for every encoder."""
+        ``aclose``.  Overrides go by key: ``embedder`` (MiniLM), ``embedder:mpnet``; a fake
+        for one never stands in for the other (a ranker must not score with vectors it was
+        not tuned on without anyone noticing)."""
         from ..search.embeddings import open_embedder
 
         if encoder != "minilm":
-            key = f"embedder:{encoder}"
-            if key not in self.overrides and "embedder" in self.overrides:
-                return self.overrides["embedder"]
-            return await self._get(key, lambda: open_embedder(encoder=encoder))
+            return await self._get(f"embedder:{encoder}", lambda: open_embedder(encoder=encoder))
 
         # Passage vectors stored with the run's index make re-ranking a lookup; the demo
         # index's folder is resolved on first use (retrieval builds it first).
