@@ -99,7 +99,7 @@ def load_minilm() -> Any:
 
 
 def load_mpnet() -> Any:
-    """Load all-mpnet-base-v2 from its wheels, offline (blocking; ~1 s of CPU once unpacked;
+    """Load all-mpnet-base-v2 from its wheels, offline (blocking; ~2.3 s of CPU once unpacked;
     the first call in a cache unpacks it, ~4 s)."""
     from .minilm import SentenceModel, blas_threads
     from .mpnet_files import mpnet_path
