@@ -48,6 +48,11 @@ def test_relative_buckets_equal_transformers(length):
 
 @pytest.mark.slow
 def test_vectors_match_sentence_transformers():
+    _matches_sentence_transformers()
+
+
+def _matches_sentence_transformers():
+    """Our vectors against sentence-transformers' on texts of every length; (path, texts, ours)."""
     from sentence_transformers import SentenceTransformer
 
     from simloop.search.minilm import SentenceModel
@@ -65,6 +70,21 @@ def test_vectors_match_sentence_transformers():
     assert a.shape == b.shape == (len(texts), 768) and a.dtype == np.float32
     assert np.abs(a - b).max() < 1e-5
     assert np.allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
+    return path, texts, a
+
+
+@pytest.mark.slow
+def test_prepared_weights_are_written_once_then_memory_mapped(tmp_path):
+    from simloop.search.minilm import SentenceModel
+
+    path, texts, expected = _matches_sentence_transformers()
+    prepared = tmp_path / "prepared"
+    first = SentenceModel(path, prepared=prepared)  # builds from the safetensors, writes the folder
+    assert (prepared / ".ready").is_file() and not list(tmp_path.glob(".*.tmp"))
+    second = SentenceModel(path, prepared=prepared)
+    assert isinstance(second.model.layers[0]["qkv"][0], np.memmap)  # mapped, not read
+    for model in (first, second):
+        assert np.array_equal(model.encode(texts, batch_size=2), expected)
 
 
 # --------------------------------------------------------------------------- the zip pieces

@@ -41,12 +41,16 @@ class MPNetEncoder(_Bert):
 
     names = (("attention.attn.q", "attention.attn.k", "attention.attn.v"), "attention.attn.o", "attention.LayerNorm")
 
-    def __init__(self, weights: dict[str, np.ndarray], config: dict[str, Any]):
-        super().__init__(weights, {**config, "position_embedding_type": "absolute"})
+    def __init__(self, weights: dict[str, np.ndarray], config: dict[str, Any], prepared: bool = False):
+        super().__init__(weights, {**config, "position_embedding_type": "absolute"}, prepared)
         self.buckets = int(config.get("relative_attention_num_buckets", 32))
         # (buckets, heads) -> (heads, buckets): one gather per length gives (heads, L, L)
-        self.relative = np.ascontiguousarray(np.asarray(weights["encoder.relative_attention_bias.weight"], _F).T)
+        self.relative = weights["relative"] if prepared else np.ascontiguousarray(
+            np.asarray(weights["encoder.relative_attention_bias.weight"], _F).T)
         self._bias_cache: dict[int, np.ndarray] = {}
+
+    def state(self) -> dict[str, np.ndarray]:
+        return {**super().state(), "relative": self.relative}
 
     def _embed(self, ids: np.ndarray, mask: np.ndarray, types: np.ndarray) -> np.ndarray:
         real = (ids != _PADDING_IDX).astype(np.int64)
