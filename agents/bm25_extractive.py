@@ -1,11 +1,11 @@
 """bm25_extractive: the offline default assistant (DESIGN §6) — no LLM anywhere.
 
-PTKB statements are ranked by the no-LLM ranker (``simloop.parts.ptkb_rank``:
-all-mpnet-base-v2 similarity to the utterance and, discounted, to the earlier user
-utterances; ``ptkb_params={"encoder": "minilm"}`` for MiniLM); the whole ranking is the
-turn's ``ptkb_provenance`` and the ``used`` head of it (of the top ``ptkb_top_k``, those
-scoring at least ``ptkb_threshold`` and within ``used_gap`` of the turn's best) is what the
-answer may name; the
+PTKB statements are ranked by the no-LLM ranker (``simloop.parts.ptkb_rank``: MiniLM
+similarity to the utterance and, discounted, to the earlier user utterances;
+``ptkb_params={"encoder": "mpnet"}`` ranks with all-mpnet-base-v2 and its own values,
+better and ~8x the CPU); the whole ranking is the turn's ``ptkb_provenance`` and the
+``used`` head of it (of the top ``ptkb_top_k``, those scoring at least ``ptkb_threshold``
+and within ``used_gap`` of the turn's best) is what the answer may name; the
 query is rewritten heuristically with context terms from earlier turns, no PTKB words
 (``simloop/parts/rewrite.py`` says why); BM25 retrieves; the response is the
 best sentences of the top passages that stay on the question, opened by a sentence naming
@@ -44,7 +44,7 @@ from simloop.schema import AssistantReply, ContextInfo, DialogueState, Passage, 
 
 __all__ = ["BM25Extractive", "DEFAULT_PTKB_THRESHOLD", "memory_statements"]
 
-DEFAULT_PTKB_THRESHOLD = DEFAULT_PARAMS.used_threshold  # chosen on 2023 train (parts/ptkb_rank.py)
+DEFAULT_PTKB_THRESHOLD = DEFAULT_PARAMS.used_threshold  # MiniLM's, chosen on 2023 train (parts/ptkb_rank.py)
 _GENERATION_PASSAGES = 5  # the extractive answer reads the top few passages only
 _SNIPPET_CHARS = 300
 # Context statements compete only with each other (the PTKB has its own threshold), and a
@@ -93,7 +93,7 @@ class BM25Extractive:
         self,
         ctx: Any,
         k: int = 10,
-        ptkb_threshold: float = DEFAULT_PTKB_THRESHOLD,
+        ptkb_threshold: float | None = None,
         ptkb_top_k: int = DEFAULT_PARAMS.used_top_k,
         ptkb_params: dict[str, Any] | None = None,
         max_words: int = 220,
@@ -104,7 +104,7 @@ class BM25Extractive:
     ):
         if k < 1 or ptkb_top_k < 0 or max_words < 10 or memory_top_k < 0:
             raise ValueError("need k >= 1, ptkb_top_k >= 0, memory_top_k >= 0 and max_words >= 10")
-        if not -1.0 <= ptkb_threshold <= 1.0 or not -1.0 <= memory_threshold <= 1.0:
+        if not -1.0 <= (ptkb_threshold or 0.0) <= 1.0 or not -1.0 <= memory_threshold <= 1.0:
             raise ValueError("ptkb_threshold and memory_threshold are cosine similarities, between -1 and 1")
         if memory_params and memory is None:
             raise ValueError("memory_params need a memory strategy")
@@ -112,10 +112,16 @@ class BM25Extractive:
         self.k, self.ptkb_threshold, self.ptkb_top_k, self.max_words = k, ptkb_threshold, ptkb_top_k, max_words
         self.memory = make_memory(memory, **(memory_params or {})) if memory is not None else None
         self.memory_threshold, self.memory_top_k = memory_threshold, memory_top_k
-        ranker = {**(ptkb_params or {}), "used_threshold": ptkb_threshold, "used_top_k": ptkb_top_k}
-        ranker["used_min"] = min(ranker.get("used_min", DEFAULT_PARAMS.used_min), ptkb_top_k)  # top_k 0: use none
+        # ptkb_threshold None: the encoder's own (ENCODER_DEFAULTS), as every value not given.
+        ranker = {**(ptkb_params or {}), "used_top_k": ptkb_top_k}
+        if ptkb_threshold is not None:
+            ranker["used_threshold"] = ptkb_threshold
+        base = RankParams.from_mapping({"encoder": ranker.get("encoder", RankParams.encoder)})
+        ranker["used_min"] = min(ranker.get("used_min", base.used_min), ptkb_top_k)  # top_k 0: use none
         self.ptkb_params = RankParams.from_mapping(ranker)
-        self.needs = (*self.needs, f"embedder:{self.ptkb_params.encoder}")
+        self.ptkb_threshold = self.ptkb_params.used_threshold
+        if self.ptkb_params.encoder != "minilm":  # opened before the first dialogue too
+            self.needs = (*self.needs, f"embedder:{self.ptkb_params.encoder}")
 
     async def respond(self, state: DialogueState) -> AssistantReply:
         utterance = state.user.utterance if state.user is not None else ""

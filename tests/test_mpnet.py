@@ -191,15 +191,30 @@ def test_unknown_or_unfit_encoders_are_refused(tmp_path):
         MiniLMEmbedder(encoder="mpnet", index=tmp_path)  # an index stores MiniLM vectors only
     with pytest.raises(ValueError, match="bert"):
         RankParams(encoder="bert")
-    assert RankParams().encoder == "mpnet" and RankParams(encoder="minilm").encoder == "minilm"
+    assert RankParams().encoder == "minilm"  # the default: MPNet is opt-in, ~8x the CPU
+
+
+def test_mpnet_brings_its_own_values_and_its_own_embedder():
+    from agents.bm25_extractive import BM25Extractive
+    from simloop.parts.ptkb_rank import DEFAULT_PARAMS, ENCODER_DEFAULTS, MPNET_PARAMS
+
+    assert MPNET_PARAMS == RankParams(**ENCODER_DEFAULTS["mpnet"]) != DEFAULT_PARAMS
+    assert RankParams.from_mapping({"encoder": "mpnet", "decay": 0.3}).decay == 0.3  # a given value wins
+    plain = BM25Extractive(Context(RunConfig()))
+    assert plain.ptkb_params == DEFAULT_PARAMS and "embedder:mpnet" not in plain.needs
+    mpnet = BM25Extractive(Context(RunConfig()), ptkb_params={"encoder": "mpnet"})
+    assert mpnet.ptkb_params == MPNET_PARAMS and "embedder:mpnet" in mpnet.needs
+    assert BM25Extractive(Context(RunConfig()), ptkb_threshold=0.3,
+                          ptkb_params={"encoder": "mpnet"}).ptkb_params.used_threshold == 0.3
+    assert BM25Extractive(Context(RunConfig()), ptkb_top_k=0).ptkb_params.used_min == 0  # use none
 
 
 async def test_each_encoder_has_its_own_override(monkeypatch):
     fake, mpnet = object(), object()
     ctx = Context(RunConfig(), overrides={"embedder": fake, "embedder:mpnet": mpnet})
     assert await ctx.embedder("mpnet") is mpnet and await ctx.embedder() is fake
-    assert await ranker_embedder(ctx, RankParams()) is mpnet
-    assert await ranker_embedder(ctx, RankParams(encoder="minilm")) is fake
+    assert await ranker_embedder(ctx, RankParams(encoder="mpnet")) is mpnet
+    assert await ranker_embedder(ctx, RankParams()) is fake
     # A MiniLM fake never stands in for MPNet: the ranker would score with vectors it was not tuned on.
     import simloop.search.embeddings as embeddings
 
