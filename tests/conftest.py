@@ -255,19 +255,6 @@ async def minilm():
         await embedder.aclose()
 
 
-@pytest.fixture
-async def ptkb_encoder():
-    """The PTKB ranker's real default encoder (all-mpnet-base-v2) for one test, closed afterwards."""
-    from simloop.parts.ptkb_rank import DEFAULT_PARAMS
-    from simloop.search.embeddings import open_embedder
-
-    embedder = await open_embedder(encoder=DEFAULT_PARAMS.encoder)
-    try:
-        yield embedder
-    finally:
-        await embedder.aclose()
-
-
 # The longest tests and their seconds in one full run under xdist (4 workers, 2 cores, load ~9;
 # ./scripts/test --durations=40).  Only the order matters: they start first, longest first.
 # test_demo_dialogues_validate is not here: it reads the run test_bm25_extractive_... makes

@@ -1,9 +1,9 @@
 """`simloop eval` on the PTKB provenance bm25_extractive records scores as the bench does
 (issue 12: the same PTKB figure from a replay and from scripts/bench_ptkb.py).
 
-The real PTKB encoder (all-mpnet-base-v2), the real iKAT 2023 test topics and NIST PTKB
-qrels; only the retriever and the MiniLM embedder are seam fakes (the PTKB stage reads
-neither)."""
+The real PTKB encoder (MiniLM, the default, and all-mpnet-base-v2, opt-in), the real iKAT
+2023 test topics and NIST PTKB qrels; only the retriever and the other encoder are seam
+fakes (the PTKB stage reads neither)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from conftest import IKAT, bench_script, ikat_file
 from agents.bm25_extractive import BM25Extractive
 from simloop.evaluate.provenance import ptkb_scores
 from simloop.fakes.seams import HashEmbedder, MemoryRetriever
-from simloop.parts.ptkb_rank import DEFAULT_PARAMS
+from simloop.parts.ptkb_rank import DEFAULT_PARAMS, MPNET_PARAMS
 from simloop.run.plugins import Context
 from simloop.schema import DialogueState, Scenario, UserTurn
+from simloop.search.embeddings import open_embedder
 from test_bm25_extractive import DOCS, make_config
 
 CONVERSATIONS = 2  # enough turns to carry history; the full set is the bench's job
@@ -30,14 +31,28 @@ def bench_ptkb(monkeypatch):
         yield module
 
 
-async def test_agent_provenance_scores_as_the_bench(bench_ptkb, ptkb_encoder):
+@pytest.mark.parametrize("encoder", ["minilm", "mpnet"])  # the default ranker and the opt-in one
+async def test_agent_provenance_scores_as_the_bench(bench_ptkb, encoder):
+    params = DEFAULT_PARAMS if encoder == "minilm" else MPNET_PARAMS
+    assert params.encoder == encoder
+    real = await open_embedder(encoder=encoder)
+    try:
+        await _scores_as_the_bench(bench_ptkb, params, real)
+    finally:
+        await real.aclose()
+
+
+async def _scores_as_the_bench(bench_ptkb, params, real):
     ts = bench_ptkb.TopicSet("ikat23", bench_ptkb.data_dir())
     picked = {p.id for p in ts.personas[:CONVERSATIONS]}
-    rankings, used = await bench_ptkb.rank_all(ts, ptkb_encoder, DEFAULT_PARAMS)
+    rankings, used = await bench_ptkb.rank_all(ts, real, params)
     bench = ts.score(rankings, used, only=picked)
 
-    overrides = {"retriever": MemoryRetriever(DOCS), "embedder": HashEmbedder(), "embedder:mpnet": ptkb_encoder}
-    agent = BM25Extractive(Context(make_config(), overrides=overrides))
+    # The real encoder under the key the ranker asks for; a fake for the other one.
+    key = "embedder" if params.encoder == "minilm" else f"embedder:{params.encoder}"
+    overrides = {"retriever": MemoryRetriever(DOCS), "embedder": HashEmbedder(), "embedder:mpnet": HashEmbedder(),
+                 key: real}
+    agent = BM25Extractive(Context(make_config(), overrides=overrides), ptkb_params={"encoder": params.encoder})
     replayed = []
     for persona, t in zip(ts.personas, ts.transcripts):
         if persona.id not in picked:
