@@ -172,7 +172,7 @@ async def warm_up(prep: PreparedRun, events: EventSink | None = None) -> list[st
 
 
 # What a plugin may list in ``needs``, and what the progress display calls it.
-_WARMABLE = {"retriever": "search index (JVM)", "embedder": "embedder (MiniLM)", "embedder:minilm": "embedder (MiniLM)",
+_WARMABLE = {"retriever": "search index (JVM)", "embedder": "embedder (MiniLM)",
              "embedder:mpnet": "PTKB encoder (all-mpnet-base-v2)"}
 
 
