@@ -48,11 +48,7 @@ def test_relative_buckets_equal_transformers(length):
 
 @pytest.mark.slow
 def test_vectors_match_sentence_transformers():
-    _matches_sentence_transformers()
-
-
-def _matches_sentence_transformers():
-    """Our vectors against sentence-transformers' on texts of every length; (path, texts, ours)."""
+    """Our vectors against sentence-transformers' on texts of every length."""
     from sentence_transformers import SentenceTransformer
 
     from simloop.search.minilm import SentenceModel
@@ -70,14 +66,15 @@ def _matches_sentence_transformers():
     assert a.shape == b.shape == (len(texts), 768) and a.dtype == np.float32
     assert np.abs(a - b).max() < 1e-5
     assert np.allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-5)
-    return path, texts, a
 
 
 @pytest.mark.slow
 def test_prepared_weights_are_written_once_then_memory_mapped(tmp_path):
     from simloop.search.minilm import SentenceModel
 
-    path, texts, expected = _matches_sentence_transformers()
+    path = mpnet_path()
+    texts = ["a", "What is gout?", "word " * 500, "I am allergic to shellfish."]
+    expected = SentenceModel(path).encode(texts, batch_size=2)  # from the safetensors (checked above)
     prepared = tmp_path / "prepared"
     first = SentenceModel(path, prepared=prepared)  # builds from the safetensors, writes the folder
     assert (prepared / ".ready").is_file() and not list(tmp_path.glob(".*.tmp"))
