@@ -35,7 +35,7 @@ if [ ! -f "$STAMP" ] || ! grep -qxF "$WANT" "$STAMP"; then
   # import check below catches it).
   PYTHONWARNINGS=ignore "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e "$SPEC" 2>&1 \
     | grep -v '^WARNING: Location' >&2 || true
-  "$VENV/bin/python" -c "import simloop.cli, torch, pyserini; from simloop.search.mpnet_files import part_files; part_files()" || { echo "setup: install failed" >&2; exit 1; }
+  "$VENV/bin/python" -c "import simloop.cli, torch, pyserini" || { echo "setup: install failed" >&2; exit 1; }
   echo "$WANT" > "$STAMP"
   echo "setup: done in $(( $(date +%s) - t0 )) s" >&2
 fi

