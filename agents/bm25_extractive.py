@@ -121,6 +121,9 @@ class BM25Extractive:
         self.ptkb_params = RankParams.from_mapping(ranker)
         self.ptkb_threshold = self.ptkb_params.used_threshold
         if self.ptkb_params.encoder != "minilm":  # opened before the first dialogue too
+            from simloop.search.mpnet_files import check_available
+
+            check_available()  # a missing extra is one line before the run writes anything
             self.needs = (*self.needs, f"embedder:{self.ptkb_params.encoder}")
 
     async def respond(self, state: DialogueState) -> AssistantReply:

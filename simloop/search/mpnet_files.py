@@ -26,7 +26,7 @@ from pathlib import Path
 from ..errors import DataFileError
 from .corpus import cache_root
 
-__all__ = ["MPNET_PARTS", "MPNET_SHA256", "mpnet_path", "part_files"]
+__all__ = ["MPNET_PARTS", "MPNET_SHA256", "check_available", "mpnet_path", "part_files"]
 
 log = logging.getLogger(__name__)
 
@@ -134,6 +134,13 @@ def _ready(out: Path) -> bool:
         return (out / ".verified").read_text().strip() == MPNET_SHA256
     except OSError:
         return False
+
+
+def check_available(cache_dir: Path | None = None) -> None:
+    """A DataFileError now, before a run writes anything, when ``mpnet_path`` could not
+    give the model (neither unpacked in the cache nor its wheels installed)."""
+    if not _ready(cache_root(cache_dir) / "models" / "all-mpnet-base-v2"):
+        part_files()
 
 
 def mpnet_path(cache_dir: Path | None = None) -> Path:
