@@ -1,5 +1,5 @@
 """Process settings chosen by environment variable (``SIMLOOP_EVENT_LOOP``,
-``SIMLOOP_LLM_HTTP``, ``SIMLOOP_EMBED_THREADS``): one way to read them and one message for a
+``SIMLOOP_LLM_HTTP``, ``SIMLOOP_EMBED_THREADS``, ``SIMLOOP_EMBED_RUNTIME``): one way to read them and one message for a
 bad value, which the CLI reports as one line and exit 2 before any command writes a file."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Sequence
 
 from .errors import ConfigError
 
-__all__ = ["choice", "count", "embed_threads"]
+__all__ = ["choice", "count", "embed_runtime", "embed_threads"]
 
 
 def choice(env: str, choices: Sequence[str], default: str, wanted: str | None = None, *, arg: str) -> str:
@@ -38,3 +38,10 @@ def embed_threads() -> int:
     """BLAS threads for MiniLM in a run: one unless ``SIMLOOP_EMBED_THREADS`` says more (see
     ``search/embeddings.py`` for why one); ``SIMLOOP_TORCH_THREADS`` is its old name."""
     return count("SIMLOOP_EMBED_THREADS", 1, "SIMLOOP_TORCH_THREADS")
+
+
+def embed_runtime() -> str:
+    """Who runs the encoders' layers on small batches: ``onnx`` (ONNX Runtime, the default:
+    1.5-1.9x less CPU per short sentence) or ``numpy`` (``SIMLOOP_EMBED_RUNTIME``;
+    ``search/onnx_layers.py``)."""
+    return choice("SIMLOOP_EMBED_RUNTIME", ("onnx", "numpy"), "onnx", arg="SIMLOOP_EMBED_RUNTIME")

@@ -217,3 +217,11 @@ def test_a_bad_thread_count_variable_is_refused_before_anything_is_written(tmp_p
                            f"{var}={value!r}: expected a whole number, at least 1")
     assert line.startswith("simloop: error: ")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_bad_embedding_runtime_is_refused_before_anything_is_written(tmp_path):
+    env = {**os.environ, "SIMLOOP_EMBED_RUNTIME": "torch"}
+    line = one_line_exit_2(cli("run", "--out", tmp_path / "out", "--limit", "1", "--no-progress", env=env),
+                           "SIMLOOP_EMBED_RUNTIME='torch': expected one of onnx, numpy")
+    assert line.startswith("simloop: error: ")
+    assert list(tmp_path.iterdir()) == []

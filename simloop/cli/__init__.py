@@ -17,7 +17,7 @@ from typing import Callable
 from ..errors import BadInputError, SimloopError
 from ..llm.transport import transport_name
 from ..loop import loop_name
-from ..settings import embed_threads
+from ..settings import embed_runtime, embed_threads
 from ..run.interrupt import INTERRUPTED, exit_now
 from .args import Parser
 from .flags import RUN_FLAGS, add_flags, config_from_flags, resumed_config
@@ -173,9 +173,10 @@ def _main(argv: list[str] | None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
-        loop_name()  # a bad SIMLOOP_EVENT_LOOP, SIMLOOP_LLM_HTTP or SIMLOOP_EMBED_THREADS is
-        transport_name()  # reported before any file is written
+        loop_name()  # a bad SIMLOOP_EVENT_LOOP, SIMLOOP_LLM_HTTP, SIMLOOP_EMBED_THREADS or
+        transport_name()  # SIMLOOP_EMBED_RUNTIME is reported before any file is written
         embed_threads()
+        embed_runtime()
         return int(args.func(args) or 0)
     except BadInputError as exc:
         print(f"simloop: error: {exc}", file=sys.stderr)
