@@ -30,7 +30,7 @@ __all__ = ["ACMS"]
 class ACMS:
     # The LLM roles it calls: the run asks each one's endpoint for an answer before it starts.
     llm_roles = ("assistant.generate",)
-    needs = ("retriever", "embedder")  # opened before the first dialogue (run/runner.py warm_up)
+    needs = ("retriever", "embedder", "embedder:mpnet")  # opened before the first dialogue (run/runner.py warm_up)
     # BM25 depth is ``candidates`` (re-ranked, then cut to what fits the budget): a run's
     # --k / retrieval.k is rejected with this name rather than ignored (run/plugins.py).
     DEPTH_PARAM = "candidates"

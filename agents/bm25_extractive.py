@@ -1,9 +1,9 @@
 """bm25_extractive: the offline default assistant (DESIGN §6) — no LLM anywhere.
 
-PTKB statements are ranked by the no-LLM ranker (``simloop.parts.ptkb_rank``: MiniLM
-similarity to the utterance and, discounted, to the earlier user utterances;
-``ptkb_params={"encoder": "mpnet"}`` ranks with all-mpnet-base-v2 and its own values,
-better and ~8x the CPU); the whole ranking is the turn's ``ptkb_provenance`` and the
+PTKB statements are ranked by the no-LLM ranker (``simloop.parts.ptkb_rank``:
+all-mpnet-base-v2 similarity to the utterance and, discounted, to the earlier user
+utterances; ``ptkb_params={"encoder": "minilm"}`` ranks with MiniLM and its own values,
+worse and ~1/6 of the CPU); the whole ranking is the turn's ``ptkb_provenance`` and the
 ``used`` head of it (of the top ``ptkb_top_k``, those scoring at least ``ptkb_threshold``
 and within ``used_gap`` of the turn's best) is what the answer may name; the
 query is rewritten heuristically with context terms from earlier turns, no PTKB words
@@ -44,7 +44,7 @@ from simloop.schema import AssistantReply, ContextInfo, DialogueState, Passage, 
 
 __all__ = ["BM25Extractive", "DEFAULT_PTKB_THRESHOLD", "memory_statements"]
 
-DEFAULT_PTKB_THRESHOLD = DEFAULT_PARAMS.used_threshold  # MiniLM's, chosen on 2023 train (parts/ptkb_rank.py)
+DEFAULT_PTKB_THRESHOLD = DEFAULT_PARAMS.used_threshold  # MPNet's, chosen on 2023 train (parts/ptkb_rank.py)
 _GENERATION_PASSAGES = 5  # the extractive answer reads the top few passages only
 _SNIPPET_CHARS = 300
 # Context statements compete only with each other (the PTKB has its own threshold), and a
@@ -122,7 +122,7 @@ class BM25Extractive:
         if self.ptkb_params.encoder != "minilm":  # opened before the first dialogue too
             from simloop.search.mpnet_files import check_available
 
-            check_available()  # a missing extra is one line before the run writes anything
+            check_available()  # missing weights are one line before the run writes anything
             self.needs = (*self.needs, f"embedder:{self.ptkb_params.encoder}")
 
     async def respond(self, state: DialogueState) -> AssistantReply:

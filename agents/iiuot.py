@@ -1,7 +1,7 @@
 """iiuot: the IIUoT TREC iKAT 2024 pipeline (seed paper 002).
 
 Context = the last three turns.  Rewrite with the whole PTKB (LLM) -> the no-LLM PTKB ranker
-(``simloop.parts.ptkb_rank``, MiniLM) picks statements for that rewrite ->
+(``simloop.parts.ptkb_rank``, all-mpnet-base-v2) picks statements for that rewrite ->
 rewrite again with only those (LLM): the paper's feedback loop.  PTKB ranking for the
 refined query: pre-filter by the same ranker (against the query and the earlier user
 utterances, its top ``prefilter_top_k`` scoring at least ``prefilter_threshold``) -> LLM
@@ -38,7 +38,7 @@ _THRESHOLDS = {"embedding": DEFAULT_THRESHOLD, "llm": 0.5, "lexical": 0.2}
 class IIUoT:
     # The LLM roles it calls: the run asks each one's endpoint for an answer before it starts.
     llm_roles = ("assistant.ptkb", "assistant.rewrite", "assistant.generate")
-    needs = ("retriever", "embedder")  # opened before the first dialogue (run/runner.py warm_up)
+    needs = ("retriever", "embedder", "embedder:mpnet")  # opened before the first dialogue (run/runner.py warm_up)
 
     def __init__(self, ctx: Any, window: int = 3, candidates: int = 50, k: int = 20, passages: int = 5,
                  alpha: float = 0.4, prefilter_threshold: float = 0.15, prefilter_top_k: int = 5,

@@ -9,9 +9,10 @@ agents' local work (MiniLM on CPU) does not queue behind another dialogue's.  Ev
 starts from the same state: openai imported (a run that calls a model imports it while it
 prepares, outside the timing; when it was imported at the first call, acms, first in the
 plan, paid those 0.5-1 s: 250-300 ms of CPU per turn, 115-120 once imported), one BM25 retriever on the demo index, shared and warmed by an untimed
-dialogue (the JVM compiles Lucene's search path over its first queries), and a MiniLM
-embedder of its own, loaded and warmed outside the timing, so that no agent's encodes are
-served from another agent's cache.  The embedder reads the passage vectors
+dialogue (the JVM compiles Lucene's search path over its first queries), and embedders of
+its own (MiniLM, and all-mpnet-base-v2 for the PTKB ranker), loaded and warmed outside the
+timing (a model's load and its ONNX Runtime session are a process's start-up, paid once,
+not a turn's), so that no agent's encodes are served from another agent's cache.  The embedder reads the passage vectors
 stored with the demo index, as a run's does.  ``agent_cpu_ms_per_turn_<agent>``: the whole process's CPU per turn (MiniLM, JVM and
 the LLM client included), with a target for the three agents with the most local work.  The mock's completions are synthetic: prompt tokens are the agent's own,
 completion tokens only show how many outputs it asks for.
@@ -47,13 +48,20 @@ def _plan() -> tuple[list[tuple[str, str, dict]], list[str]]:
     return plan, [n for n in EXPECTED if n not in names]
 
 
-async def _embedder(index: Path) -> Any:
-    """A MiniLM embedder with an empty cache, loaded and warmed (first BLAS call) untimed."""
+async def _embedders(index: Path) -> dict[str, Any]:
+    """Run overrides: a MiniLM and an MPNet embedder, each with an empty cache, loaded and
+    warmed (first model call) untimed."""
     from simloop.search import open_embedder
 
-    embedder = await open_embedder(index=index)
-    await embedder.encode(["warm-up sentence"])
-    return embedder
+    embedders = {"embedder": await open_embedder(index=index), "embedder:mpnet": await open_embedder(encoder="mpnet")}
+    for embedder in embedders.values():
+        await embedder.encode(["warm-up sentence"])
+    return embedders
+
+
+async def _close(embedders: dict[str, Any]) -> None:
+    for embedder in embedders.values():
+        await embedder.aclose()
 
 
 def _summarise(run_dir: Path, requests: int, cpu_s: float) -> dict[str, Any]:
@@ -94,23 +102,23 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
                                     assistant=name, concurrency=1, limit=dialogues, sim_params={"turns": turns},
                                     asst_params=params, max_turns=turns + 1, timeout_s=300.0)
 
-            warm = await _embedder(retriever.index_dir)
+            warm = await _embedders(retriever.index_dir)
             try:  # untimed: the JVM's search path compiled before any agent is measured
-                await run_prepared(config("warm-up", "bm25_extractive", {}), {"embedder": warm, "retriever": retriever})
+                await run_prepared(config("warm-up", "bm25_extractive", {}), {**warm, "retriever": retriever})
             finally:
-                await warm.aclose()
+                await _close(warm)
             for label, name, params in plan:
                 mock.reset()
-                embedder = await _embedder(retriever.index_dir)
+                embedders = await _embedders(retriever.index_dir)
                 try:
-                    r = await run_prepared(config(label, name, params), {"embedder": embedder, "retriever": retriever})
+                    r = await run_prepared(config(label, name, params), {**embedders, "retriever": retriever})
                 except Exception as exc:  # a plugin that cannot even be built is reported, not fatal
                     rows[label] = {"agent": name, "params": params, "error": f"{type(exc).__name__}: {exc}"[:300]}
                     info(f"agent {label}: FAILED to run: {rows[label]['error']}")
                     continue
                 finally:
-                    stored_hits += embedder.stats["stored_hits"]
-                    await embedder.aclose()
+                    stored_hits += embedders["embedder"].stats["stored_hits"]
+                    await _close(embedders)
                 row = {"agent": name, "params": params, **_summarise(r["run_dir"], mock.stats()["requests"], r["cpu_s"]),
                        "loadavg": [round(x, 2) for x in os.getloadavg()]}
                 rows[label] = row

