@@ -1,8 +1,9 @@
 """The offline stack: CPU per demo dialogue, and what batching and caching of embeddings buy.
 
 The offline demo (offline simulator with its embedding grader, ``bm25_extractive``, the
-demo index) runs the same dialogues twice in this process, A/B paired, each time with a
-fresh embedder:
+demo index) runs the same dialogues twice in this process, A/B paired, each time with
+fresh embedders (MiniLM, and all-mpnet-base-v2 for the PTKB ranker; loaded and warmed
+before the timing, as a model load is a process's start-up, not a dialogue's):
 
 - on: simloop's embedder (concurrent encodes coalesced into one batch, split into model
   calls of similar length; fixed texts and passages cached; passage and sentence vectors
@@ -28,10 +29,10 @@ from bench_common import bench_config, figure, info, run_prepared
 CONCURRENCY = 16
 
 
-async def _one(out: Path, n: int, embedder: Any, retriever: Any) -> dict[str, Any]:
+async def _one(out: Path, n: int, embedder: Any, mpnet: Any, retriever: Any) -> dict[str, Any]:
     cfg = bench_config(out, base_url=None, simulator="offline", assistant="bm25_extractive", concurrency=CONCURRENCY,
                        limit=n)
-    r = await run_prepared(cfg, {"embedder": embedder, "retriever": retriever})
+    r = await run_prepared(cfg, {"embedder": embedder, "embedder:mpnet": mpnet, "retriever": retriever})
     turns = max(1, r["stats"].turns)
     return {"dialogues": n, "turns": r["stats"].turns, "errors": r["stats"].errors,
             "wall_s": round(r["engine_wall_s"], 3), "cpu_s": round(r["cpu_s"], 3),
@@ -40,6 +41,7 @@ async def _one(out: Path, n: int, embedder: Any, retriever: Any) -> dict[str, An
             "batches": embedder.stats["batches"],
             "texts_encoded": embedder.stats["texts"],
             "encode_cpu_s_per_dialogue": round(embedder.stats["encode_cpu_s"] / n, 3), "stored_hits": embedder.stats["stored_hits"],
+            "mpnet_texts_encoded": mpnet.stats["texts"], "mpnet_encode_cpu_s_per_dialogue": round(mpnet.stats["encode_cpu_s"] / n, 3),
             "loadavg": [round(x, 2) for x in os.getloadavg()]}
 
 
@@ -57,16 +59,21 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
             for rnd in range(1 if quick else 2):
                 for mode in ("on", "off") if rnd % 2 == 0 else ("off", "on"):  # alternate who goes first
                     embedder = await open_embedder(**settings[mode])
-                    await embedder.encode(["warm-up sentence"])
-                    embedder.stats.update(batches=0, model_calls=0, texts=0, encode_cpu_s=0.0)
+                    no_index = {k: v for k, v in settings[mode].items() if k != "index"}  # MPNet has no stored vectors
+                    mpnet = await open_embedder(encoder="mpnet", **no_index)
+                    for e in (embedder, mpnet):
+                        await e.encode(["warm-up sentence"])
+                        e.stats.update(batches=0, model_calls=0, texts=0, encode_cpu_s=0.0)
                     try:
-                        row = await _one(Path(tmp) / f"{mode}{rnd}", n, embedder, retriever)
+                        row = await _one(Path(tmp) / f"{mode}{rnd}", n, embedder, mpnet, retriever)
                     finally:
                         await embedder.aclose()
+                        await mpnet.aclose()
                     rows[mode].append(row)
                     info(f"offline demo, embeddings {mode}: {n} dialogues in {row['wall_s']} s, "
                          f"{row['cpu_s_per_dialogue']} s CPU/dialogue, {row['model_calls']} model calls for "
-                         f"{row['texts_encoded']} texts ({row['encode_cpu_s_per_dialogue']} s CPU/dialogue), {row['stored_hits']} stored vectors used, load {row['loadavg']}")
+                         f"{row['texts_encoded']} texts ({row['encode_cpu_s_per_dialogue']} s CPU/dialogue), {row['stored_hits']} stored vectors used; "
+                         f"MPNet {row['mpnet_texts_encoded']} texts ({row['mpnet_encode_cpu_s_per_dialogue']} s CPU/dialogue), load {row['loadavg']}")
     finally:
         await retriever.aclose()
     on = max(rows["on"], key=lambda r: r["dialogues_per_s"])  # best of each: the least disturbed

@@ -134,7 +134,8 @@ Then MPNet became the DEFAULT, its values unchanged (nothing re-tuned; the decis
 the train CV above and on cost): running short texts' layers in ONNX Runtime
 (``search/onnx_layers.py``, the same vectors to 3e-7) cut an utterance from ~66 to ~40 ms of
 CPU, and with it as the default ``scripts/bench --only offline,agents`` measured 1.40 s of
-CPU per offline dialogue (target 1.5) and acms / iiuot within their 400 ms per turn.
+CPU per offline dialogue (target 1.5; 1.29 with MiniLM) and acms / iiuot 232 / 395 ms of CPU
+per turn (target 400; each run's models loaded before the timing, as MiniLM always was).
 To have MPNet's quality at MiniLM's cost, the utterances' MiniLM vectors mapped into MPNet's
 space (ridge regression fitted on 4,000 demo-corpus Wikipedia sentences, lambda 1 chosen on
 1,000 more by cosine to the true MPNet vector, 0.706), the statements' real MPNet vectors,
