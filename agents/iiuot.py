@@ -1,7 +1,9 @@
 """iiuot: the IIUoT TREC iKAT 2024 pipeline (seed paper 002).
 
 Context = the last three turns.  Rewrite with the whole PTKB (LLM) -> the no-LLM PTKB ranker
-(``simloop.parts.ptkb_rank``, all-mpnet-base-v2) picks statements for that rewrite ->
+(``simloop.parts.ptkb_rank`` on MiniLM, ``MINILM_PARAMS``: the pre-filter's and the vote's
+thresholds below were calibrated on MiniLM's cosines, and all-mpnet-base-v2's sit on another
+scale) picks statements for that rewrite ->
 rewrite again with only those (LLM): the paper's feedback loop.  PTKB ranking for the
 refined query: pre-filter by the same ranker (against the query and the earlier user
 utterances, its top ``prefilter_top_k`` scoring at least ``prefilter_threshold``) -> LLM
@@ -23,7 +25,7 @@ from simloop.memory import make_memory
 from simloop.parts.generate_llm import MAX_WORDS
 from simloop.parts.ptkb import DEFAULT_THRESHOLD
 from simloop.parts.ptkb_llm import lexical_scores, score_ptkb_llm, used_only, vote_ptkb
-from simloop.parts.ptkb_rank import rank_ptkb_uses, ranker_embedder
+from simloop.parts.ptkb_rank import MINILM_PARAMS, rank_ptkb_uses, ranker_embedder
 from simloop.parts.reply import current_utterance, grounded_reply
 from simloop.parts.retrieve import embedding_rerank
 from simloop.parts.rewrite_llm import iterative_rewrite
@@ -38,7 +40,7 @@ _THRESHOLDS = {"embedding": DEFAULT_THRESHOLD, "llm": 0.5, "lexical": 0.2}
 class IIUoT:
     # The LLM roles it calls: the run asks each one's endpoint for an answer before it starts.
     llm_roles = ("assistant.ptkb", "assistant.rewrite", "assistant.generate")
-    needs = ("retriever", "embedder", "embedder:mpnet")  # opened before the first dialogue (run/runner.py warm_up)
+    needs = ("retriever", "embedder")  # opened before the first dialogue (run/runner.py warm_up)
 
     def __init__(self, ctx: Any, window: int = 3, candidates: int = 50, k: int = 20, passages: int = 5,
                  alpha: float = 0.4, prefilter_threshold: float = 0.15, prefilter_top_k: int = 5,
@@ -51,10 +53,10 @@ class IIUoT:
         self.memory = make_memory("window", turns=window)
 
     async def _rank_ptkb(self, state: DialogueState, query: str, stages: list[Stage]) -> list[PtkbUse]:
-        embedder = await ranker_embedder(self.ctx)
+        embedder = await ranker_embedder(self.ctx, MINILM_PARAMS)
         threshold, top_k = self.prefilter
         async with timed_stage("ptkb.prefilter", stages):
-            ranking = await rank_ptkb_uses(embedder, query, [u for u, _ in state.history()], state.ptkb)
+            ranking = await rank_ptkb_uses(embedder, query, [u for u, _ in state.history()], state.ptkb, MINILM_PARAMS)
         cands = [c for c in ranking[:top_k] if (c.score or 0.0) >= threshold]
         llm, st = await score_ptkb_llm(self.ctx.chat("assistant.ptkb"), state.ptkb, cands, query)
         stages.append(st)
@@ -67,10 +69,11 @@ class IIUoT:
     async def respond(self, state: DialogueState) -> AssistantReply:
         utterance = current_utterance(state)
         context, info, stages, _ = await self.memory.build(state, self.ctx)
-        embedder, ptkb_embedder = await self.ctx.embedder(), await ranker_embedder(self.ctx)
+        embedder = await self.ctx.embedder()  # MiniLM: also the PTKB ranker's here (MINILM_PARAMS)
 
         async def select(query: str) -> list[PtkbUse]:
-            return used_only(await rank_ptkb_uses(ptkb_embedder, query, [u for u, _ in state.history()], state.ptkb))
+            return used_only(await rank_ptkb_uses(embedder, query, [u for u, _ in state.history()], state.ptkb,
+                                                  MINILM_PARAMS))
 
         _, refined, _, sts = await iterative_rewrite(self.ctx.chat("assistant.rewrite"), utterance, context,
                                                      state.ptkb, select)

@@ -5,7 +5,7 @@ excepted: its cost is the remote's) answers a few dialogues from a scripted user
 makes no LLM call, so every request the mock counts is the agent's.  Per turn: HTTP
 requests at the mock (retries included), LLM stages, prompt and completion tokens, and
 the wall time of ``respond`` (``turn.latency_ms``), one dialogue at a time so that
-agents' local work (MiniLM on CPU) does not queue behind another dialogue's.  Every agent
+agents' local work (MiniLM and MPNet on CPU) does not queue behind another dialogue's.  Every agent
 starts from the same state: openai imported (a run that calls a model imports it while it
 prepares, outside the timing; when it was imported at the first call, acms, first in the
 plan, paid those 0.5-1 s: 250-300 ms of CPU per turn, 115-120 once imported), one BM25 retriever on the demo index, shared and warmed by an untimed
@@ -13,7 +13,7 @@ dialogue (the JVM compiles Lucene's search path over its first queries), and emb
 its own (MiniLM, and all-mpnet-base-v2 for the PTKB ranker), loaded and warmed outside the
 timing (a model's load and its ONNX Runtime session are a process's start-up, paid once,
 not a turn's), so that no agent's encodes are served from another agent's cache.  The embedder reads the passage vectors
-stored with the demo index, as a run's does.  ``agent_cpu_ms_per_turn_<agent>``: the whole process's CPU per turn (MiniLM, JVM and
+stored with the demo index, as a run's does.  ``agent_cpu_ms_per_turn_<agent>``: the whole process's CPU per turn (MiniLM, MPNet, JVM and
 the LLM client included), with a target for the three agents with the most local work.  The mock's completions are synthetic: prompt tokens are the agent's own,
 completion tokens only show how many outputs it asks for.
 """
@@ -81,7 +81,7 @@ def _summarise(run_dir: Path, requests: int, cpu_s: float) -> dict[str, Any]:
         "completion_tokens_per_turn": round(sum(s.completion_tokens for s in stages) / n, 1),
         "wall_ms_per_turn": round(statistics.fmean(latency), 1) if latency else None,
         "wall_ms_p50": round(percentile(latency, 50), 1) if latency else None,
-        "cpu_ms_per_turn": round(1000 * cpu_s / n, 1),  # whole process: MiniLM, JVM and client threads too
+        "cpu_ms_per_turn": round(1000 * cpu_s / n, 1),  # whole process: MiniLM, MPNet, JVM and client threads too
         "stage_names": sorted({s.name for s in stages}),
         "retries": sum(s.retries for s in stages),
     }

@@ -131,8 +131,11 @@ def main(argv: list[str] | None = None) -> int:
         info(f"{name}: running{' (quick)' if a.quick else ''}")
         figures, det = _child(name, a.quick, a.out)
         results.pop(f"{name}_completed", None)  # a failure marker from an earlier --only run
+        for key in details.get("figure_keys", {}).get(name, []):
+            results.pop(key, None)  # the section's last figures: a renamed or dropped one must not linger
         results.update(figures)
         details.setdefault("benches", {})[name] = det
+        details.setdefault("figure_keys", {})[name] = sorted(figures)
     details["finished_at"] = time.strftime("%Y-%m-%d %H:%M:%S")
     results_path.write_text(json.dumps(results, indent=2) + "\n")
     details_path.write_text(json.dumps(details, indent=1, default=str) + "\n")

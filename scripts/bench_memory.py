@@ -5,7 +5,7 @@ Dialogues: one per demo persona (personas/), 30 turns.  The user side is the off
 simulator's template voice asking the rubric questions of all the persona's topics in
 turn - each first asked, then re-asked more specifically, as the rubric policy does when
 an answer falls short - and the assistant side is bm25_extractive (real BM25 over the
-demo index, MiniLM PTKB selection, answers up to 220 words).  Those turns are then
+demo index, all-mpnet-base-v2 PTKB selection, answers up to 220 words).  Those turns are then
 replayed through each strategy: turn t's context is built from turns 1..t-1 and
 utterance t, exactly as an agent would.
 

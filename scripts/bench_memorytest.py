@@ -2,8 +2,8 @@
 """Section ``memorytest``: does the offline memory test tell strategies apart (issue 12)?
 
 Runs ``simloop memory`` (``MemoryTest``: the scripted probe user, ``bm25_extractive`` with
-``memory=<strategy>``, the demo index and MiniLM, rules scoring) over the 10 demo personas
-and reads recall per distance from ``memory.json``:
+``memory=<strategy>``, the demo index, MiniLM and all-mpnet-base-v2 (the PTKB ranker), rules
+scoring) over the 10 demo personas and reads recall per distance from ``memory.json``:
 
 - ``memory_recall_full_d40`` >= 0.9: ``full`` keeps the fact, so the answer names it;
 - ``memory_recall_window_d40`` <= 0.1: a 3-turn window lost it 40 turns ago.

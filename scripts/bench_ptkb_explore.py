@@ -1,4 +1,4 @@
-"""The alternatives tried against the PTKB ranker's defaults (issue 12 item 4), on 2023 train ONLY.
+"""The alternatives tried against the MiniLM PTKB ranker (its values; the default until MPNet) (issue 12 item 4), on 2023 train ONLY.
 
 Prints, best first, the ranking objective (mean of nDCG@3 and nDCG@5, as ``--tune`` uses)
 and nDCG@3 of each variant, then the best ``used`` rules with a threshold relative to the
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         from ptkb_signals_cv import explore_signals  # MiniLM's token vectors, clauses
         return explore_signals(ts)
     feats = asyncio.run(features(ts))
-    base = RankParams(max_history=B.TUNE_HISTORY)
+    base = RankParams.from_mapping({"encoder": "minilm", "max_history": B.TUNE_HISTORY})  # the MiniLM ranker, on its vectors
 
     def ranker(f: dict, row0: np.ndarray | None = None) -> np.ndarray:
         sims = f["S"] if row0 is None else np.vstack([row0, f["S"][1:]])

@@ -143,8 +143,8 @@ def _agents(details: dict[str, Any]) -> list[str]:
     if a.get("missing"):
         out.append(f"\nNot registered (yet): {', '.join(a['missing'])}.")
     out.append("\nCompletion tokens come from the mock's synthetic answers; prompt tokens are the agent's own. "
-               "Wall time = sequential LLM calls × latency + local work (MiniLM on CPU, BM25); "
-               "CPU is the whole process's (MiniLM, JVM and client threads included).")
+               "Wall time = sequential LLM calls × latency + local work (MiniLM and MPNet on CPU, BM25); "
+               "CPU is the whole process's (MiniLM, MPNet, JVM and client threads included).")
     return out
 
 

@@ -1,7 +1,7 @@
 """PTKB ranking with more context than the user's utterances, on 2023 train ONLY (issue 12).
 
 ``scripts/bench_ptkb_explore.py --context`` runs this.  Three sources the ranker does not read
-yet, each scored as an extra term on top of the shipped ranker (``score_statements``):
+yet, each scored as an extra term on top of the MiniLM ranker (``score_statements``):
 
 - ``canonical``: MiniLM cosine of each statement to the previous turns' canonical responses
   (the topic file's ``response``; what iKAT's offline task gave every run), newest first,

@@ -3,7 +3,7 @@
 ``scripts/bench_ptkb_explore.py --signals`` runs this (issue 12).  Each signal X is a
 per-utterance similarity of the same shape as the ranker's cosines S (row j: the utterance
 j turns back), mixed as ``(1 - a) * S + a * X`` and pooled over the history exactly as the
-shipped ranker pools S (``score_statements``):
+MiniLM ranker pools S (``score_statements``):
 
 - ``maxsim s>u`` / ``u>s`` / ``sym``: late interaction (ColBERT's MaxSim) on MiniLM's
   contextual token vectors (last hidden state; [CLS], [SEP] dropped): mean over the

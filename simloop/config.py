@@ -31,6 +31,7 @@ ENV_PREFIX = "SIMLOOP_"
 _NOT_RUN_SETTINGS = {"SIMLOOP_CACHE", "SIMLOOP_SERVE_TOKENS", "SIMLOOP_TEST_CACHE", "SIMLOOP_DEMO_VECTORS",
                      # process settings (search/, llm/http.py, loop.py)
                      "SIMLOOP_LLM_HTTP", "SIMLOOP_EVENT_LOOP", "SIMLOOP_EMBED_THREADS", "SIMLOOP_TORCH_THREADS",
+                     "SIMLOOP_EMBED_RUNTIME",
                      "SIMLOOP_JVM_OPTIONS",
                      "SIMLOOP_IKAT_DATA", "SIMLOOP_TEST_WORKERS"}  # where tests/benches find iKAT; scripts/test
 _NOT_HASHED = {"concurrency", "out", "run_id", "backend", "progress", "ray_address", "max_error_share"}

@@ -35,7 +35,8 @@ def count(env: str, default: int, *older: str) -> int:
 
 
 def embed_threads() -> int:
-    """BLAS threads for MiniLM in a run: one unless ``SIMLOOP_EMBED_THREADS`` says more (see
+    """Threads for the encoders (MiniLM and MPNet) in a run, both numpy's BLAS threads and
+    ONNX Runtime's intra-op threads: one unless ``SIMLOOP_EMBED_THREADS`` says more (see
     ``search/embeddings.py`` for why one); ``SIMLOOP_TORCH_THREADS`` is its old name."""
     return count("SIMLOOP_EMBED_THREADS", 1, "SIMLOOP_TORCH_THREADS")
 

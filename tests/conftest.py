@@ -221,12 +221,12 @@ class DemoRun:
 
 @pytest.fixture(scope="session")
 def demo_run(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
-    """The demo (offline simulator, bm25_extractive, the demo index and MiniLM) through the real
-    CLI on the first topic of the first six demo personas, once per session: tests/test_e2e_demo.py
-    checks its transcripts, tests/test_adversaries.py its share of satisfied users (the control
-    of the adversaries).  One run instead of two saves a JVM boot and six dialogues (~30 s of
-    CPU).  Under pytest-xdist the first worker to ask runs it under a file lock in the session's
-    folder; another one waits for it and reads what it left."""
+    """The demo (offline simulator, bm25_extractive, the demo index, MiniLM and MPNet) through
+    the real CLI on the first topic of the first six demo personas, once per session:
+    tests/test_e2e_demo.py checks its transcripts, tests/test_adversaries.py its share of
+    satisfied users (the control of the adversaries).  One run instead of two saves a JVM boot
+    and six dialogues (~30 s of CPU).  Under pytest-xdist the first worker to ask runs it under
+    a file lock in the session's folder; another one waits for it and reads what it left."""
     from filelock import FileLock
 
     from simloop.inputs.personas import load_personas
@@ -270,7 +270,7 @@ LONGEST = {
     "test_no_adversary_satisfies_the_offline_user": 81,
     "test_a_run_with_k_retrieves_that_many_passages": 79,
     "test_minilm_separates_ikat_gold_responses_from_shuffled_ones": 76,
-    "test_agent_provenance_scores_as_the_bench": 73,  # with its MiniLM setup
+    "test_agent_provenance_scores_as_the_bench": 73,  # both encoders, each with its own setup
     "test_agent_end_to_end": 73,
     "test_every_dialogue_failing_exits_1_with_the_commonest_error_and_the_retry_command": 60,
     "test_corrupt_lines_outage_and_retry_errors_end_to_end": 41,
@@ -284,7 +284,7 @@ LONGEST = {
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The longest tests first (``LONGEST``), each followed by a quick one, then the other
-    end-to-end ones (``slow``: JVM, MiniLM, subprocess runs), then the rest.  Under pytest-xdist
+    end-to-end ones (``slow``: JVM, MiniLM, MPNet, subprocess runs), then the rest.  Under pytest-xdist
     (scripts/test: ``--dist load --maxschedchunk 1``) a worker takes the next test when it is
     free, so the long ones run side by side from the start instead of one of them starting
     late and keeping a worker busy alone at the end."""

@@ -1,6 +1,6 @@
 """Adversarial assistants (issue 11 item 2): the offline user is never satisfied by a parrot,
 an off-topic answerer or an assistant that only asks back, while bm25_extractive still
-satisfies most users.  End to end through the real CLI, index, MiniLM and personas/."""
+satisfies most users.  End to end through the real CLI, index, MiniLM, MPNet and personas/."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Every reference agent end to end: the real mock LLM over HTTP, the real BM25 demo index,
-MiniLM, the offline simulator and the engine's own turn loop."""
+MiniLM, MPNet, the offline simulator and the engine's own turn loop."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The offline default assistant: unit tests with the seam fakes, one end-to-end run with
-the real demo index and MiniLM."""
+the real demo index, MiniLM and MPNet (the PTKB ranker)."""
 
 from __future__ import annotations
 

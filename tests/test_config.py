@@ -20,7 +20,7 @@ def test_precedence_file_env_flags(tmp_path: Path):
 def test_process_settings_are_not_read_as_run_config():
     # Read by the embedder, the LLM layer and the JVM, not by a run: a run must not refuse them.
     env = {"SIMLOOP_EMBED_THREADS": "2", "SIMLOOP_TORCH_THREADS": "2", "SIMLOOP_LLM_HTTP": "httpx",
-           "SIMLOOP_JVM_OPTIONS": "-Xmx1g", "SIMLOOP_DEMO_VECTORS": "0"}
+           "SIMLOOP_JVM_OPTIONS": "-Xmx1g", "SIMLOOP_DEMO_VECTORS": "0", "SIMLOOP_EMBED_RUNTIME": "numpy"}
     assert load_config(None, {}, environ=env) == load_config(None, {}, environ={})
     with pytest.raises(ConfigError):  # while an unknown one is refused
         load_config(None, {}, environ={"SIMLOOP_EMBED_THREADZ": "2"})

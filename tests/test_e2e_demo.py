@@ -1,5 +1,5 @@
 """End to end through the real stack: personas/, offline simulator, bm25_extractive,
-the real pyserini demo index and MiniLM, the real CLI in a subprocess."""
+the real pyserini demo index, MiniLM and MPNet, the real CLI in a subprocess."""
 
 import json
 import signal

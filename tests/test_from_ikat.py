@@ -130,7 +130,7 @@ def test_clash_with_existing_personas_is_refused(tmp_path: Path, capsys):
 
 @pytest.mark.slow
 def test_interactive_run_on_converted_personas(tmp_path: Path):
-    """The real stack: converted personas, the offline simulator, bm25_extractive, MiniLM."""
+    """The real stack: converted personas, the offline simulator, bm25_extractive, MiniLM, MPNet."""
     src = tmp_path / "t.json"
     turns = [{"turn_id": 1, "utterance": "What is a marathon?", "resolved_utterance": "What is a marathon race?",
               "response": "A marathon is a long-distance foot race of 42.195 kilometres."},

@@ -1,7 +1,7 @@
 """Interrupting real runs with real signals (issue 14, DESIGN §12).
 
 The index is the suite's cached demo index (``SIMLOOP_CACHE``, set by scripts/test).
-Each trial starts ``simloop run`` in a subprocess (the real demo index, MiniLM, the JVM;
+Each trial starts ``simloop run`` in a subprocess (the real demo index, MiniLM, MPNet, the JVM;
 for the LLM trials a real ``simloop mock-llm --latency-ms 500`` over HTTP, and genaius over
 an in-memory index, since those trials are about HTTP calls, not the JVM) and sends
 SIGINT or SIGTERM at a seeded random moment within a phase: while the JVM boots, while
@@ -278,7 +278,7 @@ def test_a_second_signal_exits_at_once_even_when_the_work_does_not_stop(tmp_path
 
 
 # ----------------------------------------------------------------------------- subprocesses
-# Each chain is several runs, each booting Java and loading MiniLM: allow for a loaded machine.
+# Each chain is several runs, each booting Java and loading MiniLM and MPNet: allow for a loaded machine.
 @pytest.mark.timeout(900)
 @pytest.mark.slow
 def test_offline_run_interrupted_during_boot_load_and_retrieval(tmp_path):

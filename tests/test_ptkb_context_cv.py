@@ -1,6 +1,6 @@
 """The train-only cross-validation behind the PTKB context measurements (scripts/ptkb_context_cv.py):
 leave-one-conversation-out must choose on the other conversations only, and the variants must
-add exactly the term they name to the shipped ranker's scores."""
+add exactly the term they name to the MiniLM ranker's scores."""
 
 from __future__ import annotations
 

@@ -1,7 +1,11 @@
-"""The no-LLM PTKB ranker (simloop.parts.ptkb_rank) with the real MiniLM, and its bench's skip."""
+"""The no-LLM PTKB ranker (simloop.parts.ptkb_rank) with the real MiniLM and its values
+(``MINILM_PARAMS``; the default encoder, MPNet, is tested in test_mpnet.py and
+test_ptkb_parity.py), and its bench's skip."""
 
 from __future__ import annotations
 
+
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -9,9 +13,10 @@ import pytest
 from conftest import bench_script
 
 from simloop.parts.ptkb_rank import (
-    DEFAULT_PARAMS, RankParams, as_uses, rank_ptkb, rank_ptkb_uses, score_statements, select_used,
+    DEFAULT_PARAMS, MINILM_PARAMS, RankParams, as_uses, rank_ptkb, rank_ptkb_uses, score_statements, select_used,
 )
 
+M = MINILM_PARAMS  # the tests below run MiniLM's vectors
 PTKB = [
     "I have two cats at home.",
     "I am allergic to peanuts.",
@@ -25,38 +30,38 @@ VAGUE = "How much do they usually charge per hour?"
 
 async def test_ranking_covers_every_statement_best_first_and_is_deterministic(minilm):
     embedder = minilm
-    ranking = await rank_ptkb(embedder, "Which snacks are safe for me on a long flight?", [], PTKB)
+    ranking = await rank_ptkb(embedder, "Which snacks are safe for me on a long flight?", [], PTKB, M)
     assert sorted(i for i, _ in ranking) == [1, 2, 3, 4, 5]
     scores = [s for _, s in ranking]
     assert scores == sorted(scores, reverse=True)
     assert ranking[0][0] == 2  # the peanut allergy decides what snacks are safe
-    assert await rank_ptkb(embedder, "Which snacks are safe for me on a long flight?", [], PTKB) == ranking
+    assert await rank_ptkb(embedder, "Which snacks are safe for me on a long flight?", [], PTKB, M) == ranking
 
 
 async def test_a_statement_matching_an_earlier_utterance_stays_ranked(minilm):
     embedder = minilm
-    alone = await rank_ptkb(embedder, VAGUE, [], PTKB)
-    with_history = await rank_ptkb(embedder, VAGUE, EARLIER, PTKB)
+    alone = await rank_ptkb(embedder, VAGUE, [], PTKB, M)
+    with_history = await rank_ptkb(embedder, VAGUE, EARLIER, PTKB, M)
     assert alone[0][0] != 3  # the follow-up on its own says nothing about the cello
     assert with_history[0][0] == 3
-    assert 3 in select_used(with_history)
+    assert 3 in select_used(with_history, M)
     # Without the history weight the earlier turn is ignored.
-    assert await rank_ptkb(embedder, VAGUE, EARLIER, PTKB, RankParams(history_weight=0.0)) == alone
+    assert await rank_ptkb(embedder, VAGUE, EARLIER, PTKB, replace(M, history_weight=0.0)) == alone
 
 
 async def test_history_older_than_max_history_is_not_read(minilm):
     embedder = minilm
     filler = ["What time is it in Tokyo?", "Is it going to rain tomorrow?"]
-    params = RankParams(max_history=2)
+    params = replace(M, max_history=2)
     assert await rank_ptkb(embedder, VAGUE, [*EARLIER, *filler], PTKB, params) == \
         await rank_ptkb(embedder, VAGUE, filler, PTKB, params)
 
 
 async def test_one_turn_encodes_only_the_new_utterance_once_statements_are_cached(minilm):
     embedder = minilm
-    await rank_ptkb(embedder, VAGUE, EARLIER, PTKB)
+    await rank_ptkb(embedder, VAGUE, EARLIER, PTKB, M)
     before = dict(embedder.stats)
-    await rank_ptkb(embedder, "And on weekends, are the rates different?", [*EARLIER, VAGUE], PTKB)
+    await rank_ptkb(embedder, "And on weekends, are the rates different?", [*EARLIER, VAGUE], PTKB, M)
     assert embedder.stats["batches"] - before["batches"] == 1
     assert embedder.stats["texts"] - before["texts"] == 1
 
@@ -64,14 +69,14 @@ async def test_one_turn_encodes_only_the_new_utterance_once_statements_are_cache
 async def test_lexical_weight_pulls_up_statements_sharing_words(minilm):
     embedder = minilm
     utterance = "Are there orchestra concerts this week?"
-    plain = dict(await rank_ptkb(embedder, utterance, [], PTKB))
-    lexical = dict(await rank_ptkb(embedder, utterance, [], PTKB, RankParams(lexical_weight=0.5)))
+    plain = dict(await rank_ptkb(embedder, utterance, [], PTKB, M))
+    lexical = dict(await rank_ptkb(embedder, utterance, [], PTKB, replace(M, lexical_weight=0.5)))
     assert lexical[3] > plain[3]  # shares "orchestra"
     assert lexical[1] == plain[1]  # shares nothing
 
 
 async def test_provenance_is_the_whole_ranking_with_the_used_head_marked(minilm):
-    params = RankParams(used_threshold=0.2, used_top_k=2, used_min=1)
+    params = replace(M, used_threshold=0.2, used_top_k=2, used_min=1)
     uses = await rank_ptkb_uses(minilm, VAGUE, EARLIER, PTKB, params)
     ranking = await rank_ptkb(minilm, VAGUE, EARLIER, PTKB, params)
     assert [(u.index, u.score) for u in uses] == ranking  # every statement, best first
@@ -86,7 +91,7 @@ def test_as_uses_marks_exactly_the_chosen():
 
 
 async def test_empty_ptkb_gives_an_empty_ranking(minilm):
-    assert await rank_ptkb(minilm, VAGUE, EARLIER, []) == []
+    assert await rank_ptkb(minilm, VAGUE, EARLIER, [], M) == []
 
 
 def test_score_is_the_current_similarity_or_the_discounted_best_earlier_one():

@@ -1,8 +1,8 @@
 """`simloop rehearse` (the engine with the ``simapi`` simulator) against our own `simloop serve`.
 
 The slow test uses the real stack on both sides (offline simulator with MiniLM in the
-server, bm25_extractive with pyserini and MiniLM in the client), in one process so the
-JVM and MiniLM boot once; it "crashes" the client mid-run and resumes.  The fast tests
+server, bm25_extractive with pyserini, MiniLM and MPNet in the client), in one process so
+the JVM and the models boot once; it "crashes" the client mid-run and resumes.  The fast tests
 run the real CLI in a subprocess with scripted plugins, and lose a reply on the wire.
 """
 

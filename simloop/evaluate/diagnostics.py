@@ -2,11 +2,11 @@
 start-up excluded, and how dialogues ended (with their length and grades) per persona and
 per topic.
 
-Start-up: the first turns of a run wait for the JVM, the index and MiniLM to load (tens
-of seconds), and every dialogue that started before the first turn of the run came back
-shares that wait.  Their first turns are the *start-up turns*: left out of the turn
-latency percentiles (counted and shown apart), and in a start-up dialogue's wall time the
-first turn counts as a typical (median) turn.
+Start-up: the first turns of a run wait for the JVM, the index, MiniLM and the PTKB
+ranker's all-mpnet-base-v2 to load (tens of seconds), and every dialogue that started
+before the first turn of the run came back shares that wait.  Their first turns are the
+*start-up turns*: left out of the turn latency percentiles (counted and shown apart), and
+in a start-up dialogue's wall time the first turn counts as a typical (median) turn.
 """
 
 from __future__ import annotations

@@ -27,12 +27,12 @@ the MiniLM values were chosen (history_weight 0.5, decay 0.2, used top 3 within 
 >= 0.05, at least 1), by the same procedure; they were the defaults until MPNet's cost came
 down (below).
 
-How the defaults were chosen: on the 2023 train topics ONLY (their per-turn
+How the MiniLM values were chosen: on the 2023 train topics ONLY (their per-turn
 ``ptkb_provenance`` as gold; 42 of 95 turns have a relevant statement), scored as
 ``simloop eval`` scores (``scripts/bench_ptkb.py --tune [--cv]`` reruns it):
 - Ranking: grid over history_weight 0-1 (step 0.05), decay 0.1-1, lexical_weight 0-0.5;
   objective mean(nDCG@3, nDCG@5).  Best 0.552 (nDCG@3 0.5385) on a plateau (history_weight
-  0.45-0.55, decay 0.1-0.3, no lexical term); the default is the plateau's centre.  The
+  0.45-0.55, decay 0.1-0.3, no lexical term); MiniLM's values are the plateau's centre.  The
   current utterance alone gets 0.521 (nDCG@3 0.4999); the old ranker's query (utterance
   and previous utterance embedded together) nDCG@3 0.4475.  Measured while exploring and
   no better on train, so left out: sum or mean pooling over the history, z-scored
@@ -40,7 +40,7 @@ How the defaults were chosen: on the 2023 train topics ONLY (their per-turn
   threshold earlier, extra weight on the first utterance, the lexical term.
   Leave-one-conversation-out on train (``--cv``: choose on 10 conversations, score the
   11th; mean over conversations): 0.507 vs 0.496 for the current utterance alone, no
-  held-out conversation worse; 9 of 11 folds chose these very defaults.
+  held-out conversation worse; 9 of 11 folds chose these very values.
 - used: grid over threshold -0.2-0.5 (step 0.05), top-k 1-5, used_min 0/1, gap 0.05-0.3
   or none (2.0); objective set F1, smoothed over the neighbouring thresholds and gaps (42
   turns are few).  Set P/R/F1 are means over turns with >= 1 relevant statement (as eval
@@ -53,12 +53,12 @@ How the defaults were chosen: on the 2023 train topics ONLY (their per-turn
   the 53 train turns with empty gold (eval's ``overuse_turns``).
 
 Tried afterwards for the targets (issue 12 item 4; ``scripts/bench_ptkb_explore.py``), train
-only, same objective (defaults 0.552): BM25 over the statements (query: the utterance, or it plus the previous one) added
+only, same objective (MiniLM's values 0.552): BM25 over the statements (query: the utterance, or it plus the previous one) added
 with weight 0.1-0.5, 0.538-0.552; cosine to the utterance joined with the previous one,
 added (0.1-0.5) or max-pooled, 0.515-0.552; cosine to the conversation's first utterance
 added, 0.480-0.537; reciprocal-rank fusion of the ranker with BM25 or the joined query,
 0.495-0.506; the heuristic rewrite (context terms added) in place of the utterance,
-0.510-0.531.  None beat the defaults, so they stay.  For ``used``, a threshold relative to
+0.510-0.531.  None beat MiniLM's values, so they stayed.  For ``used``, a threshold relative to
 the best score (keep scores >= rel * best) reached train F1 0.421 at rel 0.5 against 0.404,
 but at that grid point only (rel 0 / 0.6: 0.404 / 0.398): left out as noise on 42 turns
 (the gap rule above is smoother).  Later, a generic-statement penalty (subtract w times the
@@ -67,8 +67,8 @@ statements) and a logistic-regression / pairwise combination of per-turn feature
 to the current, previous and earlier utterances, to the conversation centroid and the
 first utterance, lexical overlap, BM25, per-turn z-scores): the penalty reached train
 0.556 at w 1.5 (0.566 at w 2.0 with history_weight 0.1-0.2 and lexical_weight 0.2), but
-leave-one-conversation-out (w chosen on 10 conversations) 0.462 against 0.516 for these
-defaults: over-fitted (``scripts/bench_ptkb_explore.py`` prints both); the learned
+leave-one-conversation-out (w chosen on 10 conversations) 0.462 against 0.516 for MiniLM's
+values: over-fitted (``scripts/bench_ptkb_explore.py`` prints both); the learned
 combinations 0.48-0.55 in the same CV (a throwaway script, not kept), per-turn z-scores
 0.538-0.550 on train: none adopted.  Then more context than the user's words
 (``scripts/bench_ptkb_explore.py --context``; leave-one-conversation-out, each family's
@@ -134,16 +134,19 @@ Then MPNet became the DEFAULT, its values unchanged (nothing re-tuned; the decis
 the train CV above and on cost): running short texts' layers in ONNX Runtime
 (``search/onnx_layers.py``, the same vectors to 3e-7) cut an utterance from ~66 to ~40 ms of
 CPU, and with it as the default ``scripts/bench --only offline,agents`` measured 1.40 s of
-CPU per offline dialogue (target 1.5; 1.29 with MiniLM) and acms / iiuot 232 / 395 ms of CPU
-per turn (target 400; each run's models loaded before the timing, as MiniLM always was).
+CPU per offline dialogue (target 1.5; 1.29 with MiniLM) and acms 225-300 ms of CPU per turn
+(target 400; each run's models loaded before the timing, as MiniLM always was).  iiuot keeps
+MiniLM (``MINILM_PARAMS``): its pre-filter and vote thresholds were calibrated on MiniLM's
+cosines, which sit on another scale than MPNet's.
 To have MPNet's quality at MiniLM's cost, the utterances' MiniLM vectors mapped into MPNet's
 space (ridge regression fitted on 4,000 demo-corpus Wikipedia sentences, lambda 1 chosen on
 1,000 more by cosine to the true MPNet vector, 0.706), the statements' real MPNet vectors,
 mixed with the MiniLM cosines as above: CV 0.471 (all of train 0.569), 3 held-out
 conversations better, 6 worse: not used (a throwaway script).
-Cost: MPNet is ~8x MiniLM's CPU per sentence (~75 ms for one utterance alone, ~32 ms each
-in a batch, one thread; ~100 ms of a demo turn's ptkb stage) and 440 MB of weights per
-process (memory-mapped, shared between processes).
+Cost: in numpy MPNet was ~8x MiniLM's CPU per sentence (~75 ms for one utterance alone, ~32 ms
+each in a batch, one thread; ~100 ms of a demo turn's ptkb stage); with ONNX Runtime it is
+~40 ms per utterance, ~6-7x MiniLM's.  440 MB of weights per process (memory-mapped, shared
+between processes).
 
 Report figures (measured once per encoder with its values, never tuned on;
 ``scripts/bench_ptkb.py``, figures ``ptkb_*`` (the default, MPNet) and ``ptkb_*_minilm``).  MiniLM:
@@ -268,8 +271,8 @@ def query_texts(utterance: str, history_utterances: Sequence[str], max_history: 
 
 
 async def similarities(embedder: Embedder, texts: Sequence[str], ptkb: Sequence[str]) -> np.ndarray:
-    """(len(texts), len(ptkb)) MiniLM cosines in one encode call (statements and earlier
-    utterances usually come from the embedder's cache)."""
+    """(len(texts), len(ptkb)) cosines under the embedder (the ranker's encoder) in one encode
+    call (statements and earlier utterances usually come from the embedder's cache)."""
     if not texts or not ptkb:
         return np.zeros((len(texts), len(ptkb)), dtype=np.float32)
     said, statements = await asyncio.gather(embedder.encode(list(texts)), encode_fixed(embedder, ptkb))

@@ -113,8 +113,8 @@ def load_mpnet() -> Any:
 
 
 # The encoders an embedder can run: name -> (loader, vector size, name in logs).  MiniLM
-# serves passages, answers and rubrics; MPNet (about 8x MiniLM's CPU per sentence) only
-# the PTKB ranker, where it measured better (parts/ptkb_rank.py).
+# serves passages, answers and rubrics; MPNet (about 6-7x MiniLM's CPU per sentence with
+# ONNX Runtime) only the PTKB ranker, where it measured better (parts/ptkb_rank.py).
 ENCODERS: dict[str, tuple[Callable[[], Any], int, str]] = {
     "minilm": (load_minilm, 384, "MiniLM"),
     "mpnet": (load_mpnet, 768, "all-mpnet-base-v2"),

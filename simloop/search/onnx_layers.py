@@ -5,7 +5,7 @@ Why: a PTKB turn encodes one short utterance, a dozen word pieces.  At that size
 spends its time between BLAS calls (about 120 small operations per forward pass, each a
 Python call and a fresh temporary) and in multi-pass GELU and LayerNorm; ONNX Runtime fuses
 them and runs MLAS kernels.  Measured on one thread here: all-mpnet-base-v2, one utterance,
-~66 ms of CPU in numpy, ~43 ms here, vectors within 3e-7.  Large padded batches (an index
+~66 ms of CPU in numpy, ~40 ms here, vectors within 3e-7.  Large padded batches (an index
 build) are FLOP-bound and gain nothing, so ``_Bert`` sends only small chunks here
 (``SMALL_TOKENS``) and keeps numpy's multi-threaded BLAS for the rest.
 
