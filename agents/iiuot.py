@@ -25,7 +25,7 @@ from simloop.memory import make_memory
 from simloop.parts.generate_llm import MAX_WORDS
 from simloop.parts.ptkb import DEFAULT_THRESHOLD
 from simloop.parts.ptkb_llm import lexical_scores, score_ptkb_llm, used_only, vote_ptkb
-from simloop.parts.ptkb_rank import MINILM_PARAMS, rank_ptkb_uses, ranker_embedder
+from simloop.parts.ptkb_rank import MINILM_PARAMS, rank_ptkb_uses
 from simloop.parts.reply import current_utterance, grounded_reply
 from simloop.parts.retrieve import embedding_rerank
 from simloop.parts.rewrite_llm import iterative_rewrite
@@ -53,7 +53,7 @@ class IIUoT:
         self.memory = make_memory("window", turns=window)
 
     async def _rank_ptkb(self, state: DialogueState, query: str, stages: list[Stage]) -> list[PtkbUse]:
-        embedder = await ranker_embedder(self.ctx, MINILM_PARAMS)
+        embedder = await self.ctx.embedder()  # MiniLM, as MINILM_PARAMS says
         threshold, top_k = self.prefilter
         async with timed_stage("ptkb.prefilter", stages):
             ranking = await rank_ptkb_uses(embedder, query, [u for u, _ in state.history()], state.ptkb, MINILM_PARAMS)
@@ -69,7 +69,7 @@ class IIUoT:
     async def respond(self, state: DialogueState) -> AssistantReply:
         utterance = current_utterance(state)
         context, info, stages, _ = await self.memory.build(state, self.ctx)
-        embedder = await self.ctx.embedder()  # MiniLM: also the PTKB ranker's here (MINILM_PARAMS)
+        embedder = await self.ctx.embedder()  # MiniLM, as MINILM_PARAMS says
 
         async def select(query: str) -> list[PtkbUse]:
             return used_only(await rank_ptkb_uses(embedder, query, [u for u, _ in state.history()], state.ptkb,

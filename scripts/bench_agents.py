@@ -26,7 +26,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench_common import MockProcess, bench_config, figure, info, percentile, run_prepared
+from bench_common import (
+    MockProcess, bench_config, close_embedders, figure, info, percentile, run_prepared, warm_embedders,
+)
 
 LATENCY_MS = 200.0
 EXPECTED = ("bm25_extractive", "genaius", "nii_rtg", "nii_gtr", "iiuot", "acms")
@@ -46,22 +48,6 @@ def _plan() -> tuple[list[tuple[str, str, dict]], list[str]]:
         plan.append((name, name, {}))
         plan.extend((label, name, params) for label, params in VARIANTS.get(name, []))
     return plan, [n for n in EXPECTED if n not in names]
-
-
-async def _embedders(index: Path) -> dict[str, Any]:
-    """Run overrides: a MiniLM and an MPNet embedder, each with an empty cache, loaded and
-    warmed (first model call) untimed."""
-    from simloop.search import open_embedder
-
-    embedders = {"embedder": await open_embedder(index=index), "embedder:mpnet": await open_embedder(encoder="mpnet")}
-    for embedder in embedders.values():
-        await embedder.encode(["warm-up sentence"])
-    return embedders
-
-
-async def _close(embedders: dict[str, Any]) -> None:
-    for embedder in embedders.values():
-        await embedder.aclose()
 
 
 def _summarise(run_dir: Path, requests: int, cpu_s: float) -> dict[str, Any]:
@@ -102,14 +88,14 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
                                     assistant=name, concurrency=1, limit=dialogues, sim_params={"turns": turns},
                                     asst_params=params, max_turns=turns + 1, timeout_s=300.0)
 
-            warm = await _embedders(retriever.index_dir)
+            warm = await warm_embedders(retriever.index_dir)
             try:  # untimed: the JVM's search path compiled before any agent is measured
                 await run_prepared(config("warm-up", "bm25_extractive", {}), {**warm, "retriever": retriever})
             finally:
-                await _close(warm)
+                await close_embedders(warm)
             for label, name, params in plan:
                 mock.reset()
-                embedders = await _embedders(retriever.index_dir)
+                embedders = await warm_embedders(retriever.index_dir)
                 try:
                     r = await run_prepared(config(label, name, params), {**embedders, "retriever": retriever})
                 except Exception as exc:  # a plugin that cannot even be built is reported, not fatal
@@ -118,7 +104,7 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
                     continue
                 finally:
                     stored_hits += embedders["embedder"].stats["stored_hits"]
-                    await _close(embedders)
+                    await close_embedders(embedders)
                 row = {"agent": name, "params": params, **_summarise(r["run_dir"], mock.stats()["requests"], r["cpu_s"]),
                        "loadavg": [round(x, 2) for x in os.getloadavg()]}
                 rows[label] = row

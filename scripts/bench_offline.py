@@ -24,15 +24,16 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from bench_common import bench_config, figure, info, run_prepared
+from bench_common import bench_config, close_embedders, figure, info, run_prepared, warm_embedders
 
 CONCURRENCY = 16
 
 
-async def _one(out: Path, n: int, embedder: Any, mpnet: Any, retriever: Any) -> dict[str, Any]:
+async def _one(out: Path, n: int, embedders: dict[str, Any], retriever: Any) -> dict[str, Any]:
     cfg = bench_config(out, base_url=None, simulator="offline", assistant="bm25_extractive", concurrency=CONCURRENCY,
                        limit=n)
-    r = await run_prepared(cfg, {"embedder": embedder, "embedder:mpnet": mpnet, "retriever": retriever})
+    r = await run_prepared(cfg, {**embedders, "retriever": retriever})
+    embedder, mpnet = embedders["embedder"], embedders["embedder:mpnet"]
     turns = max(1, r["stats"].turns)
     return {"dialogues": n, "turns": r["stats"].turns, "errors": r["stats"].errors,
             "wall_s": round(r["engine_wall_s"], 3), "cpu_s": round(r["cpu_s"], 3),
@@ -46,7 +47,7 @@ async def _one(out: Path, n: int, embedder: Any, mpnet: Any, retriever: Any) -> 
 
 
 async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    from simloop.search import RetrievalConfig, open_embedder, open_retriever
+    from simloop.search import RetrievalConfig, open_retriever
 
     n = 4 if quick else 8
     retriever = await open_retriever(RetrievalConfig())
@@ -58,17 +59,11 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
         with tempfile.TemporaryDirectory(prefix="simloop-bench-") as tmp:
             for rnd in range(1 if quick else 2):
                 for mode in ("on", "off") if rnd % 2 == 0 else ("off", "on"):  # alternate who goes first
-                    embedder = await open_embedder(**settings[mode])
-                    no_index = {k: v for k, v in settings[mode].items() if k != "index"}  # MPNet has no stored vectors
-                    mpnet = await open_embedder(encoder="mpnet", **no_index)
-                    for e in (embedder, mpnet):
-                        await e.encode(["warm-up sentence"])
-                        e.stats.update(batches=0, model_calls=0, texts=0, encode_cpu_s=0.0)
+                    embedders = await warm_embedders(**settings[mode])
                     try:
-                        row = await _one(Path(tmp) / f"{mode}{rnd}", n, embedder, mpnet, retriever)
+                        row = await _one(Path(tmp) / f"{mode}{rnd}", n, embedders, retriever)
                     finally:
-                        await embedder.aclose()
-                        await mpnet.aclose()
+                        await close_embedders(embedders)
                     rows[mode].append(row)
                     info(f"offline demo, embeddings {mode}: {n} dialogues in {row['wall_s']} s, "
                          f"{row['cpu_s_per_dialogue']} s CPU/dialogue, {row['model_calls']} model calls for "
