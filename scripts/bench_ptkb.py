@@ -43,7 +43,7 @@ from simloop.evaluate.provenance import ptkb_scores, read_ptkb_qrels  # noqa: E4
 from simloop.inputs.ikat import load_ikat_topics  # noqa: E402
 from simloop.parts.ptkb import rank_ptkb_by_embedding  # noqa: E402
 from simloop.parts.ptkb_rank import (  # noqa: E402
-    DEFAULT_PARAMS, MINILM_PARAMS, RankParams, as_uses, lexical_matrix, order_scores, query_texts, rank_ptkb, score_statements,
+    DEFAULT_PARAMS, ENCODER_DEFAULTS, MINILM_PARAMS, RankParams, as_uses, lexical_matrix, order_scores, query_texts, rank_ptkb, score_statements,
     select_used, similarities,
 )
 from simloop.schema import (  # noqa: E402
@@ -326,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="scripts/bench_ptkb.py", description=__doc__.splitlines()[0])
     p.add_argument("--tune", action="store_true", help="rerun the train-only parameter search")
     p.add_argument("--cv", action="store_true", help="with --tune: also leave-one-conversation-out (slow)")
-    p.add_argument("--encoder", choices=("mpnet", "minilm"), default=DEFAULT_PARAMS.encoder, help="with --tune: whose vectors")
+    p.add_argument("--encoder", choices=tuple(ENCODER_DEFAULTS), default=DEFAULT_PARAMS.encoder, help="with --tune: whose vectors")
     p.add_argument("--quick", action="store_true", help="as scripts/bench --quick (same figures)")
     p.add_argument("--baseline", action="store_true", help="also score the old query (utterance + previous one)")
     a = p.parse_args(argv)

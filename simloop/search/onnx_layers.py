@@ -62,7 +62,8 @@ class OnnxLayers:
 
 
 def _graph(layers: list[dict[str, Any]], heads: int, eps: float) -> tuple[bytes, dict[str, np.ndarray]]:
-    """The serialised graph (weights as named inputs, filled by ``add_initializer``) and the weights."""
+    """The serialised graph (weights as external initializers, handed over by
+    ``add_external_initializers``) and the weights by name."""
     from onnx import TensorProto, helper
 
     hidden = layers[0]["out"][0].shape[1]
