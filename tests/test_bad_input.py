@@ -201,10 +201,14 @@ def test_serve_with_an_llm_user_whose_endpoint_is_down(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
-def test_a_bad_llm_http_variable_is_refused_before_anything_is_written(tmp_path):
-    env = {**os.environ, "SIMLOOP_LLM_HTTP": "curl"}
+@pytest.mark.parametrize("var, value, expected", [
+    ("SIMLOOP_LLM_HTTP", "curl", "wire, aiohttp, openai-aiohttp, httpx"),
+    ("SIMLOOP_EMBED_RUNTIME", "torch", "onnx, numpy"),
+])
+def test_a_bad_choice_variable_is_refused_before_anything_is_written(tmp_path, var, value, expected):
+    env = {**os.environ, var: value}
     line = one_line_exit_2(cli("run", "--out", tmp_path / "out", "--limit", "1", "--no-progress", env=env),
-                           "SIMLOOP_LLM_HTTP='curl': expected one of wire, aiohttp, openai-aiohttp, httpx")
+                           f"{var}={value!r}: expected one of {expected}")
     assert line.startswith("simloop: error: ")
     assert list(tmp_path.iterdir()) == []
 
@@ -218,10 +222,3 @@ def test_a_bad_thread_count_variable_is_refused_before_anything_is_written(tmp_p
     assert line.startswith("simloop: error: ")
     assert list(tmp_path.iterdir()) == []
 
-
-def test_a_bad_embedding_runtime_is_refused_before_anything_is_written(tmp_path):
-    env = {**os.environ, "SIMLOOP_EMBED_RUNTIME": "torch"}
-    line = one_line_exit_2(cli("run", "--out", tmp_path / "out", "--limit", "1", "--no-progress", env=env),
-                           "SIMLOOP_EMBED_RUNTIME='torch': expected one of onnx, numpy")
-    assert line.startswith("simloop: error: ")
-    assert list(tmp_path.iterdir()) == []
