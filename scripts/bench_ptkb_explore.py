@@ -12,8 +12,12 @@ feedback), each alone and fused, with leave-one-conversation-out cross-validatio
 ``--signals`` measures signals issue 12 left untried (``ptkb_signals_cv.py``): late
 interaction on MiniLM's token vectors and clause-level matching, the same way.
 
+``--mpnet`` re-runs the single-row terms below and ``--signals``' sentence-level signals
+against the default ranker, all-mpnet-base-v2 (``ptkb_mpnet_cv.py``), the same way.
+
     .venv/bin/python scripts/bench_ptkb_explore.py
     .venv/bin/python scripts/bench_ptkb_explore.py --signals
+    .venv/bin/python scripts/bench_ptkb_explore.py --mpnet
     SIMLOOP_CACHE=.pytest_cache/simloop-cache .venv/bin/python scripts/bench_ptkb_explore.py --context
 """
 
@@ -31,7 +35,9 @@ import numpy as np
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
 import bench_ptkb as B  # noqa: E402
-from simloop.parts.ptkb_rank import RankParams, order_scores, query_texts, score_statements, similarities  # noqa: E402
+from simloop.parts.ptkb_rank import (  # noqa: E402
+    RankParams, lexical_matrix, order_scores, query_texts, score_statements, similarities,
+)
 from simloop.parts.rewrite import heuristic_rewrite  # noqa: E402
 from simloop.search.embeddings import encode_fixed, open_embedder  # noqa: E402
 from simloop.text import content_words, stem  # noqa: E402
@@ -66,19 +72,31 @@ def rrf(*vectors: np.ndarray, k: int = 60) -> np.ndarray:
     return out
 
 
-async def features(ts: B.TopicSet) -> list[dict[str, np.ndarray]]:
-    emb = await open_embedder()
+async def features(ts: B.TopicSet, encoder: str = "minilm") -> list[dict[str, np.ndarray]]:
+    """Per turn, under ``encoder``: the cosines ``S`` the ranker pools, and each single-row term
+    tried against it."""
+    emb = await open_embedder(encoder=encoder)
     try:
         rows = []
         for _, ptkb, u, h in ts.turns():
-            extra = [" ".join([u, *h[-1:]]), h[0] if h else u, heuristic_rewrite(u, [(x, "") for x in h])]
+            extra = [" ".join([u, *h[-1:]]), h[0] if h else u, heuristic_rewrite(u, [(x, "") for x in h]),
+                     " ".join([*h[-2:], u])]
             e = await similarities(emb, extra, ptkb)
+            statements = np.asarray(await encode_fixed(emb, ptkb), dtype=np.float64)
             rows.append({"S": await similarities(emb, query_texts(u, h, B.TUNE_HISTORY), ptkb), "joined": e[0],
-                         "first": e[1], "rewrite": e[2], "bm25": bm25(u, ptkb), "bm25_joined": bm25(extra[0], ptkb),
-                         "generic": generic(np.asarray(await encode_fixed(emb, ptkb), dtype=np.float64))})
+                         "first": e[1], "rewrite": e[2], "joined3": e[3], "bm25": bm25(u, ptkb),
+                         "bm25_joined": bm25(extra[0], ptkb), "lex": lexical_matrix([u], ptkb)[0],
+                         "centroid": centroid_cosine(statements, np.asarray(await emb.encode([u, *h]), dtype=np.float64)),
+                         "generic": generic(statements)})
         return rows
     finally:
         await emb.aclose()
+
+
+def centroid_cosine(statements: np.ndarray, said: np.ndarray) -> np.ndarray:
+    """Cosine of each statement to the mean of the user's utterances so far (the conversation's gist)."""
+    centre = said.mean(axis=0)
+    return statements @ (centre / np.linalg.norm(centre)) / np.linalg.norm(statements, axis=1)
 
 
 def generic_cv(ts: B.TopicSet, feats: list, ranker: object) -> None:
@@ -111,6 +129,9 @@ def main(argv: list[str] | None = None) -> int:
     if "--signals" in (sys.argv[1:] if argv is None else argv):
         from ptkb_signals_cv import explore_signals  # MiniLM's token vectors, clauses
         return explore_signals(ts)
+    if "--mpnet" in (sys.argv[1:] if argv is None else argv):
+        from ptkb_mpnet_cv import explore_mpnet  # the families above and --signals' on MPNet
+        return explore_mpnet(ts)
     feats = asyncio.run(features(ts))
     base = RankParams.from_mapping({"encoder": "minilm", "max_history": B.TUNE_HISTORY})  # the MiniLM ranker, on its vectors
 
