@@ -27,7 +27,6 @@ import asyncio
 import itertools
 import math
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np

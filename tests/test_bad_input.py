@@ -7,7 +7,6 @@ import json
 import os
 import socket
 import subprocess
-import sys
 from contextlib import closing
 from datetime import datetime, timezone
 from pathlib import Path

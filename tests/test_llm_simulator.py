@@ -10,7 +10,7 @@ import pytest
 from simloop.config import RunConfig
 from simloop.run.engine import run_dialogue
 from simloop.run.session import DialogueSpec
-from simloop.errors import BadInputError, DialogueError
+from simloop.errors import BadInputError
 from simloop.llm.client import ChatResult, LLMConfig, LLMRole
 from simloop.fakes.mockllm import MockLLM
 from simloop.run.plugins import Context, load_plugin

@@ -287,10 +287,10 @@ async def test_2025_and_2026_fields(tmp_path):
     cfg = make_cfg(tmp_path, simulator="test_server_protocol:QuickSimulator")
     async with serve(cfg) as url:
         api = SimApi(url, TOKEN_A)
-        utt = (await api.start("v", extra={"track_persona": True})).json()
+        assert (await api.start("v", extra={"track_persona": True})).status_code == 200
         # 2025: top-level ptkb_provenance and a citation list; 2026: meta.ptkb_provenance.
         r = await api.cont("v", "first", citations=["clueweb22-a:1", "clueweb22-b:2"], ptkb_provenance=["I am vegetarian."])
-        utt = r.json()
+        assert r.status_code == 200
         r = await api.cont("v", "second", citations={"clueweb22-c:0": 2.0}, meta={"ptkb_provenance": ["I run three times a week.", "I like new things."]})
         assert r.status_code == 200
         bad = await api.cont("v", "x", meta={"ptkb_provenance": "not a list"})
