@@ -11,7 +11,8 @@ that lost there may still help MPNet, whose cosines sit on another scale.  Two k
   (``lex``), cosine to the centroid of the user's utterances so far, the generic-statement
   prior (subtracted);
 - a per-utterance signal mixed into the cosines before the history pooling, as
-  ``ptkb_signals_cv.py`` does (``Signal``): clause-level matching, content words only.
+  ``ptkb_signals_cv.py`` does (``Signal``): clause-level matching, content words only, and
+  late interaction (MaxSim) on MPNet's own contextual token vectors (``MPNetTokens``).
 
 Judged as ``ptkb_context_cv.py`` judges (leave one conversation out; every family starts
 with the plain ranker's history grid).  The bar, fixed before measuring: a family is worth
@@ -31,11 +32,12 @@ import numpy as np
 import bench_ptkb as B
 from bench_ptkb_explore import features as explore_features
 from ptkb_context_cv import judge_families
-from ptkb_signals_cv import MIX, Signal, clause_features, content_text_features
+from ptkb_signals_cv import MIX, Signal, _is_content, clause_features, content_text_features, token_features
 from simloop.parts.ptkb_rank import query_texts
-from simloop.search.embeddings import open_embedder
+from simloop.search.embeddings import load_mpnet, open_embedder
 
 ENCODER = "mpnet"
+TOKEN_HISTORY = 6  # utterances the signals read: the current one and 5 back (the ranker pools 4 back)
 HISTORY = [(hw, d) for hw, d in itertools.product((0.4, 0.5, 0.6, 0.7, 0.8), (0.3, 0.5, 0.7))]  # around MPNet's 0.6 / 0.5
 TERMS = {  # term -> (modes, weights)
     "joined": (("add", "max"), (0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 1.0)),
@@ -68,16 +70,42 @@ class Term(Signal):
         return {"add": s + term, "max": np.maximum(s, term), "sub": s - term}[self.mode]
 
 
+class MPNetTokens:
+    """MPNet's contextual token vectors, from the shipped encoder (``tokens`` as
+    ``ptkb_signals_cv.TokenModel`` gives MiniLM's: unit vectors without <s>/</s>, a
+    content-token mask, each token's whole word)."""
+
+    def __init__(self) -> None:
+        self.model = load_mpnet()
+        self._cache: dict[str, tuple[np.ndarray, np.ndarray, list[str]]] = {}
+
+    def tokens(self, text: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        if text not in self._cache:
+            enc = self.model.tokenizer.encode(text)
+            ids, mask, types = (np.array([x]) for x in (enc.ids, enc.attention_mask, enc.type_ids))
+            states = self.model.model(ids, mask, types)[0][1:-1].astype(np.float64)
+            spans: dict[int, list[int]] = {}
+            for w, (a, b) in zip(enc.word_ids[1:-1], enc.offsets[1:-1]):
+                spans.setdefault(w, [a, b])[1] = b
+            word = [text[spans[w][0]: spans[w][1]].lower() for w in enc.word_ids[1:-1]]
+            content = np.array([_is_content(x) for x in word])
+            self._cache[text] = (states / np.linalg.norm(states, axis=1, keepdims=True), content, word)
+        return self._cache[text]
+
+
 async def features(ts: B.TopicSet) -> list[dict[str, np.ndarray]]:
     """Per turn: the single-row terms (``bench_ptkb_explore.features`` on MPNet's vectors) and
-    the per-utterance signals of ``ptkb_signals_cv`` that need only a sentence encoder."""
+    the per-utterance signals of ``ptkb_signals_cv`` (token signals over the last
+    ``TOKEN_HISTORY`` utterances: the shipped ranker reads 4)."""
     rows = await explore_features(ts, ENCODER)
-    embedder = await open_embedder(encoder=ENCODER)
+    embedder, tm = await open_embedder(encoder=ENCODER), MPNetTokens()
     try:
         for row, (_, ptkb, u, h) in zip(rows, ts.turns()):
-            texts = query_texts(u, h, B.TUNE_HISTORY)
+            texts = query_texts(u, h, TOKEN_HISTORY)
+            row["S"] = row["S"][: len(texts)]
             row.update(await clause_features(embedder, texts, ptkb))
             row.update(await content_text_features(embedder, texts, ptkb))
+            row.update(token_features(tm, texts, ptkb))
         return rows
     finally:
         await embedder.aclose()

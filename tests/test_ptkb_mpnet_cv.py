@@ -50,3 +50,13 @@ def test_centroid_reads_the_mean_utterance():
         said = np.array([[1.0, 0.0], [0.0, 1.0]])  # two utterances: their mean points at 45 degrees
         assert ex.centroid_cosine(statements, said) == pytest.approx([2 ** -0.5, 2 ** -0.5, 1.0])
         assert ex.centroid_cosine(statements, said[:1]) == pytest.approx([1.0, 0.0, 2 ** -0.5])
+
+
+def test_mpnet_tokens_are_unit_vectors_of_whole_words(mp):
+    tm = mp.MPNetTokens()  # the shipped all-mpnet-base-v2 weights
+    vecs, content, word = tm.tokens("I live in the Netherlands.")
+    assert vecs.shape == (len(word), 768)
+    assert np.linalg.norm(vecs, axis=1) == pytest.approx(np.ones(len(word)), abs=1e-6)
+    assert {w for w, c in zip(word, content) if c} == {"live", "netherlands"}  # "I", "in", "the", "." are not content
+    assert word[0] == "i" and word[-1] == "." and "netherlands" in word
+    assert tm.tokens("I live in the Netherlands.")[0] is vecs  # cached
