@@ -32,7 +32,7 @@ import numpy as np
 import bench_ptkb as B
 from bench_ptkb_explore import features as explore_features
 from ptkb_context_cv import judge_families
-from ptkb_signals_cv import MIX, Signal, _is_content, clause_features, content_text_features, token_features
+from ptkb_signals_cv import MIX, Signal, clause_features, content_text_features, token_features, token_record
 from simloop.parts.ptkb_rank import query_texts
 from simloop.search.embeddings import load_mpnet, open_embedder
 
@@ -83,13 +83,7 @@ class MPNetTokens:
         if text not in self._cache:
             enc = self.model.tokenizer.encode(text)
             ids, mask, types = (np.array([x]) for x in (enc.ids, enc.attention_mask, enc.type_ids))
-            states = self.model.model(ids, mask, types)[0][1:-1].astype(np.float64)
-            spans: dict[int, list[int]] = {}
-            for w, (a, b) in zip(enc.word_ids[1:-1], enc.offsets[1:-1]):
-                spans.setdefault(w, [a, b])[1] = b
-            word = [text[spans[w][0]: spans[w][1]].lower() for w in enc.word_ids[1:-1]]
-            content = np.array([_is_content(x) for x in word])
-            self._cache[text] = (states / np.linalg.norm(states, axis=1, keepdims=True), content, word)
+            self._cache[text] = token_record(text, enc, self.model.model(ids, mask, types)[0])
         return self._cache[text]
 
 

@@ -98,14 +98,20 @@ class TokenModel:
             ids = self.torch.tensor([enc.ids])
             with self.torch.inference_mode():
                 states = self.model(input_ids=ids, attention_mask=self.torch.ones_like(ids)).last_hidden_state[0]
-            states = states.numpy()[1:-1].astype(np.float64)
-            spans: dict[int, list[int]] = {}
-            for w, (a, b) in zip(enc.word_ids[1:-1], enc.offsets[1:-1]):
-                spans.setdefault(w, [a, b])[1] = b
-            word = [text[spans[w][0]: spans[w][1]].lower() for w in enc.word_ids[1:-1]]
-            content = np.array([_is_content(x) for x in word])
-            self._cache[text] = (states / np.linalg.norm(states, axis=1, keepdims=True), content, word)
+            self._cache[text] = token_record(text, enc, states.numpy())
         return self._cache[text]
+
+
+def token_record(text: str, enc: Any, states: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """A text's (unit token vectors, content-token mask, each token's whole word) from its
+    encoding and last hidden states, the first and last (special) tokens dropped."""
+    states = states[1:-1].astype(np.float64)
+    spans: dict[int, list[int]] = {}
+    for w, (a, b) in zip(enc.word_ids[1:-1], enc.offsets[1:-1]):
+        spans.setdefault(w, [a, b])[1] = b
+    word = [text[spans[w][0]: spans[w][1]].lower() for w in enc.word_ids[1:-1]]
+    content = np.array([_is_content(x) for x in word])
+    return states / np.linalg.norm(states, axis=1, keepdims=True), content, word
 
 
 def _is_content(word: str) -> bool:
