@@ -151,7 +151,10 @@ previous one or two) 0.553-0.556, the first utterance 0.568, the heuristic rewri
 BM25 over the statements 0.575 (1 better, 0 worse), content-word overlap 0.575 (1/0), cosine
 to the centroid of the user's utterances 0.577 (1/2), the generic-statement prior 0.572
 (never chosen), the best clause 0.565, content words only 0.551-0.553, late interaction on
-MPNet's own token vectors 0.540-0.569.  None clears the bar:
+MPNet's own token vectors 0.540-0.569; the ``--context`` families with their MiniLM cosines
+added to MPNet's scores (a throwaway script: MiniLM's passage vectors are what the agent
+already computes) canonical responses 0.541, own answers 0.556, PRF passages 0.562 (6
+held-out conversations better, 3 worse).  None clears the bar:
 the ranker is unchanged.  A prior by statement type (location, diet, health, ...) was
 considered and dropped before measuring: on train no type is relevant much more often than
 another (location 15% of judged turns, the rest 4-22%).
