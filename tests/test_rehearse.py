@@ -157,6 +157,28 @@ async def test_rehearse_cli_with_scripted_plugins(tmp_path):
             assert TOKEN.encode() not in path.read_bytes(), path
 
 
+async def test_rehearse_limit_counts_only_new_sessions_on_resume(tmp_path):
+    # `--limit 1` twice: the second invocation starts on the session the first one recorded
+    # and ended; it must add one new session (hives), not count the old one and stop.
+    cfg = RunConfig.model_validate({"out": str(tmp_path / "out"), "scenarios": {"personas_dir": str(_write_personas(tmp_path))},
+                                    "simulator": {"name": "test_server_protocol:QuickSimulator"}})
+    app = create_app(cfg, {"team-l": TOKEN}, ServeOptions(), overrides={"embedder": (fake := HashEmbedder()), "embedder:mpnet": fake})
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests"), "TEAM_TOKEN": TOKEN}
+    args = ["--token-env", "TEAM_TOKEN", "--run-id", "lim", "--limit", "1",
+            "--assistant", "conftest:EchoAssistant", "--out", str(tmp_path / "client")]
+    async with running(app) as url:
+        code, _, err = await _cli("--api", url, *args, env=env)
+        assert code == 0, err
+        assert "lim: incomplete, 1 sessions" in err
+        assert [t.scenario.topic_id for t in read_transcripts(tmp_path / "client" / "lim")] == ["bees"]
+        code, _, err = await _cli("--api", url, *args, env=env)
+        assert code == 0, err
+        assert ", 1 sessions," in err and "resumed" in err, err
+    mine = [t.scenario.topic_id for t in read_transcripts(tmp_path / "client" / "lim")]
+    served = [t.scenario.topic_id for t in read_transcripts(tmp_path / "out" / "serve-lim")]
+    assert mine == served == ["bees", "hives"]
+
+
 class DropOneReply(httpx.AsyncHTTPTransport):
     """Delivers every request, but loses the server's answer to the ``nth`` /continue:
     the server has moved on, the client does not know it."""

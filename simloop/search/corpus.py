@@ -36,6 +36,7 @@ __all__ = [
     "demo_index",
     "demo_index_path",
     "demo_index_ready",
+    "demo_vectors",
 ]
 
 log = logging.getLogger(__name__)
@@ -269,7 +270,8 @@ def demo_index_path(cache_dir: Path | None = None) -> Path:
     return cache_root(cache_dir) / "index" / f"wiki-{demo_key(wiki_source())}"
 
 
-def _demo_vectors(embeddings: bool | None) -> bool:
+def demo_vectors(embeddings: bool | None = None) -> bool:
+    """Whether the demo index gets passage vectors: ``embeddings``, else unless ``$SIMLOOP_DEMO_VECTORS`` is ``0``."""
     return os.environ.get("SIMLOOP_DEMO_VECTORS", "1") != "0" if embeddings is None else embeddings
 
 
@@ -282,7 +284,7 @@ def _embedded(index: Path) -> bool:
 def demo_index_ready(cache_dir: Path | None = None, embeddings: bool | None = None) -> bool:
     """Whether ``demo_index`` would return at once (nothing left to build)."""
     out = demo_index_path(cache_dir)
-    return is_lucene_index(out) and (not _demo_vectors(embeddings) or _embedded(out))
+    return is_lucene_index(out) and (not demo_vectors(embeddings) or _embedded(out))
 
 
 def demo_index(cache_dir: Path | None = None, embeddings: bool | None = None) -> Path:
@@ -295,7 +297,7 @@ def demo_index(cache_dir: Path | None = None, embeddings: bool | None = None) ->
     """
     from filelock import FileLock
 
-    embeddings = _demo_vectors(embeddings)
+    embeddings = demo_vectors(embeddings)
     out = demo_index_path(cache_dir)
     if demo_index_ready(cache_dir, embeddings):
         return out

@@ -123,14 +123,17 @@ class _Lane:
         utt = await self._begin()
         while utt is not None:
             scenario = self.sim.scenario(self.run_id, utt)
+            worked = False  # a session of this invocation (counted, and against ``limit``)
             if scenario.dialogue_id not in done and (not _ends_session(utt) or self._restorable(utt)):
                 self.sim.lane_of[scenario.dialogue_id] = self
                 yield scenario  # the engine runs and records the dialogue, then asks again
                 done.add(scenario.dialogue_id)
-                utt = self.last
+                utt, worked = self.last, True
             if not _ends_session(utt):
-                utt = await self._abandon(utt)
-            self.result.sessions += 1
+                utt, worked = await self._abandon(utt), True
+            # A resumed lane can start on a session an earlier invocation recorded and ended:
+            # it only asks for the next topic, so it is not one of this invocation's sessions.
+            self.result.sessions += worked
             if utt.last_response_of_run:
                 await self._completed()
                 return
