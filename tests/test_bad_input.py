@@ -154,7 +154,8 @@ def test_serve_on_a_busy_port_is_one_line_and_leaves_no_file(tmp_path, flags):
     (("run", "--concurrency", "abc"), "simloop run: error: argument --concurrency: invalid int value: 'abc'"),
     (("run", "--backend", "foo"), "invalid choice: 'foo'"),
     (("index", "build", "--threads", "x"), "simloop index build: error: argument --threads"),
-    (("run", "--no-such-flag"), "unrecognized arguments: --no-such-flag"),
+    (("run", "--no-such-flag"), "simloop run: error: unrecognized arguments: --no-such-flag (see: simloop run --help)"),
+    (("index", "build", "--corpus", "c", "--out", "o", "--zz"), "simloop index build: error: unrecognized arguments: --zz"),
 ])
 def test_a_flag_argparse_rejects_is_one_line_not_the_usage(args, needle):
     line = one_line_exit_2(cli(*args, timeout=120), needle)

@@ -20,6 +20,24 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see: {self.prog} --help)\n")
 
+    def parse_args(self, args: Any = None, namespace: Any = None) -> argparse.Namespace:  # type: ignore[override]
+        # argparse reports unknown flags from the top parser ("simloop: ... see: simloop
+        # --help"); the command they were given to is the one whose --help lists its flags.
+        ns, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self._command_parser(ns).error(f"unrecognized arguments: {' '.join(extras)}")
+        return ns
+
+    def _command_parser(self, ns: argparse.Namespace) -> argparse.ArgumentParser:
+        """The innermost sub-command parser ``ns`` went through (``simloop index build``)."""
+        parser: argparse.ArgumentParser = self
+        while True:
+            sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+            chosen = getattr(ns, sub.dest, None) if sub is not None else None
+            if chosen not in (sub.choices if sub is not None else {}):
+                return parser
+            parser = sub.choices[chosen]
+
 
 def parse_param(text: str, flag: str = "--param") -> tuple[str, Any]:
     """``KEY=VALUE`` with VALUE parsed as JSON when it is JSON ("3" -> 3, "true" -> True)."""
