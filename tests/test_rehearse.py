@@ -179,6 +179,43 @@ async def test_rehearse_limit_counts_only_new_sessions_on_resume(tmp_path):
     assert mine == served == ["bees", "hives"]
 
 
+async def test_rehearse_records_why_a_simloop_server_ended_each_session(tmp_path):
+    # bees: one question, the user is satisfied; hives: three questions, but the server's
+    # max_turns is 2.  The team's side used to call both "user_satisfied".
+    personas = tmp_path / "personas"
+    personas.mkdir()
+    (personas / "zoe.toml").write_text(
+        'id = "zoe"\nptkb = ["I keep bees."]\n'
+        '[[topics]]\nid = "bees"\ntitle = "Bees"\n[[topics.rubric]]\nid = "q1"\nquestion = "How do bees make honey?"\n'
+        '[[topics]]\nid = "hives"\ntitle = "Hives"\n' + "".join(
+            f'[[topics.rubric]]\nid = "q{i}"\nquestion = "Hive question {i}?"\n' for i in (1, 2, 3)))
+    cfg = RunConfig.model_validate({"out": str(tmp_path / "out"), "max_turns": 2, "scenarios": {"personas_dir": str(personas)},
+                                    "simulator": {"name": "test_server_protocol:QuickSimulator"}})
+    app = create_app(cfg, {"team-s": TOKEN}, ServeOptions(), overrides={"embedder": (fake := HashEmbedder()), "embedder:mpnet": fake})
+    async with running(app) as url:
+        prep = prepare_run(client_cfg(tmp_path, url, "why"), secrets=SECRETS)
+        await asyncio.wait_for(execute(prep), timeout=60)
+    served = {t.scenario.topic_id: t.stop for t in read_transcripts(tmp_path / "out" / "serve-why")}
+    mine = {t.scenario.topic_id: t.stop for t in read_transcripts(prep.run_dir)}
+    assert {k: v.reason for k, v in served.items()} == {"bees": "user_satisfied", "hives": "max_turns"}
+    assert {k: v.reason for k, v in mine.items()} == {"bees": "user_satisfied", "hives": "max_turns"}
+    assert "reached max_turns=2" in mine["hives"].detail and "Sim.API server" in mine["hives"].detail
+    assert mine["bees"].utterance == served["bees"].utterance == "Thanks, that is all. Bye!"
+
+
+def test_server_stop_is_read_only_when_a_simloop_server_sends_a_known_reason():
+    from simloop.simapi.protocol import UserUtterance, stop_meta
+
+    base = dict(timestamp="t", run_id="r", topic_id="1", user_id="u", utterance="Bye.", history=[],
+                last_response_of_session=True)
+    told = UserUtterance(**base, user_meta={"ptkb": [], **stop_meta("max_turns", "reached max_turns=2")})
+    assert told.server_stop() == ("max_turns", "reached max_turns=2")
+    assert UserUtterance(**base, user_meta={"ptkb": []}).server_stop() is None  # the official server
+    assert UserUtterance(**base).server_stop() is None
+    assert UserUtterance(**base, user_meta=stop_meta("bored", "")).server_stop() is None  # not a reason we know
+    assert UserUtterance(**base, user_meta={"simloop": "x"}).server_stop() is None
+
+
 class DropOneReply(httpx.AsyncHTTPTransport):
     """Delivers every request, but loses the server's answer to the ``nth`` /continue:
     the server has moved on, the client does not know it."""

@@ -8,23 +8,26 @@ client side stays light.
 simloop extension: a server built by simloop answers with the header ``X-Simloop-Server``;
 only then does ``rehearse`` add ``meta.simloop`` (full passages with ``used`` flags, PTKB
 indices, stages), which the server copies into the transcript.  The official server
-never sees the extension.
+never sees the extension.  The other way, a simloop server's closing utterance carries
+``user_meta.simloop.stop`` (why the session ended: reason and detail), which the official
+server does not send; clients that do not know it ignore it.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
 
 from ..errors import first_error
-from ..schema import AssistantReply, ContextInfo, Passage, PtkbUse, Stage
+from ..schema import AssistantReply, ContextInfo, Passage, PtkbUse, Stage, StopReason
 
 __all__ = [
     "SERVER_HEADER",
     "RunMeta",
     "AssistantResponse",
     "UserUtterance",
+    "stop_meta",
     "remote_reply",
     "reply_payload",
     "dump_record",
@@ -138,6 +141,21 @@ class UserUtterance(_Lenient):
 
     def ptkb(self) -> list[str]:
         return [s for s in (self.user_meta or {}).get("ptkb") or [] if isinstance(s, str)]
+
+    def server_stop(self) -> tuple[StopReason, str] | None:
+        """Why the session ended, when a simloop server says so (``user_meta.simloop.stop``);
+        None from any other server, or for a reason this version does not know."""
+        told: Any = self.user_meta or {}
+        for key in ("simloop", "stop"):  # any other shape is not ours: ignored, as unknown fields are
+            told = told.get(key) if isinstance(told, dict) else None
+        if not isinstance(told, dict) or told.get("reason") not in get_args(StopReason):
+            return None
+        return told["reason"], str(told.get("detail") or "")
+
+
+def stop_meta(reason: str, detail: str) -> dict[str, Any]:
+    """The ``user_meta`` entry by which a simloop server says why a session ended."""
+    return {"simloop": {"stop": {"reason": reason, "detail": detail}}}
 
 
 # ----------------------------------------------------------------------------- provenance

@@ -33,7 +33,7 @@ from ..run.recorder import Recorder, read_manifest
 from ..run.session import DialogueSpec
 from ..schema import PluginRef, RunManifest, Scenario, utcnow
 from ..text import count_wordpunct
-from .protocol import AssistantResponse, RunMeta, UserUtterance, dump_record
+from .protocol import AssistantResponse, RunMeta, UserUtterance, dump_record, stop_meta
 from .sessions import Dialogues, Session
 from .store import Store
 
@@ -315,11 +315,13 @@ class RunService:
         assert session is not None
         info = session.info
         last_session = final and session.ended
+        stop = session.dialogue.stop if last_session else None
         return UserUtterance(
             timestamp=session.asked_at.isoformat(), run_id=live.run.run_id, topic_id=info.topic_id,
             user_id=info.persona_id, utterance=session.utterance, history=session.history(),
             last_response_of_session=last_session, last_response_of_run=last_session and live.run.completed,
-            user_meta={"ptkb": list(session.dialogue.state.ptkb)},
+            user_meta={"ptkb": list(session.dialogue.state.ptkb),
+                       **(stop_meta(stop.reason, stop.detail) if stop is not None else {})},
         )
 
     # ------------------------------------------------------------------ revival

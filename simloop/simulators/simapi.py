@@ -10,9 +10,11 @@ dialogue, recorded like any other, whose assistant is a local simloop assistant.
   after the engine has recorded the dialogue.
 * ``open`` says the utterance the server sent; ``next`` posts the assistant's reply
   (cut to ``max_response_tokens``) and returns the next utterance, or the end: the
-  utterance marked ``last_response_of_session`` is the closing line.  Sim.API does not say
-  why a session ended, so the stop is ``user_satisfied`` and its detail says so.  The
-  server's time is a ``simapi.continue`` stage on the turn it judged.
+  utterance marked ``last_response_of_session`` is the closing line.  A simloop server says
+  why the session ended (``user_meta.simloop.stop``): the stop records its reason, the
+  detail names the server.  The official Sim.API does not say, so the stop is then
+  ``user_satisfied`` and its detail says that the reason is unknown.  The server's time is
+  a ``simapi.continue`` stage on the turn it judged.
 * When a dialogue ends here first (the assistant failed, max_turns, a timeout) the server
   still waits for replies: the lane answers with an apology until the session ends
   (``abandoned`` in the lane's result) and goes on with the next topic.
@@ -59,7 +61,7 @@ DEFAULT_TOKEN_ENV = "SIMAPI_TOKEN"
 API_SCHEMES = ("http://", "https://")
 NO_PTKB = "(the server gave no PTKB statements)"  # Persona needs one; never reported as provenance
 _HIDDEN = RubricQuestion(id="hidden", question="")  # Topic needs one; the server keeps the rubric
-_ENDED = "the Sim.API server ended the session (it does not say why)"
+_ENDED = "the Sim.API server ended the session (it does not say why; recorded as user_satisfied)"
 _SORRY = "Sorry, I cannot answer that."
 _MAX_APOLOGIES = 100  # a server that never ends a session must not keep a lane forever
 
@@ -80,6 +82,14 @@ class LaneResult:
 
 def _ends_session(utt: UserUtterance) -> bool:
     return utt.last_response_of_session or utt.last_response_of_run
+
+
+def _server_end(utt: UserUtterance, **kw: Any) -> SimulatorTurn:
+    """The stop for a session the server ended: its reason when it says one (a simloop
+    server), else ``user_satisfied`` with a detail saying the server gave no reason."""
+    told = utt.server_stop()
+    reason, detail = (told[0], f"the Sim.API server ended the session: {told[1] or told[0]}") if told else ("user_satisfied", _ENDED)
+    return SimulatorTurn.stop(reason, detail, utterance=utt.utterance, **kw)
 
 
 def _same(a: UserUtterance, b: UserUtterance) -> bool:
@@ -347,7 +357,7 @@ class SimApiSimulator:
         utt = lane.last
         lane.restore(state, utt)
         if _ends_session(utt):  # the closing line came before a crash: record the dialogue now
-            return SimulatorTurn.stop("user_satisfied", _ENDED, utterance=utt.utterance)
+            return _server_end(utt)
         return SimulatorTurn.say(utt.utterance)
 
     async def next(self, state: DialogueState) -> SimulatorTurn:
@@ -370,7 +380,7 @@ class SimApiSimulator:
         lane.result.turns += 1
         await lane.save(utt, state)
         if _ends_session(utt):
-            return SimulatorTurn.stop("user_satisfied", _ENDED, utterance=utt.utterance, grade_stages=[stage])
+            return _server_end(utt, grade_stages=[stage])
         return SimulatorTurn.say(utt.utterance, grade_stages=[stage])
 
     # ------------------------------------------------------------------ scenarios
