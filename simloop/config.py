@@ -10,13 +10,13 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tomllib
 from pathlib import Path
 from typing import Any, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from .errors import ConfigError, first_error
+from .files import read_toml
 from .llm.config import LLMConfig
 from .search.config import RetrievalConfig
 from .traits import check_trait
@@ -87,6 +87,15 @@ class RunConfig(_Section):
     progress: bool = True
     max_error_share: float = Field(0.5, ge=0, le=1, description="exit 1 when more than this share of dialogues ended in an error")
 
+    @field_validator("out", mode="before")
+    @classmethod
+    def _out_named(cls, value: Any) -> Any:
+        # Path("") is the current folder: an empty --out (an unset shell variable) would
+        # write the run there without a word.  "." still says so on purpose.
+        if isinstance(value, str) and not value.strip():
+            raise ValueError("an empty path; give a folder for run directories ('.' for the current folder)")
+        return value
+
     @field_validator("ray_address")
     @classmethod
     def _address_needs_ray(cls, value: str | None, info: ValidationInfo) -> str | None:
@@ -123,19 +132,11 @@ def _env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
     return layer
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as fh:
-            return tomllib.load(fh)
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: config file not found") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}") from None
-
-
-def describe_validation_error(source: str, exc: ValidationError) -> str:
-    """One line: the source, the first failing field path, and what is wrong."""
+def describe_validation_error(source: str, exc: ValidationError, within: str = "") -> str:
+    """One line: the source, the first failing field path (under ``within``, e.g. ``config``
+    for the config inside run.json), and what is wrong."""
     where, msg = first_error(exc)
+    where = ".".join(p for p in (within, where) if p)
     more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
     return f"{source}: {where or '(top level)'}: {msg}{more}"
 
@@ -146,13 +147,28 @@ def load_config(
     environ: Mapping[str, str] | None = None,
 ) -> RunConfig:
     """Build the RunConfig from file, environment and CLI overrides (nested dicts)."""
-    data: dict[str, Any] = _read_toml(path) if path else {}
+    given: dict[str, Any] = read_toml(path, "config file", error=ConfigError) if path else {}
     env = _env_layer(os.environ if environ is None else environ)
-    data = merge_trees(merge_trees(data, env), overrides or {})
+    data = merge_trees(merge_trees(given, env), overrides or {})
     source = str(path) if path else "config"
     if env and not path:
         source = "SIMLOOP_* environment / flags"
-    return validate_config(data, source)
+    cfg = validate_config(data, source)
+    if path:
+        _check_named_paths(path, given, cfg)
+    return cfg
+
+
+def _check_named_paths(path: Path, given: Mapping[str, Any], cfg: RunConfig) -> None:
+    """A topic file or persona folder the config file names (and nothing overrides) that is
+    not there: the line names the file and the field, since a relative path is read from
+    the current folder, not the file's (the loader alone could only name the path)."""
+    for key in ("topics", "personas_dir"):
+        named = (given.get("scenarios") or {}).get(key)
+        value = getattr(cfg.scenarios, key)
+        if isinstance(named, str) and value == Path(named) and not value.exists():
+            whence = "" if value.is_absolute() else f" (relative to the current folder, {Path.cwd()})"
+            raise ConfigError(f"{path}: scenarios.{key}: {named} not found{whence}")
 
 
 def validate_config(data: Mapping[str, Any], source: str = "config") -> RunConfig:
@@ -161,6 +177,8 @@ def validate_config(data: Mapping[str, Any], source: str = "config") -> RunConfi
         return RunConfig.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(describe_validation_error(source, exc)) from None
+    except ConfigError as exc:  # a validator's own line ("llm.roles.x: ..."): say where it came from
+        raise ConfigError(f"{source}: {exc}") from None
 
 
 def apply_overrides(cfg: RunConfig, overrides: Mapping[str, Any], source: str = "flags") -> RunConfig:

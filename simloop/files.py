@@ -1,6 +1,7 @@
 """Atomic file writes (the one helper every file simloop writes whole goes through), the
-checks of a path the user gave for a file to write or a run to read, and the JSON envelope
-for plugin memory that outlives a process.
+checks of a path the user gave for a file to write, a file to read or a run to read, the
+reading of a text or TOML file the user gave, and the JSON envelope for plugin memory that
+outlives a process.
 
 Content goes to a temp file next to the target, is flushed and fsynced, and is renamed
 over the target: a reader never sees half a file, and a crash (even a power cut, after
@@ -14,7 +15,9 @@ import base64
 import json
 import os
 import pickle
+import re
 import shutil
+import tomllib
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,8 +25,8 @@ from typing import IO, Any, Iterator
 
 from .errors import BadInputError
 
-__all__ = ["atomic_folder", "atomic_open", "atomic_write", "check_out_file", "check_run_dir", "folder_problem", "sqlite_problem",
-           "pack_memory", "unpack_memory"]
+__all__ = ["atomic_folder", "atomic_open", "atomic_write", "check_out_file", "check_in_file", "check_run_dir",
+           "read_text", "read_toml", "folder_problem", "sqlite_problem", "pack_memory", "unpack_memory"]
 
 SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
 
@@ -54,6 +57,58 @@ def check_run_dir(path: Path | str) -> Path:
         why = "it is a file" if path.exists() else "no such folder"
         raise BadInputError(f"{path}: not a run directory ({why})")
     return path
+
+
+def check_in_file(path: Path | str, what: str = "file", *, flag: str = "",
+                  error: type[BadInputError] = BadInputError) -> Path:
+    """A file the user named for reading (``what`` says which kind, ``flag`` the flag that
+    named it): nothing there, or a folder in its place, is one line here instead of an
+    OSError from the first read (``IsADirectoryError``, ``NotADirectoryError``)."""
+    path = Path(path)
+    where = f"{flag} {path}" if flag else str(path)
+    if path.is_dir():
+        raise error(f"{where}: is a folder, not a file")
+    if not path.exists():
+        raise error(f"{where}: {what} not found")
+    return path
+
+
+def read_text(path: Path | str, what: str = "file", *, error: type[BadInputError] = BadInputError) -> str:
+    """The UTF-8 text of a file the user named; every way it cannot be read is one ``error``
+    line naming the file (missing, a folder, unreadable, not UTF-8 with the byte where)."""
+    path = check_in_file(path, what, error=error)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise error(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(f"{path}: not UTF-8 text (byte {exc.start})") from None
+
+
+_TOML_POS = re.compile(r"\s*\(at (?:line (\d+), column (\d+)|end of document)\)\s*$")
+
+
+def read_toml(path: Path | str, what: str = "TOML file", *, error: type[BadInputError] = BadInputError) -> dict[str, Any]:
+    """A TOML file the user named (``read_text``), parsed; a syntax error is one line with
+    its position: ``FILE: line 3, column 7: invalid TOML: Expected ...``."""
+    path = Path(path)
+    text = read_text(path, what, error=error)
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise error(f"{path}: {_toml_error(exc)}") from None
+
+
+def _toml_error(exc: tomllib.TOMLDecodeError) -> str:
+    """'line 3, column 7: invalid TOML: Expected ...' (Python 3.11 keeps the position in the text)."""
+    msg = str(exc).splitlines()[0] if str(exc) else "syntax error"
+    m = _TOML_POS.search(msg)
+    if m is None:
+        return f"invalid TOML: {msg}"
+    where = f"line {m.group(1)}, column {m.group(2)}" if m.group(1) else "end of file"
+    return f"{where}: invalid TOML: {msg[: m.start()]}"
 
 
 @contextmanager

@@ -222,3 +222,153 @@ def test_a_bad_thread_count_variable_is_refused_before_anything_is_written(tmp_p
     assert line.startswith("simloop: error: ")
     assert list(tmp_path.iterdir()) == []
 
+
+
+# --------------------------------------------------------------------------- paths, encodings, plugin specs
+def _edited_run(tmp_path: Path, edit) -> Path:
+    run = persona_run(tmp_path)
+    data = json.loads((run / "run.json").read_text())
+    edit(data["config"])
+    (run / "run.json").write_text(json.dumps(data))
+    return run
+
+
+@pytest.mark.parametrize("edit, needles", [
+    (lambda c: c.update(max_turns="lots"), ("run.json: config.max_turns:", "valid integer")),
+    (lambda c: c.update(frobnicate=1), ("run.json: config.frobnicate:", "Extra inputs are not permitted")),
+])
+def test_resume_of_a_run_whose_config_no_longer_validates(tmp_path, edit, needles):
+    # It was a 28-line pydantic traceback, exit 1 (an edited run.json, or another simloop version's).
+    run = _edited_run(tmp_path, edit)
+    before = (run / "run.json").read_bytes()
+    line = one_line_exit_2(cli("run", "--resume", run), str(run / "run.json"), *needles)
+    assert "cannot resume" in line
+    assert (run / "run.json").read_bytes() == before
+    assert cli("show", run).returncode == 0  # reading such a run still works
+
+
+def test_a_config_file_that_is_not_utf8(tmp_path):
+    config = tmp_path / "run.toml"
+    config.write_bytes(b"\xff\xfeseed = 1\n")
+    one_line_exit_2(cli("run", config, "--out", tmp_path / "out"), str(config), "not UTF-8 text (byte 0)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.toml"]
+
+
+def _folder_for(tmp_path: Path, name: str) -> Path:
+    (tmp_path / name).mkdir(parents=True)
+    return tmp_path / name
+
+
+@pytest.mark.parametrize("case", ["config", "resume-file", "dialogues-run", "dialogues-show", "dialogues-eval",
+                                  "manifest", "qrels", "topics"])
+def test_a_path_of_the_wrong_kind_is_one_line(tmp_path, case):
+    # Each was exit 1 with IsADirectoryError / NotADirectoryError (or "no such file" for a folder).
+    run = persona_run(tmp_path / "runs")
+    if case == "config":
+        path = _folder_for(tmp_path, "run.toml")
+        args, needles = ("run", path, "--out", tmp_path / "out"), (str(path), "is a folder, not a file")
+    elif case == "resume-file":
+        path = tmp_path / "afile"
+        path.write_text("x")
+        args, needles = ("run", "--resume", path), (str(path), "not a run directory (it is a file)")
+    elif case.startswith("dialogues"):
+        (run / "dialogues.jsonl").unlink()
+        path = _folder_for(run, "dialogues.jsonl")
+        args = {"dialogues-run": ("run", "--resume", run), "dialogues-show": ("show", run),
+                "dialogues-eval": ("eval", run)}[case]
+        needles = (str(path), "is a folder, not a file")
+    elif case == "manifest":
+        (run / "run.json").unlink()
+        path = _folder_for(run, "run.json")
+        args, needles = ("run", "--resume", run), (str(path), "is a folder, not a file")
+    elif case == "qrels":
+        path = _folder_for(tmp_path, "qrels")
+        args, needles = ("eval", run, "--qrels", path), (f"--qrels {path}", "is a folder, not a file")
+    else:
+        path = _folder_for(tmp_path, "topics.json")
+        args, needles = ("run", "--simulator", "replay", "--topics", path, "--out", tmp_path / "out"), \
+            (str(path), "is a folder, not a file")
+    before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    one_line_exit_2(cli(*args), *needles)
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before
+
+
+@pytest.mark.parametrize("spec, source, needle", [
+    (":", None, "':': give a registered name or module:attr (both parts)"),
+    ("boom_at_import:X", "raise RuntimeError('boom at import')\n",
+     "cannot import assistant module 'boom_at_import': RuntimeError: boom at import"),
+    ("broken_syntax:X", "def (\n", "cannot import assistant module 'broken_syntax': SyntaxError: invalid syntax"),
+])
+def test_an_assistant_module_that_cannot_be_imported(tmp_path, spec, source, needle):
+    # ':' was a ValueError traceback; a module raising at import, or not parsing, a 40-line one.
+    if source is not None:
+        (tmp_path / f"{spec.partition(':')[0]}.py").write_text(source)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(tmp_path)])}
+    one_line_exit_2(cli("run", "--assistant", spec, "--out", tmp_path / "out", env=env), needle)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("command", [("run", "--limit", "1"), ("memory",)])
+def test_an_empty_out_is_refused_not_the_current_folder(tmp_path, command):
+    # It wrote the run into the current folder, exit 0 (`--run-id ''` was refused already).
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = cli(*command, "--out", "", "--no-progress", cwd=tmp_path, env=env)
+    one_line_exit_2(p, "out: an empty path", "'.' for the current folder")
+    assert list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- the search backend's environment
+def _run_env(**extra: str) -> dict[str, str]:
+    return {**{k: v for k, v in os.environ.items() if k != "SIMLOOP_JVM_OPTIONS"}, **extra}
+
+
+@pytest.mark.parametrize("options, needle", [
+    ("-Xmx1k", "Too small maximum heap"),  # the JVM ended the process itself: exit 1, run.json 'running'
+    ("-Xbogus", "Unrecognized option: -Xbogus"),  # exit 1, run.json 'failed'
+])
+def test_jvm_options_java_refuses_are_found_before_the_run_folder(tmp_path, options, needle):
+    p = cli("run", "--out", tmp_path / "out", "--limit", "1", "--no-progress",
+            env=_run_env(SIMLOOP_JVM_OPTIONS=options))
+    one_line_exit_2(p, f"SIMLOOP_JVM_OPTIONS='{options}': Java does not start with these options", needle)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_cache_that_is_a_file_is_found_before_the_run_folder(tmp_path):
+    cache = tmp_path / "cache"
+    cache.write_text("x")
+    p = cli("run", "--out", tmp_path / "out", "--limit", "1", "--no-progress", env=_run_env(SIMLOOP_CACHE=str(cache)))
+    one_line_exit_2(p, f"SIMLOOP_CACHE={cache}", "is a file, not a folder")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cache"]
+
+
+def test_a_damaged_index_is_one_line_without_the_java_stack_trace(tmp_path):
+    index = tmp_path / "index"
+    index.mkdir()
+    (index / "segments_1").write_bytes(b"junk")
+    p = cli("run", "--out", tmp_path / "out", "--limit", "1", "--no-progress", "--index", index, env=_run_env())
+    line = one_line_exit_2(p, f"{index}: Lucene cannot open this index", "rebuild it")
+    assert "org.apache" not in line and ".java:" not in p.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["index"]
+
+
+# --------------------------------------------------------------------------- minor
+def test_a_config_error_inside_llm_roles_names_the_config_file(tmp_path):
+    config = tmp_path / "run.toml"
+    config.write_text('[llm.roles.simulator]\napi_key = "sk-secret-value"\n')
+    line = one_line_exit_2(cli("run", config, "--out", tmp_path / "out"),
+                           f"{config}: llm.roles.simulator: unknown key 'api_key'")
+    assert "sk-secret-value" not in line
+
+
+def test_a_run_id_outside_ascii_says_ascii(tmp_path):
+    one_line_exit_2(cli("run", "--run-id", "ünï", "--out", tmp_path, "--limit", "1", "--no-progress"),
+                    "run id 'ünï': use ASCII letters")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_missing_relative_topic_file_names_the_config_file(tmp_path):
+    config = tmp_path / "run.toml"
+    config.write_text('[scenarios]\ntopics = "nope/topics.json"\n')
+    one_line_exit_2(cli("run", config, "--simulator", "replay", "--out", tmp_path / "out"),
+                    f"{config}: scenarios.topics: nope/topics.json not found", f"relative to the current folder, {ROOT}")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.toml"]

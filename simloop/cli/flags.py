@@ -67,7 +67,8 @@ _OPTIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "seed": ("--seed", {"type": int}),
     "index": ("--index", {"type": Path, "help": "Lucene index dir (default: the demo Wikipedia index)"}),
     "k": ("--k", {"type": int, "help": "passages retrieved per turn (default: the assistant's own k)"}),
-    "out": ("--out", {"type": Path, "help": "output folder (default transcripts/)"}),
+    # A string, made a Path by the config: Path('') would already be '.', and '' must be refused.
+    "out": ("--out", {"help": "output folder (default transcripts/)"}),
     "run_id": ("--run-id", {}),
     "cache": ("--cache", {"type": Path, "help": "sqlite file caching LLM calls"}),
     "backend": ("--backend", {"choices": ["local", "ray"]}),

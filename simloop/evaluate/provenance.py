@@ -27,6 +27,7 @@ import ir_measures
 from ir_measures import AP, R, P, SetF, SetP, SetR, nDCG
 
 from ..errors import DataFileError
+from ..files import read_text
 from ..schema import Transcript, Turn
 
 __all__ = [
@@ -69,12 +70,7 @@ def turn_key(t: Transcript, turn: Turn) -> str:
 
 # ----------------------------------------------------------------------------- qrels files
 def _qrel_lines(path: Path) -> Iterable[tuple[int, str, str, int]]:
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise DataFileError(f"{path}: qrels file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataFileError(f"{path}: cannot read qrels: {exc}") from None
+    text = read_text(path, "qrels file", error=DataFileError)
     for lineno, line in enumerate(text.splitlines(), start=1):
         parts = line.split()
         if not parts:

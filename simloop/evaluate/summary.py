@@ -18,7 +18,7 @@ from typing import Any, Sequence
 from pydantic import ValidationError
 
 from ..errors import BadInputError, ConfigError, DataFileError, first_error
-from ..files import atomic_write, check_run_dir
+from ..files import atomic_write, check_in_file, check_run_dir
 from ..loop import run as run_loop
 from ..run.recorder import ReadReport, read_manifest, read_transcripts
 from ..schema import RunManifest, Transcript
@@ -62,8 +62,8 @@ def check_options(opts: EvalOptions) -> None:
     if opts.judge_concurrency < 1:
         raise BadInputError("--judge-concurrency must be at least 1")
     for flag, path in (("--qrels", opts.qrels), ("--ptkb-qrels", opts.ptkb_qrels)):
-        if path is not None and not Path(path).is_file():
-            raise BadInputError(f"{flag} {path}: no such file")
+        if path is not None:
+            check_in_file(path, flag=flag)
 
 
 @dataclass

@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ..errors import DataFileError, first_error
+from ..files import read_text
 from ..schema import GoldTurn, Persona, Topic
 
 __all__ = ["load_ikat_topics", "parse_ikat_topics"]
@@ -42,12 +43,9 @@ class _Where:
 def load_ikat_topics(path: str | Path) -> list[Persona]:
     """Personas (one per conversation, with one topic each) from an iKAT topic file."""
     path = Path(path)
+    text = read_text(path, "iKAT topic file", error=DataFileError)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise DataFileError(f"{path}: iKAT topic file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataFileError(f"{path}: cannot read iKAT topic file: {exc}") from None
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise DataFileError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}") from None
     return parse_ikat_topics(data, path)

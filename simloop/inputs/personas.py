@@ -23,20 +23,15 @@ can print it and exit 2.
 
 from __future__ import annotations
 
-import re
-import tomllib
 from pathlib import Path
-from typing import Any
 
 from pydantic import ValidationError
 
 from ..errors import DataFileError, first_error
+from ..files import read_toml
 from ..schema import Persona
 
 __all__ = ["load_personas", "load_persona_file"]
-
-_TOML_POS = re.compile(r"\s*\(at (?:line (\d+), column (\d+)|end of document)\)\s*$")
-
 
 def load_personas(path: Path | str) -> list[Persona]:
     """Personas from a folder of ``*.toml`` files (sorted by file name) or from one file."""
@@ -61,7 +56,7 @@ def load_personas(path: Path | str) -> list[Persona]:
 def load_persona_file(path: Path | str, check_stem: bool = True) -> Persona:
     """One persona file, parsed and validated (topic and rubric ids unique within it)."""
     path = Path(path)
-    data = _read_toml(path)
+    data = read_toml(path, "persona file", error=DataFileError)
     try:
         persona = Persona.model_validate(data)
     except ValidationError as exc:
@@ -83,29 +78,6 @@ def load_persona_file(path: Path | str, check_stem: bool = True) -> Persona:
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise DataFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except UnicodeDecodeError as exc:
-        raise DataFileError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise DataFileError(f"{path}: {_toml_error(exc)}") from None
-
-
-def _toml_error(exc: tomllib.TOMLDecodeError) -> str:
-    """'line 3, column 7: invalid TOML: Expected ...' (Python 3.11 keeps the position in the text)."""
-    msg = str(exc).splitlines()[0] if str(exc) else "syntax error"
-    m = _TOML_POS.search(msg)
-    if m is None:
-        return f"invalid TOML: {msg}"
-    where = f"line {m.group(1)}, column {m.group(2)}" if m.group(1) else "end of file"
-    return f"{where}: invalid TOML: {msg[: m.start()]}"
 
 
 def _first_error(exc: ValidationError) -> str:

@@ -176,10 +176,13 @@ def resolve(kind: str, name: str) -> type:
         known = ", ".join(sorted(registered)) or "none"
         raise PluginNotFoundError(f"unknown {kind} {name!r}; known: {known} (or module:attr)")
     module_name, _, attr = name.partition(":")
+    if not module_name.strip() or not attr.strip():
+        raise PluginNotFoundError(f"{kind} {name!r}: give a registered name or module:attr (both parts)")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise PluginNotFoundError(f"cannot import {kind} module {module_name!r}: {exc}") from None
+    except Exception as exc:  # not only ImportError: the module's own code runs (SyntaxError, RuntimeError ...)
+        raise PluginNotFoundError(f"cannot import {kind} module {module_name!r}: "
+                                  f"{type(exc).__name__}: {_one_line(exc)}") from None
     try:
         return getattr(module, attr)
     except AttributeError:

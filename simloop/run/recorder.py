@@ -31,7 +31,7 @@ from typing import Iterator
 from pydantic import ValidationError
 
 from ..errors import DataFileError, ResumeError, first_error
-from ..files import atomic_open, atomic_write, folder_problem
+from ..files import atomic_open, atomic_write, check_in_file, folder_problem
 from ..loop import running_loop_name
 from ..schema import RunManifest, Transcript, utcnow
 
@@ -56,7 +56,7 @@ def new_run_id(prefix: str = "run") -> str:
 
 def check_run_id(run_id: str) -> str:
     if not _RUN_ID.match(run_id):
-        raise DataFileError(f"run id {run_id!r}: use letters, digits, '.', '_' or '-' (max 128)")
+        raise DataFileError(f"run id {run_id!r}: use ASCII letters, digits, '.', '_' or '-' (max 128)")
     return run_id
 
 
@@ -136,6 +136,7 @@ def _scan(path: Path, report: ReadReport, log_problems: bool = True) -> Iterator
     warn = log.warning if log_problems else log.debug
     if not path.exists():
         return
+    check_in_file(path, error=DataFileError)  # a folder in its place is the user's to fix
     offset = 0
     with path.open("rb") as fh:
         for lineno, raw in enumerate(fh, start=1):
@@ -203,10 +204,12 @@ class Tally:
 
 def read_manifest(run_dir: Path) -> RunManifest:
     path = Path(run_dir) / MANIFEST
+    if Path(run_dir).is_file():
+        raise DataFileError(f"{run_dir}: not a run directory (it is a file)")
+    if not path.exists():
+        raise DataFileError(f"{path}: no such file (is {run_dir} a run directory?)")
     try:
-        return RunManifest.model_validate_json(path.read_bytes())
-    except FileNotFoundError:
-        raise DataFileError(f"{path}: no such file (is {run_dir} a run directory?)") from None
+        return RunManifest.model_validate_json(check_in_file(path, error=DataFileError).read_bytes())
     except ValidationError as exc:
         raise DataFileError(f"{path}: not a simloop run manifest: {first_error(exc)[1]}") from None
 

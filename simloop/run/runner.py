@@ -18,8 +18,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ..config import RunConfig, config_hash
-from ..errors import IndexMissingError
+from pydantic import ValidationError
+
+from ..config import RunConfig, config_hash, describe_validation_error
+from ..errors import IndexMissingError, ResumeError
 from ..llm.preflight import check_endpoints
 from ..schema import PluginRef
 from ..search.corpus import is_lucene_index
@@ -28,7 +30,7 @@ from .interrupt import Interrupt
 from .manifest import new_manifest
 from .plugins import Context, close_plugins, effective_params, load_plugin
 from .session import DialogueSpec
-from .recorder import ReadReport, Recorder, check_out_dir, new_run_id, read_manifest
+from .recorder import MANIFEST, ReadReport, Recorder, check_out_dir, new_run_id, read_manifest
 from .scenarios import count_scenarios, iter_scenarios, load_sources
 
 __all__ = ["PreparedRun", "prepare_run", "execute", "warm_up", "resume_config", "chooses_scenarios", "llm_roles"]
@@ -80,8 +82,13 @@ def llm_roles(*plugins: Any) -> list[str]:
 
 
 def resume_config(run_dir: Path) -> RunConfig:
-    """The config a run started with (for ``--resume``)."""
-    return RunConfig.model_validate(read_manifest(run_dir).config)
+    """The config a run started with (for ``--resume``).  One that no longer validates (an
+    edited run.json, a run of another simloop version) is a ResumeError naming the field."""
+    try:
+        return RunConfig.model_validate(read_manifest(run_dir).config)
+    except ValidationError as exc:
+        why = describe_validation_error(str(Path(run_dir) / MANIFEST), exc, within="config")
+        raise ResumeError(f"{why}; this simloop cannot resume that run (start a new one)") from None
 
 
 def prepare_run(cfg: RunConfig, resume: Path | None = None, overrides: dict[str, Any] | None = None,
@@ -111,6 +118,11 @@ def prepare_run(cfg: RunConfig, resume: Path | None = None, overrides: dict[str,
         )
     if preflight and not any(k.startswith("chat:") or k == "llm_pool" for k in ctx.overrides):
         check_endpoints(cfg.llm, llm_roles(simulator, assistant))
+    if "retriever" not in ctx.overrides and any("retriever" in (getattr(p, "needs", ()) or ())
+                                                 for p in (simulator, assistant)):
+        from ..search.bm25 import check_retrieval
+
+        check_retrieval(cfg.retrieval)  # Java, its options, the index: what fails after the folder exists
     if remote_check is not None:
         remote_check()
     chash = config_hash(cfg)

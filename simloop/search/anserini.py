@@ -24,10 +24,21 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-__all__ = ["AnseriniSearcher", "SEARCHER_CLASS"]
+__all__ = ["AnseriniSearcher", "SEARCHER_CLASS", "java_error"]
 
 # The Java class pyserini's LuceneSearcher wraps; jvm.boot_jvm loads it to check the Java version.
 SEARCHER_CLASS = "io.anserini.search.SimpleSearcher"
+
+
+def java_error(exc: BaseException) -> str:
+    """One line for an exception out of Java: its class and message, without the stack
+    trace pyjnius puts in ``str()`` (a dozen lines no user needs on stderr)."""
+    inner = getattr(exc, "innermessage", None)
+    classname = getattr(exc, "classname", None)
+    if classname:
+        return f"{classname.rpartition('.')[2]}: {' '.join(str(inner or '').split())}".rstrip(": ")
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 class AnseriniSearcher:

@@ -15,20 +15,22 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, Sequence, runtime_checkable
 
-from ..errors import IndexMissingError, RetrievalError, SimloopError
+from ..errors import ConfigError, IndexMissingError, RetrievalError, SimloopError
+from ..files import folder_problem
 from ..schema import Hit
 from . import batching
 from .config import RetrievalConfig
-from .anserini import AnseriniSearcher
-from .corpus import demo_index, is_lucene_index
-from .jvm import boot_jvm
+from .anserini import AnseriniSearcher, java_error
+from .corpus import cache_root, demo_index, demo_index_path, is_lucene_index
+from .jvm import boot_jvm, check_jvm
 
-__all__ = ["Hit", "Retriever", "BM25Retriever", "open_retriever"]
+__all__ = ["Hit", "Retriever", "BM25Retriever", "open_retriever", "check_retrieval"]
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +157,7 @@ class BM25Retriever:
         except SimloopError:
             raise
         except Exception as exc:  # JavaException, OSError ...
-            raise RetrievalError(f"BM25 search on {self.index_dir} failed: {exc}") from exc
+            raise RetrievalError(f"BM25 search on {self.index_dir} failed: {java_error(exc)}") from exc
 
     # ---- event-loop side
 
@@ -234,16 +236,46 @@ class BM25Retriever:
             self._executor.shutdown(wait=False)
 
 
+def _named_index(cfg: RetrievalConfig) -> Path:
+    index = Path(cfg.index).expanduser()
+    if not is_lucene_index(index):
+        what = "does not exist" if not index.exists() else "is not a Lucene index"
+        raise IndexMissingError(f"retrieval index {index} {what}; {_HOW_TO_BUILD}")
+    return index
+
+
+def check_retrieval(cfg: RetrievalConfig) -> None:
+    """What opening a retriever for ``cfg`` needs, checked before a run writes anything:
+    the index (or the demo index's cache folder), Java starting (``SIMLOOP_JVM_OPTIONS``)
+    and Lucene opening the index.  Each failure is one BadInputError line, never a Java
+    stack trace.  Java stays up for the run (it would start at warm-up anyway); opening
+    the index once more costs a few ms.  A demo index not built yet is built at warm-up."""
+    if cfg.index is not None:
+        index: Path | None = _named_index(cfg)
+    else:
+        root = cache_root()
+        problem = folder_problem(root)
+        if problem is not None:
+            named = f"SIMLOOP_CACHE={root}" if os.environ.get("SIMLOOP_CACHE") else f"cache folder {root}"
+            raise ConfigError(f"{named}: {problem}; the demo index is kept there")
+        index = demo_index_path() if is_lucene_index(demo_index_path()) else None
+    check_jvm()
+    if index is None:
+        return
+    try:
+        AnseriniSearcher(str(index)).close()
+    except Exception as exc:  # JavaException: a damaged index, or one of another Lucene version
+        raise IndexMissingError(f"{index}: Lucene cannot open this index ({java_error(exc)}); "
+                                f"rebuild it with `simloop index build`") from None
+
+
 async def open_retriever(cfg: RetrievalConfig | None = None) -> BM25Retriever:
     """A started BM25 retriever for ``cfg.index`` (None = the cached demo index)."""
     cfg = cfg or RetrievalConfig()
     if cfg.index is None:
         index = await asyncio.to_thread(demo_index)
     else:
-        index = Path(cfg.index).expanduser()
-        if not is_lucene_index(index):
-            what = "does not exist" if not index.exists() else "is not a Lucene index"
-            raise IndexMissingError(f"retrieval index {index} {what}; {_HOW_TO_BUILD}")
+        index = _named_index(cfg)
     await asyncio.to_thread(boot_jvm)  # ~1 s of Java start: keep the loop responsive
     retriever = BM25Retriever(index, cfg)
     await retriever.start()

