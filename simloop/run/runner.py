@@ -122,7 +122,8 @@ def prepare_run(cfg: RunConfig, resume: Path | None = None, overrides: dict[str,
                                                  for p in (simulator, assistant)):
         from ..search.bm25 import check_retrieval
 
-        check_retrieval(cfg.retrieval)  # Java, its options, the index: what fails after the folder exists
+        # Java, its options, the index: what fails after the folder exists (a Ray driver never searches)
+        check_retrieval(cfg.retrieval, start_java=cfg.backend != "ray")
     if remote_check is not None:
         remote_check()
     chash = config_hash(cfg)

@@ -28,7 +28,7 @@ from . import batching
 from .config import RetrievalConfig
 from .anserini import AnseriniSearcher, java_error
 from .corpus import cache_root, demo_index, demo_index_path, is_lucene_index
-from .jvm import boot_jvm, check_jvm
+from .jvm import boot_jvm, check_jvm, check_jvm_options
 
 __all__ = ["Hit", "Retriever", "BM25Retriever", "open_retriever", "check_retrieval"]
 
@@ -244,12 +244,14 @@ def _named_index(cfg: RetrievalConfig) -> Path:
     return index
 
 
-def check_retrieval(cfg: RetrievalConfig) -> None:
+def check_retrieval(cfg: RetrievalConfig, start_java: bool = True) -> None:
     """What opening a retriever for ``cfg`` needs, checked before a run writes anything:
     the index (or the demo index's cache folder), Java starting (``SIMLOOP_JVM_OPTIONS``)
     and Lucene opening the index.  Each failure is one BadInputError line, never a Java
     stack trace.  Java stays up for the run (it would start at warm-up anyway); opening
-    the index once more costs a few ms.  A demo index not built yet is built at warm-up."""
+    the index once more costs a few ms.  A demo index not built yet is built at warm-up.
+    ``start_java=False`` (a Ray driver, which never searches: its workers do) checks the
+    paths and the options (``java -version``) only."""
     if cfg.index is not None:
         index: Path | None = _named_index(cfg)
     else:
@@ -259,6 +261,9 @@ def check_retrieval(cfg: RetrievalConfig) -> None:
             named = f"SIMLOOP_CACHE={root}" if os.environ.get("SIMLOOP_CACHE") else f"cache folder {root}"
             raise ConfigError(f"{named}: {problem}; the demo index is kept there")
         index = demo_index_path() if is_lucene_index(demo_index_path()) else None
+    if not start_java:
+        check_jvm_options()
+        return
     check_jvm()
     if index is None:
         return

@@ -41,7 +41,7 @@ from ..errors import ConfigError, RetrievalError, SimloopError
 from ..llm.config import PLACEHOLDER_KEY
 from .anserini import SEARCHER_CLASS, java_error
 
-__all__ = ["prepare_environment", "environment_ready", "boot_jvm", "check_jvm", "PLACEHOLDER_KEY", "JVM_OPTIONS"]
+__all__ = ["prepare_environment", "environment_ready", "boot_jvm", "check_jvm", "check_jvm_options", "PLACEHOLDER_KEY", "JVM_OPTIONS"]
 
 log = logging.getLogger(__name__)
 
@@ -141,9 +141,8 @@ def check_jvm() -> None:
     run to check before it writes anything."""
     if _READY:
         return
+    check_jvm_options()
     options = _user_options()
-    if options:
-        _try_options(options)
     try:
         boot_jvm()
     except RetrievalError as exc:
@@ -151,12 +150,15 @@ def check_jvm() -> None:
         raise ConfigError(f"{exc}{given}") from None
 
 
-def _try_options(options: list[str]) -> None:
+def check_jvm_options() -> None:
     """``SIMLOOP_JVM_OPTIONS`` tried on ``java -version`` (~0.07 s of CPU, only when the
     variable is set): inside this process some (``-Xmx1k``) make the JVM end the whole
     process with its own two lines, before any run folder could be cleaned up."""
     import jnius_config
 
+    options = _user_options()
+    if not options:
+        return
     java = Path(os.environ.get("JAVA_HOME", "")) / "bin" / "java"
     if jnius_config.vm_running or not environment_ready() or not java.is_file():
         return  # nothing to start, or boot_jvm says what is missing
