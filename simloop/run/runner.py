@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
-from ..config import RunConfig, config_hash
+from ..config import RunConfig, config_hash, validate_config
 from ..errors import IndexMissingError
 from ..llm.preflight import check_endpoints
 from ..schema import PluginRef
@@ -81,7 +81,7 @@ def llm_roles(*plugins: Any) -> list[str]:
 
 def resume_config(run_dir: Path) -> RunConfig:
     """The config a run started with (for ``--resume``)."""
-    return RunConfig.model_validate(read_manifest(run_dir).config)
+    return validate_config(read_manifest(run_dir).config, str(run_dir / "run.json"))  # one line if it no longer validates
 
 
 def prepare_run(cfg: RunConfig, resume: Path | None = None, overrides: dict[str, Any] | None = None,
