@@ -115,3 +115,91 @@ def test_role_override_keys_match_the_role_settings():
     from simloop.llm.config import LLMRole, LLMRoleOverride
 
     assert set(LLMRoleOverride.model_fields) == set(LLMRole.model_fields)
+
+
+# ----------------------------------------------------------------------------- no key in a URL (simloop/urls.py)
+
+KEY = "sk-AUDIT-SECRET-123"
+KEYED_URLS = [
+    f"http://u:{KEY}@127.0.0.1:9/v1",  # a password
+    f"http://{KEY}@127.0.0.1:9/v1",  # a bare user: where some clients put a token
+    f"http://127.0.0.1:9/v1?api-key={KEY}",  # Azure style
+    f"http://127.0.0.1:9/v1?api-version=2024-02-01&API_KEY={KEY}",
+    f"https://h/v1?apikey={KEY}", f"https://h/v1?key={KEY}", f"https://h/v1?token={KEY}",
+    f"https://h/v1?access_token={KEY}", f"https://h/v1?sig={KEY}", f"https://h/v1?Signature={KEY}",
+    f"https://h/v1?password={KEY}", f"https://h/v1?secret={KEY}", f"https://h/v1?subscription-key={KEY}",
+    f"u:{KEY}@127.0.0.1:9/v1",  # no scheme: still checked
+]
+PLAIN_URLS = ["http://127.0.0.1:8089/v1", "https://api.openai.com/v1", "http://localhost:11434/v1/",
+              "https://x.openai.azure.com/openai/deployments/gpt?api-version=2024-02-01", "https://h/v1?monkey=1"]
+
+
+@pytest.mark.parametrize("url", KEYED_URLS)
+def test_a_url_with_a_key_is_refused_without_repeating_it(url):
+    from simloop.urls import check_url
+
+    with pytest.raises(ValueError) as info:
+        check_url(url, "OPENAI_API_KEY", "--base-url")
+    message = str(info.value)
+    assert KEY not in message and "\n" not in message
+    assert message.startswith("--base-url: the URL carries ") and message.endswith("put the key in OPENAI_API_KEY")
+
+
+@pytest.mark.parametrize("url", PLAIN_URLS)
+def test_an_ordinary_url_passes_and_is_shown_unchanged(url):
+    from simloop.urls import check_url, redact_urls
+
+    assert check_url(url, "OPENAI_API_KEY") == url
+    assert redact_urls(f"LLM role 'judge' at {url}: cannot connect") == f"LLM role 'judge' at {url}: cannot connect"
+
+
+@pytest.mark.parametrize("text, shown", [
+    (f"at http://u:{KEY}@127.0.0.1:9/v1: cannot connect", "at http://***@127.0.0.1:9/v1: cannot connect"),
+    (f"GET http://{KEY}@h/v1/models \"HTTP/1.1 200 OK\"", "GET http://***@h/v1/models \"HTTP/1.1 200 OK\""),
+    (f"(POST https://h/v1?api-version=1&api-key={KEY}#top).", "(POST https://h/v1?api-version=1&api-key=***#top)."),
+    (f"https://h/v1?Token={KEY};sig={KEY}&x=2 and http://ok/v1", "https://h/v1?Token=***;sig=***&x=2 and http://ok/v1"),
+])
+def test_redaction_masks_user_info_and_secret_query_values(text, shown):
+    from simloop.urls import redact_urls
+
+    assert redact_urls(text) == shown
+
+
+def test_log_lines_are_redacted():
+    import logging
+
+    from simloop.urls import RedactURLs
+
+    record = logging.LogRecord("httpx", logging.INFO, __file__, 1, 'HTTP Request: %s %s "%s"',
+                               ("GET", f"http://u:{KEY}@h/v1/models", "HTTP/1.1 200 OK"), None)
+    assert RedactURLs().filter(record)
+    assert record.getMessage() == 'HTTP Request: GET http://***@h/v1/models "HTTP/1.1 200 OK"'
+
+
+@pytest.mark.parametrize("url", [KEYED_URLS[0], KEYED_URLS[2]])
+def test_every_way_to_give_a_base_url_refuses_a_key(tmp_path: Path, url: str):
+    from simloop.cli.flags import RUN_FLAGS, config_from_flags
+
+    f = tmp_path / "run.toml"
+    for toml in (f'[llm.default]\nbase_url = "{url}"\n', f'[llm.roles.judge]\nbase_url = "{url}"\n'):
+        f.write_text(toml)
+        with pytest.raises(ConfigError, match="base_url: the URL carries") as info:
+            load_config(f, {}, environ={})
+        assert KEY not in str(info.value)
+    with pytest.raises(ConfigError, match="llm.default.base_url: the URL carries") as info:
+        load_config(None, {}, environ={"SIMLOOP_LLM__DEFAULT__BASE_URL": url})
+    assert KEY not in str(info.value)
+    with pytest.raises(ConfigError, match="^--base-url: the URL carries") as info:
+        config_from_flags(_run_args("--base-url", url), RUN_FLAGS, environ={})
+    assert KEY not in str(info.value) and "OPENAI_API_KEY" in str(info.value) and "api_key_env" in str(info.value)
+
+
+def test_a_key_in_openai_base_url_is_refused_too(monkeypatch):
+    role = load_config(None, {}, environ={}).llm.resolve("simulator")
+    monkeypatch.setenv("OPENAI_BASE_URL", KEYED_URLS[0])
+    with pytest.raises(ConfigError, match="^OPENAI_BASE_URL: the URL carries a password") as info:
+        role.endpoint()
+    assert KEY not in str(info.value)
+    monkeypatch.setenv("OPENAI_BASE_URL", PLAIN_URLS[0])
+    assert role.endpoint() == PLAIN_URLS[0]
+

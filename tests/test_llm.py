@@ -378,3 +378,12 @@ def test_an_unknown_transport_is_refused(monkeypatch):
     assert transport_name("httpx") == "httpx"  # an explicit choice beats the variable
     with pytest.raises(ConfigError, match=r"transport='h2'"):
         transport_name("h2")
+
+
+def test_error_texts_mask_a_password_or_key_in_any_url():
+    # Every LLM error message passes through _one_line.  A base URL with a key is refused in
+    # the config (simloop/urls.py), but an exception's own text may hold another URL (a proxy's).
+    from simloop.llm.client import _one_line
+
+    text = "ProxyError: cannot reach http://user:hunter2-PASSWORD@proxy:3128 for https://h/v1?api-key=abc123&x=1"
+    assert _one_line(text, None) == "ProxyError: cannot reach http://***@proxy:3128 for https://h/v1?api-key=***&x=1"

@@ -56,3 +56,20 @@ def test_a_plain_http_endpoint_is_checked_without_loading_the_ca_bundle(monkeypa
     with pytest.raises(ConfigError, match="cannot connect"):
         check_endpoints(https, ["assistant"])
     assert bundles
+
+
+@pytest.mark.parametrize("form", ["http://u:{key}@{host}/v1", "http://{host}/v1?api-key={key}"])
+def test_a_preflight_failure_never_shows_a_key_in_the_url(form):
+    # Such a URL is refused when the config is validated (tests/test_bad_input.py); this is the
+    # second line of defence, for one that got past it (built without validation here).
+    import httpx
+
+    from simloop.errors import ConfigError
+    from simloop.llm.config import LLMRole
+    from simloop.llm.preflight import check_role
+
+    key = "sk-AUDIT-SECRET-123"
+    role = LLMRole.model_construct(base_url=form.format(key=key, host=f"127.0.0.1:{free_port()}"))
+    with httpx.Client(timeout=5) as client, pytest.raises(ConfigError, match="cannot connect") as info:
+        check_role("simulator", role, client)
+    assert key not in str(info.value) and "***" in str(info.value)

@@ -18,6 +18,7 @@ from ..errors import BadInputError, SimloopError
 from ..llm.transport import transport_name
 from ..loop import loop_name
 from ..settings import embed_runtime, embed_threads
+from ..urls import RedactURLs
 from ..run.interrupt import INTERRUPTED, exit_now
 from .args import Parser
 from .flags import RUN_FLAGS, add_flags, config_from_flags, resumed_config
@@ -172,6 +173,8 @@ def _main(argv: list[str] | None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:  # -v shows httpx's lines, each with a full URL
+        handler.addFilter(RedactURLs())
     try:
         loop_name()  # a bad SIMLOOP_EVENT_LOOP, SIMLOOP_LLM_HTTP, SIMLOOP_EMBED_THREADS or
         transport_name()  # SIMLOOP_EMBED_RUNTIME is reported before any file is written

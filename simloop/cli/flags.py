@@ -14,6 +14,7 @@ from typing import Any, Iterable, Mapping
 
 from ..config import RunConfig, apply_overrides, config_diff, load_config, merge_trees
 from ..errors import BadInputError, ConfigError, ResumeError
+from ..llm.config import role_setting
 from ..traits import check_trait
 from .args import parse_param, parse_params
 
@@ -121,8 +122,9 @@ def flag_overrides(args: argparse.Namespace, mapping: Mapping[str, str]) -> tupl
             value = parse_params(value, "--" + dest.replace("_", "-"))
         elif path == "scenarios.behaviour":
             value = _behaviour(value)
-        if path.startswith(EVERY_ROLE):
-            every[path[len(EVERY_ROLE):]] = value
+        if path.startswith(EVERY_ROLE):  # checked here, so that a bad value is named by its flag
+            key = path[len(EVERY_ROLE):]
+            every[key] = role_setting(_OPTIONS[dest][0], key, value)
         else:
             _put(tree, path, value)
     return tree, every

@@ -21,6 +21,7 @@ from typing import Any
 from ..errors import BadInputError, ConfigError
 from ..files import folder_problem
 from ..loop import run as run_loop
+from ..urls import check_url, redact_urls
 from .flags import RUN_FLAGS, add_flags, check_range, config_from_flags
 
 __all__ = ["add_commands", "cmd_rehearse"]
@@ -82,7 +83,7 @@ async def _verify(api: str, token: str, debug: bool, timeout_s: float) -> None:
         await client.verify()
     except (httpx.TransportError, httpx.InvalidURL) as exc:
         why = str(exc) or type(exc).__name__  # httpx's timeouts and some refusals carry no text
-        raise ConfigError(f"--api {api}: cannot reach the Sim.API server ({why}); is it running?") from None
+        raise ConfigError(redact_urls(f"--api {api}: cannot reach the Sim.API server ({why}); is it running?")) from None
     finally:
         await client.aclose()
 
@@ -91,6 +92,10 @@ def _check_flags(a: argparse.Namespace) -> None:
     """What the flags alone can get wrong, before any file or request."""
     from ..simulators.simapi import API_SCHEMES
 
+    try:  # first: the message below repeats the URL
+        check_url(a.api, "the variable --token-env names", "--api")
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     if not a.api.startswith(API_SCHEMES):  # said for the flag (the simulator names its parameter)
         raise ConfigError(f"--api {a.api!r}: give the server's URL, starting with http:// or https://")
     check_range("--concurrency", a.concurrency, 1, "give at least 1 run")

@@ -128,13 +128,15 @@ def _score_lines(transcripts: Sequence[Transcript], ptkb_per: dict, psg_per: dic
 
 def _judge_config(manifest: RunManifest, opts: EvalOptions):
     """The run's own LLM config with the CLI's ``judge`` overrides on top."""
-    from ..llm.config import LLMConfig
+    from ..llm.config import LLMConfig, role_setting
 
     try:
         cfg = LLMConfig.model_validate(manifest.config.get("llm") or {})
-    except ValueError as exc:
-        raise ConfigError(f"run.json config.llm: {exc}") from None
-    over = {k: v for k, v in (("base_url", opts.judge_base_url), ("model", opts.judge_model)) if v}
+    except ValidationError as exc:  # one line, as every config error (a key in an old run's base_url)
+        where, msg = first_error(exc)
+        raise ConfigError(f"run.json config.llm.{where}: {msg}") from None
+    over = {k: role_setting(flag, k, v) for k, v, flag in (("base_url", opts.judge_base_url, "--judge-base-url"),
+                                                           ("model", opts.judge_model, "--judge-model")) if v}
     if over:
         judge = cfg.roles.get("judge")
         cfg = LLMConfig.model_validate({**cfg.model_dump(exclude_unset=True),

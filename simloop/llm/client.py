@@ -33,6 +33,7 @@ from .limits import Endpoint, Permit
 from .retry import retry_after_s, retryable as _retryable
 from .usage import RoleUsage, merge_usage
 from ..schema import Stage
+from ..urls import redact_urls
 
 __all__ = ["LLMRole", "LLMConfig", "LLMPool", "ChatModel", "ChatResult", "strict_json_schema", "response_format_for",
            "retry_after_s"]
@@ -66,10 +67,10 @@ def _content(choice: Any) -> str:
 
 
 def _one_line(text: str, secret: str | None, limit: int = 300) -> str:
-    """Exception text for humans and logs: one line, bounded, with no key in it."""
+    """Exception text for humans and logs: one line, bounded, with no key in it (nor in a URL)."""
     if secret and secret != NO_KEY and len(secret) >= 4:
         text = text.replace(secret, "***")
-    text = _KEYLIKE.sub("***", " ".join(str(text).split()))
+    text = _KEYLIKE.sub("***", redact_urls(" ".join(str(text).split())))
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -149,7 +150,7 @@ class ChatModel:
     # -- internals ----------------------------------------------------------------------
 
     def _where(self) -> str:
-        # Redacted too: a proxy URL may carry the key in its path or query.
+        # Redacted too (_one_line): a proxy URL may carry the key in its path or query.
         return _one_line(f"{self.role} ({self.settings.model} at {self._endpoint.url})", self._client.api_key)
 
     def _request(self, messages: Sequence[dict[str, Any]], temperature: float | None, max_tokens: int | None,

@@ -12,13 +12,17 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer, model_validator
+from pydantic import (
+    AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer, model_validator,
+)
 
 from ..errors import ConfigError, first_error
+from ..urls import check_url
 
-__all__ = ["LLMRole", "LLMRoleOverride", "LLMConfig", "DEFAULT_BASE_URL", "NO_KEY", "PLACEHOLDER_KEY"]
+__all__ = ["LLMRole", "LLMRoleOverride", "LLMConfig", "DEFAULT_BASE_URL", "NO_KEY", "PLACEHOLDER_KEY", "KEY_GOES",
+           "role_setting"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 # Local servers (vLLM, Ollama, llama.cpp, the mock) ignore the key, but the client wants one.
@@ -27,6 +31,8 @@ NO_KEY = "sk-no-key"
 # when the user has no key: it means "no key" here, and is never sent to an endpoint.
 PLACEHOLDER_KEY = "simloop-placeholder-not-a-key"
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Where an LLM key belongs (said when a base URL carries one): never in the URL or the config.
+KEY_GOES = "OPENAI_API_KEY (or the variable the config's api_key_env names)"
 
 
 def _env_name(value: str) -> str:
@@ -36,13 +42,21 @@ def _env_name(value: str) -> str:
     return value
 
 
+def _no_key_in_url(value: str | None) -> str | None:
+    return None if value is None else check_url(value, KEY_GOES)
+
+
+# A base URL with a key in it (user:KEY@, ?api-key=KEY) is refused: the config is recorded in run.json.
+BaseURL = Annotated[str | None, AfterValidator(_no_key_in_url)]
+
+
 class LLMRole(BaseModel):
     """Where and how one role talks to a model.  Holds the NAME of the key variable only."""
 
     # hide_input_in_errors: a key pasted into the wrong field must not be echoed back.
     model_config = ConfigDict(extra="forbid", hide_input_in_errors=True, frozen=True)
 
-    base_url: str | None = Field(None, description="None: $OPENAI_BASE_URL, else the OpenAI API")
+    base_url: BaseURL = Field(None, description="None: $OPENAI_BASE_URL, else the OpenAI API")
     model: str = "gpt-4o-mini"
     api_key_env: str = Field("OPENAI_API_KEY", description="name of the environment variable holding the key")
     temperature: float = Field(0.7, ge=0, le=2)
@@ -63,8 +77,14 @@ class LLMRole(BaseModel):
         return _env_name(value)
 
     def endpoint(self) -> str:
-        """The base URL this role talks to (explicit, else $OPENAI_BASE_URL, else OpenAI)."""
+        """The base URL this role talks to (explicit, else $OPENAI_BASE_URL, else OpenAI).
+        A key in $OPENAI_BASE_URL is refused as one in the config is (a ConfigError)."""
         url = self.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        if not self.base_url:
+            try:
+                check_url(url, KEY_GOES, "OPENAI_BASE_URL")
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from None
         return url.rstrip("/")
 
     def api_key(self) -> str:
@@ -85,7 +105,7 @@ class LLMRoleOverride(BaseModel):
 
     model_config = ConfigDict(extra="forbid", hide_input_in_errors=True, frozen=True)
 
-    base_url: str | None = None
+    base_url: BaseURL = None
     model: str | None = None
     api_key_env: str | None = None
     temperature: float | None = Field(None, ge=0, le=2)
@@ -117,6 +137,16 @@ class LLMRoleOverride(BaseModel):
 
 
 _ROLE_KEYS = frozenset(LLMRole.model_fields)  # tests check LLMRoleOverride has the same keys
+
+
+def role_setting(flag: str, key: str, value: Any) -> Any:
+    """``value`` for the role setting ``key`` as ``flag`` gives it (``--base-url``), validated
+    as a role's own setting is, so that a bad one is one ConfigError naming the flag."""
+    try:
+        LLMRoleOverride.model_validate({key: value})
+    except ValidationError as exc:
+        raise ConfigError(f"{flag}: {first_error(exc)[1]}") from None
+    return value
 
 
 def _flatten(roles: dict[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import httpx
 
 from ..errors import BadInputError, ConfigError
 from ..files import sqlite_problem
+from ..urls import redact_urls
 from .config import DEFAULT_BASE_URL, NO_KEY, LLMConfig, LLMRole
 from .transport import env_proxies
 
@@ -47,7 +48,7 @@ def check_role(name: str, role: LLMRole, client: httpx.Client, flag: str = "--ba
     answer; ``flag`` is the command's flag that sets the URL."""
     problem = _problem(role, client)
     if problem is not None:
-        raise ConfigError(f"LLM role {name!r} at {role.endpoint()}: {problem}; "
+        raise ConfigError(f"LLM role {name!r} at {redact_urls(role.endpoint())}: {problem}; "
                           f"check {flag} / [llm] in the config, or start the server")
 
 

@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping
 from pydantic import ValidationError
 
 from ..config import RunConfig, config_hash, describe_validation_error
-from ..errors import IndexMissingError, ResumeError
+from ..errors import ConfigError, IndexMissingError, ResumeError
 from ..llm.preflight import check_endpoints
 from ..schema import PluginRef
 from ..search.corpus import is_lucene_index
@@ -83,12 +83,16 @@ def llm_roles(*plugins: Any) -> list[str]:
 
 def resume_config(run_dir: Path) -> RunConfig:
     """The config a run started with (for ``--resume``).  One that no longer validates (an
-    edited run.json, a run of another simloop version) is a ResumeError naming the field."""
+    edited run.json, a run of another simloop version, a key in a URL) is a ResumeError
+    naming the field."""
+    source = str(Path(run_dir) / MANIFEST)
     try:
         return RunConfig.model_validate(read_manifest(run_dir).config)
     except ValidationError as exc:
-        why = describe_validation_error(str(Path(run_dir) / MANIFEST), exc, within="config")
-        raise ResumeError(f"{why}; this simloop cannot resume that run (start a new one)") from None
+        why = describe_validation_error(source, exc, within="config")
+    except ConfigError as exc:  # a validator's own line ("llm.roles.x: ...")
+        why = f"{source}: {exc}"
+    raise ResumeError(f"{why}; this simloop cannot resume that run (start a new one)")
 
 
 def prepare_run(cfg: RunConfig, resume: Path | None = None, overrides: dict[str, Any] | None = None,
