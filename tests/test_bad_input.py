@@ -97,7 +97,7 @@ AUDIT_KEY = "sk-AUDIT-SECRET-123"
 
 @pytest.mark.parametrize("form", ["u:{key}@", "{key}@", "?api-key={key}"])
 @pytest.mark.parametrize("where, named", [
-    ("--base-url", "--base-url: "), ("config", "llm.roles.simulator: base_url: "), ("OPENAI_BASE_URL", "OPENAI_BASE_URL: "),
+    ("--base-url", "--base-url: "), ("config", "{config}: llm.roles.simulator: base_url: "), ("OPENAI_BASE_URL", "OPENAI_BASE_URL: "),
     ("SIMLOOP_LLM__DEFAULT__BASE_URL", "SIMLOOP_* environment / flags: llm.default.base_url: "),
 ])
 def test_a_key_in_an_llm_url_is_refused_before_any_file_and_never_shown(tmp_path, form, where, named):
@@ -116,7 +116,7 @@ def test_a_key_in_an_llm_url_is_refused_before_any_file_and_never_shown(tmp_path
     p = cli("-v", "run", *flags, "--simulator", "llm", "--assistant", "genaius", "--out", out, "--limit", "1",
             "--no-progress", env=env)
     line = one_line_exit_2(p, "the URL carries", "OPENAI_API_KEY", "api_key_env")
-    assert line.startswith(f"simloop: error: {named}the URL carries ")
+    assert line.startswith(f"simloop: error: {named.format(config=tmp_path / 'run.toml')}the URL carries ")
     assert AUDIT_KEY not in p.stderr + p.stdout
     assert not out.exists()
 
