@@ -74,6 +74,16 @@ def test_memory_section_has_fact_kept_in_query_and_marks_the_stand_in(tmp_path: 
     assert 'alt="memory recall and fact kept in query' in memory
 
 
+def test_memory_test_interrupted_before_a_strategy_finished_is_a_note(tmp_path: Path, capsys):
+    b = _run(tmp_path, "run-beta", [3])
+    (b / "memory.json").write_text(json.dumps({**MEMORY, "status": "interrupted", "strategies": {}, "probes": []}))
+    assert main(["report", str(b)]) == 0
+    html = (b / "report.html").read_text()
+    assert '<section id="memory">' not in html
+    assert "memory.json has no results: the memory test was interrupted before a strategy finished" in html
+    assert "memory.json has no results" in capsys.readouterr().out
+
+
 def test_comparing_two_runs_shows_signed_differences(tmp_path: Path, capsys):
     a = _run(tmp_path, "run-a", [4, 5])
     b = _run(tmp_path, "run-b", [1, 2, 3], reason="user_gave_up")

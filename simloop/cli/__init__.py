@@ -19,7 +19,7 @@ from ..llm.transport import transport_name
 from ..loop import loop_name
 from ..settings import embed_runtime, embed_threads
 from ..urls import RedactURLs
-from ..run.interrupt import INTERRUPTED, exit_now
+from ..run.interrupt import INTERRUPTED, exit_now, sigterm_as_sigint
 from .args import Parser
 from .flags import RUN_FLAGS, add_flags, config_from_flags, resumed_config
 
@@ -176,11 +176,8 @@ def _main(argv: list[str] | None) -> int:
     for handler in logging.getLogger().handlers:  # -v shows httpx's lines, each with a full URL
         handler.addFilter(RedactURLs())
     try:
-        loop_name()  # a bad SIMLOOP_EVENT_LOOP, SIMLOOP_LLM_HTTP, SIMLOOP_EMBED_THREADS or
-        transport_name()  # SIMLOOP_EMBED_RUNTIME is reported before any file is written
-        embed_threads()
-        embed_runtime()
-        return int(args.func(args) or 0)
+        with sigterm_as_sigint():  # every command stops on SIGTERM as on Ctrl-C (DESIGN §12)
+            return _command(args)
     except BadInputError as exc:
         print(f"simloop: error: {exc}", file=sys.stderr)
         return 2
@@ -203,6 +200,14 @@ def _main(argv: list[str] | None) -> int:
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"simloop: {type(exc).__name__}: {where}{exc.strerror or exc}", file=sys.stderr)
         return 1
+
+
+def _command(args: argparse.Namespace) -> int:
+    loop_name()  # a bad SIMLOOP_EVENT_LOOP, SIMLOOP_LLM_HTTP, SIMLOOP_EMBED_THREADS or
+    transport_name()  # SIMLOOP_EMBED_RUNTIME is reported before any file is written
+    embed_threads()
+    embed_runtime()
+    return int(args.func(args) or 0)
 
 
 if __name__ == "__main__":

@@ -99,11 +99,14 @@ def cmd_memory(a: argparse.Namespace) -> int:
     progress, on_event = _progress(test, a.progress is not False)
     with progress:
         memory = run_loop(test.run(on_event))
-    out.print(rich_memory(test.run_id, memory))
+    if memory.strategies:  # none when the first strategy was interrupted
+        out.print(rich_memory(test.run_id, memory))
     if any(p.rewritten_query for p in memory.probes):
         out.print(_query_table(memory))
     if memory.status == "interrupted":
-        err.print("[yellow]interrupted[/]: memory.json covers the strategies that finished")
+        left_out = ", ".join(s.name for s in test.strategies if not s.finished)
+        err.print(f"[yellow]interrupted[/]: memory.json covers the strategies that finished "
+                  f"({', '.join(memory.strategies) or 'none'}); left out: {left_out}", soft_wrap=True)
     print(test.run_dir)
     return 130 if memory.status == "interrupted" else 0
 

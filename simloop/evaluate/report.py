@@ -65,6 +65,8 @@ def _read_memory(run_dir: Path) -> tuple[MemoryResults | None, str | None]:
         data = MemoryResults.model_validate_json(path.read_bytes())
         for s in data.strategies.values():  # distances must be numbers, or plotting would fail later
             [float(k) for k in s.recall_by_distance]
+        if not data.strategies:  # `simloop memory` stopped before its first strategy finished
+            return None, f"{path.name} has no results: the memory test was {data.status} before a strategy finished"
         return data, None
     except (ValidationError, ValueError) as exc:
         return None, f"{path.name} could not be read ({_one_line(exc)}); memory plots skipped"

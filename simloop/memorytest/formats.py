@@ -78,5 +78,6 @@ class MemoryResults(_Record):
     scorer: Literal["rules", "judge"] = "rules"
     assistant: dict[str, Any] = Field(default_factory=dict)  # {"name", "params"} as in a PluginRef
     personas: list[str] = Field(default_factory=list)
+    # Only the strategies that finished: after an interrupt the one running and those after it are left out.
     strategies: dict[str, StrategyResult] = Field(default_factory=dict)
-    probes: list[ProbeResult] = Field(default_factory=list)
+    probes: list[ProbeResult] = Field(default_factory=list)  # of those strategies

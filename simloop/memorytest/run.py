@@ -8,7 +8,8 @@ strategy plays every script through the real engine with the assistant given
 Output, ``<out>/<run_id>/``:
 
 * ``memory.json`` - ``MemoryResults`` (``formats.py``): recall per distance and token costs per
-  strategy, every probe's verdict (read by ``simloop report``);
+  strategy, every probe's verdict (read by ``simloop report``); after an interrupt
+  (``status`` "interrupted") only the strategies that finished;
 * ``<run_id>-<strategy>/`` - a normal run directory per strategy;
 * ``run.json`` + ``dialogues.jsonl`` holding a copy of every dialogue of every strategy,
   so the folder is itself a run directory that ``simloop report`` / ``simloop eval`` accept.
@@ -141,6 +142,7 @@ class _Strategy:
     plans: list[tuple[Scenario, ProbePlan]]
     transcripts: list[Transcript] = field(default_factory=list)
     run_dir: Path | None = None
+    finished: bool = False  # every probe dialogue ran: only then is the strategy scored
 
     @property
     def turns(self) -> int:
@@ -253,6 +255,7 @@ class MemoryTest:
                 if stats.interrupted:
                     status = "interrupted"
                     break
+                s.finished = True
             else:
                 status = "finished"
             memory = await self._score(shared, status)
@@ -282,7 +285,9 @@ class MemoryTest:
             scorer="judge" if judge else "rules",
             assistant={"name": self.cfg.assistant, "params": self.cfg.assistant_params},
             personas=sorted({p.persona_id for s in self.strategies for _, p in s.plans}))
-        for s in (s for s in self.strategies if s.run_dir is not None):  # an interrupt skips the rest
+        # An interrupted strategy is left out, not scored as recall 0 over the probes it never
+        # ran; so are the strategies after it.  Its dialogues stay in its run directory.
+        for s in (s for s in self.strategies if s.finished):
             by_id = {t.dialogue_id: t for t in s.transcripts}
             rows = [score_probe(p, by_id.get(p.dialogue_id), s.name) for _, p in s.plans]
             if judge is not None:

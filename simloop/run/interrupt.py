@@ -14,6 +14,12 @@ were there before (asyncio.Runner's, a notebook kernel's) are put back afterward
 Blocking work (a JVM boot, a search) runs on threads that cannot be cancelled; a
 process that has been interrupted therefore leaves with ``exit_now`` once its run is
 closed, instead of waiting for those threads at interpreter exit.
+
+Every other command (``export``, ``eval``, ``index build`` ...) stops on SIGTERM as on
+SIGINT: ``sigterm_as_sigint`` makes SIGTERM raise KeyboardInterrupt in the main thread for
+the whole command, so the same ``finally`` blocks remove temp files and the CLI exits 130.
+The handlers above, and ``serve``'s and ``mock-llm``'s, take over on top of it while they
+are installed.
 """
 
 from __future__ import annotations
@@ -25,9 +31,11 @@ import signal
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Coroutine, TypeVar
+from contextlib import contextmanager
+from typing import Any, Callable, Coroutine, Iterator, TypeVar
 
-__all__ = ["Interrupt", "until_signalled", "at_hard_exit", "exit_now", "STOP_SIGNALS", "INTERRUPTED"]
+__all__ = ["Interrupt", "until_signalled", "at_hard_exit", "exit_now", "sigterm_as_sigint", "STOP_SIGNALS",
+           "INTERRUPTED"]
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +69,26 @@ def exit_now(code: int = INTERRUPTED, message: str | None = None) -> None:
         except Exception:
             pass
     os._exit(code)
+
+
+@contextmanager
+def sigterm_as_sigint() -> Iterator[None]:
+    """While the block runs, SIGTERM raises KeyboardInterrupt in the main thread, as SIGINT
+    does (``signal.default_int_handler``).  Only over the default action (which ends the
+    process at once, skipping every clean-up): a handler the host set stays, and so does
+    an ignored SIGTERM.  The previous handling is put back afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous is not signal.SIG_DFL:
+        yield
+        return
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class Interrupt:

@@ -12,6 +12,9 @@ ended in an infrastructure error move to ``dialogues.retried.jsonl``; those dial
 no line any more, so the run re-runs them and the file keeps one line per dialogue.  The
 recorder tallies every line of the run (old and new), so ``run.json`` counts stay true
 for the whole run after any number of resumes.
+
+One process at a time: ``create`` and ``resume`` lock the run directory (``runlock.py``)
+before writing in it, and ``close`` (``finish``) lets it go; a second process is refused.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from ..errors import DataFileError, ResumeError, first_error
 from ..files import atomic_open, atomic_write, check_in_file, folder_problem
 from ..loop import running_loop_name
 from ..schema import RunManifest, Transcript, utcnow
+from .runlock import LOCK_FILE, RunLock
 
 __all__ = ["Recorder", "RunDir", "check_out_dir", "read_transcripts", "read_manifest", "new_run_id", "ReadReport", "Tally",
            "INFRASTRUCTURE"]
@@ -250,16 +254,22 @@ class Recorder:
         self.written = 0
         self.retried = 0  # lines moved out by resume(retry_errors=True) for a re-run
         self.tally = Tally()
+        self._run_lock: RunLock | None = None  # held from create/resume until close (runlock.py)
 
     # ---------------------------------------------------------------- lifecycle
     @classmethod
     def create(cls, out: Path, manifest: RunManifest) -> "Recorder":
         run_dir = Path(out) / check_run_id(manifest.run_id)
-        if run_dir.exists() and any(run_dir.iterdir()):
-            raise ResumeError(f"{run_dir} already exists; use --resume {run_dir} or another --run-id")
+        _refuse_existing(run_dir)  # before any write, the lock file included
         run_dir.mkdir(parents=True, exist_ok=True)
         rec = cls(run_dir, manifest)
-        rec.write_manifest()
+        rec._run_lock = RunLock.take(run_dir)
+        try:
+            _refuse_existing(run_dir)  # again under the lock: another process with this run id got there first
+            rec.write_manifest()
+        except BaseException:
+            rec.close()
+            raise
         return rec
 
     @classmethod
@@ -274,33 +284,43 @@ class Recorder:
                 f"(hash {manifest.config_hash} vs {expected_hash}); resume with the same config"
             )
         rec = cls(run_dir, manifest)
+        rec._run_lock = RunLock.take(run_dir)  # before reading the lines another writer may be adding to
+        try:
+            done, report = rec._reopen(retry_errors)
+        except BaseException:
+            rec.close()
+            raise
+        return rec, done, report
+
+    def _reopen(self, retry_errors: bool) -> tuple[set[str], ReadReport]:
+        """Read the lines so far, repair the file and mark the run running again."""
         report = ReadReport()
         kept: list[bytes] = []
         moved: dict[str, list[bytes]] = {REJECTED: [], RETRIED: []}
         done: set[str] = set()
-        for line, _ in _scan(rec.dir.dialogues, report):
+        for line, _ in _scan(self.dir.dialogues, report):
             t = line.transcript
             if t is None or t.dialogue_id in done:  # corrupt, torn, or a second line for one dialogue
                 moved[REJECTED].append(line.raw if line.raw.endswith(b"\n") else line.raw + b"\n")
             elif retry_errors and t.error is not None and t.error.source in INFRASTRUCTURE:
                 moved[RETRIED].append(line.raw)
-                rec.retried += 1
+                self.retried += 1
             else:
                 kept.append(line.raw)
                 done.add(t.dialogue_id)
-                rec.tally.add(t)
+                self.tally.add(t)
         if moved[REJECTED] or moved[RETRIED]:
             # Keep the moved lines first: a crash between the two steps leaves a copy, never a loss.
             for name, lines in moved.items():
                 if lines:
-                    _append_lines(rec.dir.path / name, lines)
-            with atomic_open(rec.dir.dialogues, "wb") as fh:
+                    _append_lines(self.dir.path / name, lines)
+            with atomic_open(self.dir.dialogues, "wb") as fh:
                 fh.writelines(kept)
-        manifest.status = "running"
-        manifest.finished_at = None
-        rec.written = len(done)
-        rec.write_manifest()
-        return rec, done, report
+        self.manifest.status = "running"
+        self.manifest.finished_at = None
+        self.written = len(done)
+        self.write_manifest()
+        return done, report
 
     def write_manifest(self) -> None:
         atomic_write(self.dir.manifest, self.manifest.model_dump_json(indent=2).encode())
@@ -349,6 +369,16 @@ class Recorder:
         self.close()
 
     def close(self) -> None:
+        """Close the dialogues file and let other processes have the run (its lock)."""
         if self._fh is not None:
             self._fh.close()
             self._fh = None
+        lock, self._run_lock = self._run_lock, None
+        if lock is not None:
+            lock.release()
+
+
+def _refuse_existing(run_dir: Path) -> None:
+    """A new run's directory must be new (or empty, but for a lock file a crash left)."""
+    if run_dir.exists() and any(p.name != LOCK_FILE for p in run_dir.iterdir()):
+        raise ResumeError(f"{run_dir} already exists; use --resume {run_dir} or another --run-id")
