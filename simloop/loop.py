@@ -51,8 +51,16 @@ def run(main: Coroutine[Any, Any, T], *, loop: str | None = None) -> T:
     except BaseException:
         main.close()  # never awaited: no "coroutine was never awaited" warning on bad input
         raise
-    with asyncio.Runner(loop_factory=factory) as runner:
-        return runner.run(main)
+    try:
+        with asyncio.Runner(loop_factory=factory) as runner:
+            return runner.run(main)
+    except RuntimeError as exc:
+        # Ctrl-C while the runner closes the loop (a second one, after a run's stop gave the
+        # signals back) leaves it "running", and closing it then raises this over the
+        # KeyboardInterrupt: report the interrupt, as anywhere else, not a traceback.
+        if isinstance(exc.__context__, KeyboardInterrupt):
+            raise KeyboardInterrupt from None
+        raise
 
 
 def running_loop_name() -> str:

@@ -13,6 +13,7 @@ import pytest
 
 from conftest import EchoAssistant, simloop_cli
 from simloop.errors import ConfigError
+import simloop.loop as loop_module
 from simloop.loop import ENV, loop_name, run, running_loop_name
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,3 +72,45 @@ def test_a_bad_loop_variable_is_one_line_exit_2_and_writes_nothing(tmp_path):
     assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
     assert p.stderr.strip().splitlines() == [f"simloop: error: {ENV}='tokio': expected one of uvloop, asyncio"]
     assert list(tmp_path.iterdir()) == []
+
+
+class _ClosingInterrupted:
+    """asyncio.Runner whose close is hit by Ctrl-C, as uvloop's is when the second signal
+    lands while it tears the loop down: the loop is left "running", and closing it then
+    raises RuntimeError over the KeyboardInterrupt."""
+
+    def __init__(self, loop_factory=None):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def run(self, main):
+        main.close()
+        return "ran"
+
+    def __exit__(self, *exc):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise RuntimeError("Cannot close a running event loop")
+
+
+async def _nothing():
+    return None
+
+
+def test_ctrl_c_while_the_loop_closes_is_an_interrupt_not_a_runtime_error(monkeypatch):
+    monkeypatch.setattr(loop_module.asyncio, "Runner", _ClosingInterrupted)
+    with pytest.raises(KeyboardInterrupt):
+        loop_module.run(_nothing(), loop="asyncio")
+
+
+def test_other_runtime_errors_of_the_loop_still_raise(monkeypatch):
+    class Broken(_ClosingInterrupted):
+        def __exit__(self, *exc):
+            raise RuntimeError("something else")
+
+    monkeypatch.setattr(loop_module.asyncio, "Runner", Broken)
+    with pytest.raises(RuntimeError, match="something else"):
+        loop_module.run(_nothing(), loop="asyncio")

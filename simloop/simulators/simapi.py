@@ -35,10 +35,9 @@ import asyncio
 import hashlib
 import logging
 import time
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable
+from typing import Any, AsyncIterator
 
 import httpx
 
@@ -46,13 +45,13 @@ from ..errors import BadInputError, SimApiError, SimloopError
 from ..parts.stages import stage_note
 from ..files import pack_memory, unpack_memory
 from ..schema import (
-    AssistantReply, AssistantTurn, Behaviour, DialogueState, Persona, RubricQuestion, Scenario, SimulatorTurn,
-    Stage, Topic, Turn, UserTurn,
+    AssistantReply, Behaviour, DialogueState, Persona, RubricQuestion, Scenario, SimulatorTurn, Stage, Topic, Turn,
 )
 from ..simapi.client import SimApiClient, StateFile
 from ..text import count_wordpunct, truncate_wordpunct
 from ..simapi.protocol import UserUtterance, reply_payload
 from ..urls import check_url
+from .simapi_wire import LaneResult, ends_session, run_over, same_point, server_end, sync_turns  # noqa: F401  (sync_turns: re-exported)
 
 __all__ = ["SimApiSimulator", "LaneResult", "NO_PTKB", "DEFAULT_TOKEN_ENV", "API_SCHEMES"]
 
@@ -62,57 +61,8 @@ DEFAULT_TOKEN_ENV = "SIMAPI_TOKEN"
 API_SCHEMES = ("http://", "https://")
 NO_PTKB = "(the server gave no PTKB statements)"  # Persona needs one; never reported as provenance
 _HIDDEN = RubricQuestion(id="hidden", question="")  # Topic needs one; the server keeps the rubric
-_ENDED = "the Sim.API server ended the session (it does not say why; recorded as user_satisfied)"
 _SORRY = "Sorry, I cannot answer that."
 _MAX_APOLOGIES = 100  # a server that never ends a session must not keep a lane forever
-
-
-@dataclass
-class LaneResult:
-    """What one Sim.API run did in this invocation."""
-
-    run_id: str
-    status: str = "incomplete"  # completed | incomplete (stopped by ``limit`` or an interrupt)
-    sessions: int = 0
-    turns: int = 0
-    truncated: int = 0
-    abandoned: int = 0  # sessions that ended here first and were answered with apologies
-    resumed: int = 0
-    server_s: float = 0.0  # time waiting for /continue (the simulator's turn)
-
-
-def _ends_session(utt: UserUtterance) -> bool:
-    return utt.last_response_of_session or utt.last_response_of_run
-
-
-def _server_end(utt: UserUtterance, **kw: Any) -> SimulatorTurn:
-    """The stop for a session the server ended: its reason when it says one (a simloop
-    server), else ``user_satisfied`` with a detail saying the server gave no reason."""
-    told = utt.server_stop()
-    reason, detail = (told[0], f"the Sim.API server ended the session: {told[1] or told[0]}") if told else ("user_satisfied", _ENDED)
-    return SimulatorTurn.stop(reason, detail, utterance=utt.utterance, **kw)
-
-
-def _same(a: UserUtterance, b: UserUtterance) -> bool:
-    """The same point of the same conversation (the server did not move on)."""
-    return (a.user_id, a.topic_id, a.utterance, len(a.history)) == (b.user_id, b.topic_id, b.utterance, len(b.history))
-
-
-def sync_turns(turns: list[Turn], history: list[dict[str, str]],
-               sent: Callable[[str], str] = lambda response: response) -> tuple[list[Turn], bool]:
-    """The finished turns as the server's ``history`` has them: local turns (with their
-    provenance) as far as they agree with it, the rest rebuilt from the text alone.
-    ``sent`` maps a local response to what the server got (cut to its token limit), so a
-    cut reply still counts as agreeing.  Returns the turns and whether the local ones
-    were all kept."""
-    pairs = [(history[i]["content"], history[i + 1]["content"]) for i in range(0, len(history) - 1, 2)]
-    kept = 0
-    while kept < min(len(turns), len(pairs)) and (
-            turns[kept].user.utterance, sent(turns[kept].assistant.response)) == pairs[kept]:
-        kept += 1
-    rebuilt = [Turn(index=i, user=UserTurn(utterance=u), assistant=AssistantTurn(response=a))
-               for i, (u, a) in enumerate(pairs[kept:], start=kept + 1)]
-    return [*turns[:kept], *rebuilt], kept == len(turns)
 
 
 class _Lane:
@@ -135,12 +85,12 @@ class _Lane:
         while utt is not None:
             scenario = self.sim.scenario(self.run_id, utt)
             worked = False  # a session of this invocation (counted, and against ``limit``)
-            if scenario.dialogue_id not in done and (not _ends_session(utt) or self._restorable(utt)):
+            if scenario.dialogue_id not in done and (not ends_session(utt) or self._restorable(utt)):
                 self.sim.lane_of[scenario.dialogue_id] = self
                 yield scenario  # the engine runs and records the dialogue, then asks again
                 done.add(scenario.dialogue_id)
                 utt, worked = self.last, True
-            if not _ends_session(utt):
+            if not ends_session(utt):
                 utt, worked = await self._abandon(utt), True
             # A resumed lane can start on a session an earlier invocation recorded and ended:
             # it only asks for the next topic, so it is not one of this invocation's sessions.
@@ -161,7 +111,7 @@ class _Lane:
     async def _abandon(self, utt: UserUtterance) -> UserUtterance:
         self.result.abandoned += 1
         for _ in range(_MAX_APOLOGIES):
-            if _ends_session(utt):
+            if ends_session(utt):
                 return utt
             payload = reply_payload(self.run_id, AssistantReply(response=_SORRY), extension=False)
             utt = await self.post(payload)
@@ -207,7 +157,7 @@ class _Lane:
                 raise SimloopError(f"run {self.run_id!r} is unknown to {self.client.base}; "
                                    f"delete {self.file.path} to start it anew") from None
             return None
-        if known is not None and _same(known, utt):  # /session clears the flags; we still know them
+        if known is not None and same_point(known, utt):  # /session clears the flags; we still know them
             utt.last_response_of_session = known.last_response_of_session
             utt.last_response_of_run = known.last_response_of_run
         elif status is not None:  # the server's status says whether this session is over
@@ -237,9 +187,9 @@ class _Lane:
                 await asyncio.sleep(min(8.0, 0.5 * 2**attempt))
                 now = await self._resume(before)
                 if now is None:  # the server got the reply that ended the run
-                    self.last = _run_over(before)
+                    self.last = run_over(before)
                     return self.last
-                if before is None or not _same(before, now):  # the server got it and moved on
+                if before is None or not same_point(before, now):  # the server got it and moved on
                     self.last = now
                     return now
         raise AssertionError("unreachable")
@@ -267,14 +217,6 @@ class _Lane:
         state.turns, intact = sync_turns(turns, utt.history[: 2 * answered], self.sim.sent_response)
         if intact and mine:  # memory of turns the server does not have would mislead
             state.assistant_memory = unpack_memory(mine.get("memory"))
-
-
-def _run_over(before: UserUtterance | None) -> UserUtterance:
-    """The last utterance of a run whose final reply the server got but whose answer was lost."""
-    base = before.model_dump() if before else {"timestamp": "", "run_id": "", "topic_id": "", "user_id": "",
-                                                "history": []}
-    return UserUtterance.model_validate({**base, "utterance": "", "last_response_of_session": True,
-                                         "last_response_of_run": True})
 
 
 class SimApiSimulator:
@@ -358,8 +300,8 @@ class SimApiSimulator:
         lane = self.lane_of[state.dialogue_id]
         utt = lane.last
         lane.restore(state, utt)
-        if _ends_session(utt):  # the closing line came before a crash: record the dialogue now
-            return _server_end(utt)
+        if ends_session(utt):  # the closing line came before a crash: record the dialogue now
+            return server_end(utt)
         return SimulatorTurn.say(utt.utterance)
 
     async def next(self, state: DialogueState) -> SimulatorTurn:
@@ -381,8 +323,8 @@ class SimApiSimulator:
             stage = stage_note(stage, f"response cut to {self.max_response_tokens} tokens for the server")
         lane.result.turns += 1
         await lane.save(utt, state)
-        if _ends_session(utt):
-            return _server_end(utt, grade_stages=[stage])
+        if ends_session(utt):
+            return server_end(utt, grade_stages=[stage])
         return SimulatorTurn.say(utt.utterance, grade_stages=[stage])
 
     # ------------------------------------------------------------------ scenarios
