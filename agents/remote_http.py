@@ -42,7 +42,7 @@ from simloop.errors import DialogueError, first_error
 from simloop.parts.reply import current_utterance
 from simloop.parts.stages import stage_note
 from simloop.schema import AssistantReply, ContextInfo, DialogueState, Passage, PtkbUse, Stage
-from simloop.urls import check_url, redact_urls
+from simloop.urls import TOKEN_ENV_GOES, check_url, redact_urls
 
 __all__ = ["RemoteHTTP", "RemotePassage", "RemotePtkb", "RemoteReply", "REMOTE_ERROR_RESPONSE"]
 
@@ -97,7 +97,7 @@ class RemoteHTTP:
 
     def __init__(self, ctx: Any, url: str, timeout_s: float = 30.0, on_error: Literal["raise", "reply"] = "raise",
                  token_env: str | None = None):
-        check_url(url, "the variable token_env names", "url")  # the run records its params in run.json
+        check_url(url, TOKEN_ENV_GOES, "url")  # the run records its params in run.json
         if not url.startswith(("http://", "https://")):
             raise ValueError("url must start with http:// or https://")
         if timeout_s <= 0 or on_error not in ("raise", "reply"):

@@ -49,13 +49,13 @@ def check_out_file(path: Path | str, new_folders: bool = False) -> Path:
     return path
 
 
-def check_run_dir(path: Path | str) -> Path:
-    """A run directory the user named: a file or nothing in its place is one line here, not
-    an OSError from the first read inside it."""
+def check_run_dir(path: Path | str, error: type[BadInputError] = BadInputError) -> Path:
+    """A run directory the user named: a file or nothing in its place is one ``error`` line
+    here, not an OSError from the first read inside it."""
     path = Path(path)
     if not path.is_dir():
         why = "it is a file" if path.exists() else "no such folder"
-        raise BadInputError(f"{path}: not a run directory ({why})")
+        raise error(f"{path}: not a run directory ({why})")
     return path
 
 

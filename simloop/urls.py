@@ -18,7 +18,10 @@ import logging
 import re
 from urllib.parse import unquote
 
-__all__ = ["url_credential", "check_url", "redact_urls", "RedactURLs"]
+__all__ = ["url_credential", "check_url", "redact_urls", "RedactURLs", "TOKEN_ENV_GOES"]
+
+# Where a plugin's token belongs (said when its URL carries one): plugins name the variable.
+TOKEN_ENV_GOES = "the variable token_env names"
 
 _SECRET_NAMES = frozenset({"key", "apikey", "api_key", "token", "access_token", "auth", "sig", "signature",
                            "password", "passwd", "secret"})
@@ -62,14 +65,14 @@ def url_credential(url: str) -> str | None:
     return None
 
 
-def check_url(url: str, key_goes: str, setting: str = "") -> str:
-    """``url`` as given, or a ValueError (prefixed ``setting: `` when given) saying what
-    credential it carries and that the key belongs in ``key_goes`` (e.g. ``"OPENAI_API_KEY"``);
-    the message never repeats the URL."""
+def check_url(url: str, key_goes: str, setting: str = "", error: type[Exception] = ValueError) -> str:
+    """``url`` as given, or ``error`` (ValueError for validators; prefixed ``setting: `` when
+    given) saying what credential it carries and that the key belongs in ``key_goes`` (e.g.
+    ``"OPENAI_API_KEY"``); the message never repeats the URL."""
     what = url_credential(url)
     if what is not None:
         where = f"{setting}: " if setting else ""
-        raise ValueError(f"{where}the URL carries {what}, which run.json, messages and logs would show: "
+        raise error(f"{where}the URL carries {what}, which run.json, messages and logs would show: "
                          f"give the URL without it and put the key in {key_goes}")
     return url
 

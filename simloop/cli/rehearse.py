@@ -92,10 +92,7 @@ def _check_flags(a: argparse.Namespace) -> None:
     """What the flags alone can get wrong, before any file or request."""
     from ..simulators.simapi import API_SCHEMES
 
-    try:  # first: the message below repeats the URL
-        check_url(a.api, "the variable --token-env names", "--api")
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
+    check_url(a.api, "the variable --token-env names", "--api", error=ConfigError)  # first: the message below repeats the URL
     if not a.api.startswith(API_SCHEMES):  # said for the flag (the simulator names its parameter)
         raise ConfigError(f"--api {a.api!r}: give the server's URL, starting with http:// or https://")
     check_range("--concurrency", a.concurrency, 1, "give at least 1 run")

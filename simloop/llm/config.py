@@ -81,10 +81,7 @@ class LLMRole(BaseModel):
         A key in $OPENAI_BASE_URL is refused as one in the config is (a ConfigError)."""
         url = self.base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
         if not self.base_url:
-            try:
-                check_url(url, KEY_GOES, "OPENAI_BASE_URL")
-            except ValueError as exc:
-                raise ConfigError(str(exc)) from None
+            check_url(url, KEY_GOES, "OPENAI_BASE_URL", error=ConfigError)
         return url.rstrip("/")
 
     def api_key(self) -> str:

@@ -34,7 +34,7 @@ from typing import Iterator
 from pydantic import ValidationError
 
 from ..errors import DataFileError, ResumeError, first_error
-from ..files import atomic_open, atomic_write, check_in_file, folder_problem
+from ..files import atomic_open, atomic_write, check_in_file, check_run_dir, folder_problem
 from ..loop import running_loop_name
 from ..schema import RunManifest, Transcript, utcnow
 from .runlock import LOCK_FILE, RunLock
@@ -208,8 +208,8 @@ class Tally:
 
 def read_manifest(run_dir: Path) -> RunManifest:
     path = Path(run_dir) / MANIFEST
-    if Path(run_dir).is_file():
-        raise DataFileError(f"{run_dir}: not a run directory (it is a file)")
+    if Path(run_dir).exists():
+        check_run_dir(run_dir, error=DataFileError)  # a file in its place
     if not path.exists():
         raise DataFileError(f"{path}: no such file (is {run_dir} a run directory?)")
     try:

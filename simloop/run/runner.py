@@ -122,8 +122,7 @@ def prepare_run(cfg: RunConfig, resume: Path | None = None, overrides: dict[str,
         )
     if preflight and not any(k.startswith("chat:") or k == "llm_pool" for k in ctx.overrides):
         check_endpoints(cfg.llm, llm_roles(simulator, assistant))
-    if "retriever" not in ctx.overrides and any("retriever" in (getattr(p, "needs", ()) or ())
-                                                 for p in (simulator, assistant)):
+    if "retriever" not in ctx.overrides and any("retriever" in _needs(p) for p in (simulator, assistant)):
         from ..search.bm25 import check_retrieval
 
         # Java, its options, the index: what fails after the folder exists (a Ray driver never searches)
@@ -176,7 +175,7 @@ async def warm_up(prep: PreparedRun, events: EventSink | None = None) -> list[st
     first use (``Context``)."""
     opened: list[str] = []
     for plugin in (prep.assistant, prep.simulator):
-        for name in getattr(plugin, "needs", ()) or ():
+        for name in _needs(plugin):
             if name not in _WARMABLE or name in opened:
                 continue
             log.info("preparing: %s", _WARMABLE[name])
@@ -186,6 +185,11 @@ async def warm_up(prep: PreparedRun, events: EventSink | None = None) -> list[st
             await getattr(prep.ctx, method)(*([encoder] if encoder else []))  # one at a time: loads crowd 2 cores
             opened.append(name)
     return opened
+
+
+def _needs(plugin: Any) -> tuple[str, ...]:
+    """What a plugin declares it needs opened before the first dialogue (``needs``)."""
+    return tuple(getattr(plugin, "needs", ()) or ())
 
 
 # What a plugin may list in ``needs``, and what the progress display calls it.

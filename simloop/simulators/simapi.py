@@ -50,7 +50,7 @@ from ..schema import (
 from ..simapi.client import SimApiClient, StateFile
 from ..text import count_wordpunct, truncate_wordpunct
 from ..simapi.protocol import UserUtterance, reply_payload
-from ..urls import check_url
+from ..urls import TOKEN_ENV_GOES, check_url
 from .simapi_wire import LaneResult, ends_session, run_over, same_point, server_end, sync_turns  # noqa: F401  (sync_turns: re-exported)
 
 __all__ = ["SimApiSimulator", "LaneResult", "NO_PTKB", "DEFAULT_TOKEN_ENV", "API_SCHEMES"]
@@ -226,7 +226,7 @@ class SimApiSimulator:
                  description: str = "simloop rehearsal", debug: bool = False, track_persona: bool = False,
                  runs: int = 1, limit: int | None = None, state_dir: str | None = None,
                  max_response_tokens: int = 250, timeout_s: float = 600.0, resume_attempts: int = 5):
-        check_url(api, "the variable token_env names", "api")  # the run records its params in run.json
+        check_url(api, TOKEN_ENV_GOES, "api")  # the run records its params in run.json
         if not api.startswith(API_SCHEMES):
             raise ValueError("api must start with http:// or https://")
         if runs < 1 or (limit is not None and limit < 1) or max_response_tokens < 1 or timeout_s <= 0:
