@@ -5,15 +5,13 @@ with the real stack."""
 from __future__ import annotations
 
 import json
-import os
-import signal
 from pathlib import Path
 
 import pytest
 
 from agents.bm25_extractive import BM25Extractive, memory_statements
 from conftest import EchoAssistant, make_persona
-from simloop.cli import build_parser, main
+from simloop.cli import main
 from simloop.config import RunConfig, load_config
 from simloop.run.engine import run_dialogue
 from simloop.run.session import DialogueSpec
@@ -288,67 +286,6 @@ async def test_offline_summary_stand_in_without_an_llm(tmp_path: Path, monkeypat
     assert test.offline_summary
     memory = await test.run()
     assert memory.strategies["summary"].memory_models == [MODEL_NAME] and memory.scorer == "rules"
-
-
-def _fakes() -> dict:
-    fake = HashEmbedder()
-    return {"retriever": MemoryRetriever(DOCS), "embedder": fake, "embedder:mpnet": fake}
-
-
-def _signal_in(strategy: str, sig: int, on_event=None):
-    """An on_event that sends ``sig`` to this process when ``strategy``'s first turn ends
-    (handled on the loop by the run's Interrupt, as a Ctrl-C or `kill` would be)."""
-    sent: list[int] = []
-
-    def hook(name: str, ev) -> None:
-        if name == strategy and ev.kind == "turn" and not sent:
-            sent.append(sig)
-            os.kill(os.getpid(), sig)
-        if on_event is not None:
-            on_event(name, ev)
-
-    return hook
-
-
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
-async def test_an_interrupted_strategy_is_left_out_of_memory_json(tmp_path: Path, sig: int):
-    # window finishes, full is interrupted after one turn: memory.json must not report full
-    # as recall 0 over probes it never ran (it did: "dialogues: 0, unanswered: 2").
-    cfg = parse_config(_config(strategies=["window", "full", "adaptive"]))
-    test = MemoryTest(cfg, _base(tmp_path), overrides=_fakes())
-    memory = await test.run(_signal_in("full", sig))
-    run_dir = tmp_path / "m"
-    assert memory.status == "interrupted"
-    assert list(memory.strategies) == ["window"] and {p.strategy for p in memory.probes} == {"window"}
-    assert memory.strategies["window"].dialogues == 2 and len(memory.probes) == 2
-    assert MemoryResults.model_validate_json((run_dir / MEMORY_FILE).read_text()) == memory
-    assert [s.name for s in test.strategies if not s.finished] == ["full", "adaptive"]
-    assert read_manifest(run_dir / "m-full").status == "interrupted"  # its run directory says so
-    assert not (run_dir / "m-adaptive").exists()  # never started
-    assert read_manifest(run_dir).status == "interrupted"
-
-
-def test_cli_interrupted_memory_prints_only_finished_strategies(tmp_path: Path, capsys, monkeypatch):
-    import simloop.memorytest.run as memorytest_run
-
-    class Faked(MemoryTest):  # the CLI's test, on the fake seams and stopped in its second strategy
-        def __init__(self, cfg, base=None, overrides=None):
-            super().__init__(cfg, base, overrides=_fakes())
-
-        async def run(self, on_event=None):
-            return await super().run(_signal_in("full", signal.SIGTERM, on_event))
-
-    monkeypatch.setattr(memorytest_run, "MemoryTest", Faked)
-    args = build_parser().parse_args([
-        "memory", "--personas", str(ROOT / "personas"), "--persona", "maya", "--facts", "allergy-peanut",
-        "--distances", "1,3", "--strategies", "window,full", "--out", str(tmp_path), "--run-id", "m", "--no-progress"])
-    code = args.func(args)  # not main(): on 130 it leaves the process at once (os._exit)
-    out, err = capsys.readouterr()
-    assert code == 130
-    assert "window" in out and "full" not in out.replace(str(tmp_path), "")  # the table: window only
-    assert err.strip().splitlines()[-1] == ("interrupted: memory.json covers the strategies that finished "
-                                            "(window); left out: full")
-    assert list(json.loads((tmp_path / "m" / MEMORY_FILE).read_text())["strategies"]) == ["window"]
 
 
 def test_config_errors(tmp_path: Path):
