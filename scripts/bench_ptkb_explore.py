@@ -28,6 +28,7 @@ import itertools
 import math
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -72,24 +73,29 @@ def rrf(*vectors: np.ndarray, k: int = 60) -> np.ndarray:
 
 
 async def features(ts: B.TopicSet, encoder: str = "minilm") -> list[dict[str, np.ndarray]]:
-    """Per turn, under ``encoder``: the cosines ``S`` the ranker pools, and each single-row term
-    tried against it."""
+    """``turn_features`` under ``encoder`` (an embedder opened for it)."""
     emb = await open_embedder(encoder=encoder)
     try:
-        rows = []
-        for _, ptkb, u, h in ts.turns():
-            extra = [" ".join([u, *h[-1:]]), h[0] if h else u, heuristic_rewrite(u, [(x, "") for x in h]),
-                     " ".join([*h[-2:], u])]
-            e = await similarities(emb, extra, ptkb)
-            statements = np.asarray(await encode_fixed(emb, ptkb), dtype=np.float64)
-            rows.append({"S": await similarities(emb, query_texts(u, h, B.TUNE_HISTORY), ptkb), "joined": e[0],
-                         "first": e[1], "rewrite": e[2], "joined3": e[3], "bm25": bm25(u, ptkb),
-                         "bm25_joined": bm25(extra[0], ptkb), "lex": lexical_matrix([u], ptkb)[0],
-                         "centroid": centroid_cosine(statements, np.asarray(await emb.encode([u, *h]), dtype=np.float64)),
-                         "generic": generic(statements)})
-        return rows
+        return await turn_features(ts, emb)
     finally:
         await emb.aclose()
+
+
+async def turn_features(ts: B.TopicSet, emb: Any) -> list[dict[str, np.ndarray]]:
+    """Per turn, under ``emb``'s encoder: the cosines ``S`` the ranker pools, and each
+    single-row term tried against it."""
+    rows = []
+    for _, ptkb, u, h in ts.turns():
+        extra = [" ".join([u, *h[-1:]]), h[0] if h else u, heuristic_rewrite(u, [(x, "") for x in h]),
+                 " ".join([*h[-2:], u])]
+        e = await similarities(emb, extra, ptkb)
+        statements = np.asarray(await encode_fixed(emb, ptkb), dtype=np.float64)
+        rows.append({"S": await similarities(emb, query_texts(u, h, B.TUNE_HISTORY), ptkb), "joined": e[0],
+                     "first": e[1], "rewrite": e[2], "joined3": e[3], "bm25": bm25(u, ptkb),
+                     "bm25_joined": bm25(extra[0], ptkb), "lex": lexical_matrix([u], ptkb)[0],
+                     "centroid": centroid_cosine(statements, np.asarray(await emb.encode([u, *h]), dtype=np.float64)),
+                     "generic": generic(statements)})
+    return rows
 
 
 def centroid_cosine(statements: np.ndarray, said: np.ndarray) -> np.ndarray:

@@ -25,12 +25,12 @@ from __future__ import annotations
 import asyncio
 import itertools
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
 import bench_ptkb as B
-from bench_ptkb_explore import features as explore_features
+from bench_ptkb_explore import turn_features
 from ptkb_context_cv import judge_families
 from ptkb_signals_cv import MIX, Signal, clause_features, content_text_features, token_features, token_record
 from simloop.parts.ptkb_rank import query_texts
@@ -75,8 +75,8 @@ class MPNetTokens:
     ``ptkb_signals_cv.TokenModel`` gives MiniLM's: unit vectors without <s>/</s>, a
     content-token mask, each token's whole word)."""
 
-    def __init__(self) -> None:
-        self.model = load_mpnet()
+    def __init__(self, model: Any = None) -> None:
+        self.model = model if model is not None else load_mpnet()  # a run's loaded SentenceModel, or a fresh load
         self._cache: dict[str, tuple[np.ndarray, np.ndarray, list[str]]] = {}
 
     def tokens(self, text: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
@@ -91,9 +91,10 @@ async def features(ts: B.TopicSet) -> list[dict[str, np.ndarray]]:
     """Per turn: the single-row terms (``bench_ptkb_explore.features`` on MPNet's vectors) and
     the per-utterance signals of ``ptkb_signals_cv`` (token signals over the last
     ``TOKEN_HISTORY`` utterances: the shipped ranker reads 4)."""
-    rows = await explore_features(ts, ENCODER)
-    embedder, tm = await open_embedder(encoder=ENCODER), MPNetTokens()
+    embedder = await open_embedder(encoder=ENCODER)  # one model load for every signal
     try:
+        rows = await turn_features(ts, embedder)
+        tm = MPNetTokens(embedder.load())
         for row, (_, ptkb, u, h) in zip(rows, ts.turns()):
             texts = query_texts(u, h, TOKEN_HISTORY)
             row["S"] = row["S"][: len(texts)]
