@@ -102,3 +102,15 @@ async def test_a_signal_between_strategies_records_interrupted(tmp_path: Path, m
     assert started == ["window", "full"]
     assert read_manifest(tmp_path / "m").status == "interrupted"
     assert not (tmp_path / "m" / MEMORY_FILE).exists()  # nothing scored, nothing half-written
+
+
+async def test_a_memory_test_may_use_a_folder_holding_only_a_stale_lock(tmp_path: Path):
+    # A crash between taking the run lock and writing run.json leaves the lock file alone;
+    # `simloop run` reuses such a folder, and `simloop memory` refused it as "already exists".
+    from simloop.run.runlock import LOCK_FILE
+
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / LOCK_FILE).write_text("12345\n")
+    test = MemoryTest(parse_config(_config(strategies=["window"])), _base(tmp_path), overrides=_fakes())
+    memory = await test.run()
+    assert memory.status == "finished" and read_manifest(tmp_path / "m").status == "finished"

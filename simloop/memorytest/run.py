@@ -49,7 +49,7 @@ from .formats import MemoryResults
 from .score import judge_rows, score_probe, summarise_probes
 from ..run.plugins import Context, effective_params, load_plugin
 from ..run.manifest import new_manifest
-from ..run.recorder import Recorder, check_out_dir, check_run_id, new_run_id
+from ..run.recorder import Recorder, check_out_dir, check_run_id, new_run_id, occupied
 from ..run.runner import PreparedRun, execute, prepare_run
 from ..run.scenarios import load_sources
 from ..schema import PluginRef, RunManifest, Scenario, Transcript
@@ -194,7 +194,7 @@ class MemoryTest:
         advice (--resume) is `simloop run`'s: a memory test cannot be resumed."""
         check_out_dir(self.base.out)
         check_run_id(self.run_id)
-        if self.run_dir.exists() and any(self.run_dir.iterdir()):
+        if occupied(self.run_dir):
             raise BadInputError(f"{self.run_dir} already exists; pass another --run-id "
                                 "(a memory test cannot be resumed, it starts over)")
 

@@ -40,7 +40,7 @@ from ..schema import RunManifest, Transcript, utcnow
 from .runlock import LOCK_FILE, RunLock
 
 __all__ = ["Recorder", "RunDir", "check_out_dir", "read_transcripts", "read_manifest", "new_run_id", "ReadReport", "Tally",
-           "INFRASTRUCTURE"]
+           "INFRASTRUCTURE", "occupied"]
 
 log = logging.getLogger(__name__)
 
@@ -378,7 +378,13 @@ class Recorder:
             lock.release()
 
 
+def occupied(run_dir: Path) -> bool:
+    """Does ``run_dir`` hold anything?  A lock file alone does not count: a crash between
+    taking the lock and writing ``run.json`` leaves one, and no run."""
+    return run_dir.exists() and any(p.name != LOCK_FILE for p in run_dir.iterdir())
+
+
 def _refuse_existing(run_dir: Path) -> None:
     """A new run's directory must be new (or empty, but for a lock file a crash left)."""
-    if run_dir.exists() and any(p.name != LOCK_FILE for p in run_dir.iterdir()):
+    if occupied(run_dir):
         raise ResumeError(f"{run_dir} already exists; use --resume {run_dir} or another --run-id")
