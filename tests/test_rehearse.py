@@ -269,3 +269,26 @@ def test_sync_turns_keeps_provenance_of_a_reply_the_server_got_cut():
     assert not intact and kept[0].stages == [] and kept[0].assistant.response == cut
     kept, intact = sync_turns(mine, history, lambda r: truncate_tokens(r, 250))
     assert intact and kept[0].stages[0].name == "generate" and kept[0].assistant.response == long
+
+
+async def test_session_reply_of_an_ended_session_says_why_it_ended(tmp_path):
+    # A team that crashes after the closing line arrived but before it recorded the dialogue
+    # resumes through /session, whose reply clears the flags; it carried no reason, and the
+    # team recorded "user_satisfied" where the server recorded "max_turns" or "user_gave_up".
+    from simloop.simapi.protocol import UserUtterance
+    from test_server_protocol import SimApi
+
+    cfg = RunConfig.model_validate({"out": str(tmp_path / "out"), "scenarios": {"personas_dir": str(_write_personas(tmp_path))},
+                                    "simulator": {"name": "test_server_protocol:QuickSimulator"}})
+    app = create_app(cfg, {"team-s": TOKEN}, ServeOptions(), overrides={"embedder": (fake := HashEmbedder()), "embedder:mpnet": fake})
+    async with running(app) as url:
+        api = SimApi(url, TOKEN)
+        try:
+            first = (await api.start("ended")).json()
+            closing = (await api.cont("ended", "Bees make honey from nectar.")).json()
+            again = (await api.get("session", "ended")).json()
+        finally:
+            await api.close()
+    assert not first["last_response_of_session"] and closing["last_response_of_session"]
+    assert again["utterance"] == closing["utterance"] and not again["last_response_of_session"]
+    assert UserUtterance(**again).server_stop() == UserUtterance(**closing).server_stop() == ("user_satisfied", "all answered")

@@ -315,7 +315,9 @@ class RunService:
         assert session is not None
         info = session.info
         last_session = final and session.ended
-        stop = session.dialogue.stop if last_session else None
+        # Why it ended goes with /session's reply too (its flags are cleared, as the API says):
+        # a team resuming after a crash records the server's reason, not a guess.
+        stop = session.dialogue.stop if session.ended else None
         return UserUtterance(
             timestamp=session.asked_at.isoformat(), run_id=live.run.run_id, topic_id=info.topic_id,
             user_id=info.persona_id, utterance=session.utterance, history=session.history(),
