@@ -168,8 +168,17 @@ def folder_problem(path: Path | str) -> str | None:
     if not probe.is_dir():
         return f"{probe} is a file, not a folder"
     if not os.access(probe, os.W_OK | os.X_OK):
-        return f"cannot write in {probe} (permission denied)"
+        return f"cannot write in {probe} ({_why_not_writable(probe)})"
     return None
+
+
+def _why_not_writable(folder: Path) -> str:
+    try:  # access() says no for a read-only mount too: name the cause the user must fix
+        if os.statvfs(folder).f_flag & os.ST_RDONLY:
+            return "read-only file system"
+    except (OSError, AttributeError):  # no statvfs (Windows)
+        pass
+    return "permission denied"
 
 
 def sqlite_problem(path: Path | str) -> str | None:

@@ -178,3 +178,37 @@ async def test_retried_survives_a_resume_that_never_finishes(tmp_path: Path):
     rec3, _, _ = Recorder.resume(tmp_path / "r1", "h1", retry_errors=True)
     rec3.finish("finished", {})
     assert read_manifest(tmp_path / "r1").counts["retried"] == 2  # not counted twice
+
+
+async def test_a_full_disk_names_the_file_it_could_not_write(tmp_path: Path, monkeypatch):
+    rec = Recorder.create(tmp_path, _manifest())
+
+    def full(fd: int) -> None:
+        raise OSError(28, "No space left on device")  # as a write on an open file says it: no file name
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OSError) as caught:
+        await rec.append(_t(0))
+    rec.close()
+    assert caught.value.filename == str(tmp_path / "r1" / "dialogues.jsonl") and caught.value.errno == 28
+
+
+def test_resuming_a_run_on_a_read_only_file_system_is_refused_before_any_write(tmp_path: Path, monkeypatch):
+    import simloop.files as files
+    from simloop.run.runlock import LOCK_FILE
+
+    rec = Recorder.create(tmp_path, _manifest())
+    rec.finish("interrupted", {})
+    (tmp_path / "r1" / LOCK_FILE).unlink()
+    run_dir = str(tmp_path / "r1")
+    real_access, real_statvfs = os.access, os.statvfs
+
+    class ReadOnly:  # statvfs of a read-only mount (the real one, but for the flag)
+        def __init__(self, real):
+            self.f_flag = real.f_flag | os.ST_RDONLY
+
+    monkeypatch.setattr(files.os, "access", lambda p, mode: False if str(p) == run_dir else real_access(p, mode))
+    monkeypatch.setattr(files.os, "statvfs", lambda p: ReadOnly(real_statvfs(p)) if str(p) == run_dir else real_statvfs(p))
+    with pytest.raises(ResumeError, match=f"cannot resume {run_dir}: cannot write in {run_dir} \\(read-only file system\\)"):
+        Recorder.resume(tmp_path / "r1", "h1")
+    assert not (tmp_path / "r1" / LOCK_FILE).exists()  # nothing written, not even the lock

@@ -283,6 +283,9 @@ class Recorder:
                 f"{run_dir}: config differs from the one the run started with "
                 f"(hash {manifest.config_hash} vs {expected_hash}); resume with the same config"
             )
+        problem = folder_problem(run_dir)  # a read-only copy: found before the lock file is written
+        if problem:
+            raise ResumeError(f"cannot resume {run_dir}: {problem}")
         rec = cls(run_dir, manifest)
         rec._run_lock = RunLock.take(run_dir)  # before reading the lines another writer may be adding to
         try:
@@ -330,11 +333,16 @@ class Recorder:
 
     # ---------------------------------------------------------------- appends
     def _append_sync(self, batch: list[tuple[bytes, Transcript]]) -> None:
-        if self._fh is None:
-            self._fh = self.dir.dialogues.open("ab")
-        self._fh.write(b"".join(line for line, _ in batch))
-        self._fh.flush()
-        os.fsync(self._fh.fileno())
+        try:
+            if self._fh is None:
+                self._fh = self.dir.dialogues.open("ab")
+            self._fh.write(b"".join(line for line, _ in batch))
+            self._fh.flush()
+            os.fsync(self._fh.fileno())
+        except OSError as exc:  # a full disk: say which file (a write on an open file names none)
+            if exc.filename is None:
+                raise OSError(exc.errno, exc.strerror, str(self.dir.dialogues)) from exc
+            raise
         # Counted by the write, not by each waiter: a waiter cancelled (Ctrl-C) after its line
         # went out with another's batch never returns to count it, and run.json fell short.
         for _, transcript in batch:
