@@ -212,3 +212,18 @@ def test_resuming_a_run_on_a_read_only_file_system_is_refused_before_any_write(t
     with pytest.raises(ResumeError, match=f"cannot resume {run_dir}: cannot write in {run_dir} \\(read-only file system\\)"):
         Recorder.resume(tmp_path / "r1", "h1")
     assert not (tmp_path / "r1" / LOCK_FILE).exists()  # nothing written, not even the lock
+
+
+async def test_resuming_a_finished_run_that_adds_nothing_keeps_its_finish_time(tmp_path: Path):
+    rec = Recorder.create(tmp_path, _manifest())
+    await rec.append(_t(0))
+    rec.finish("finished", {})
+    finished_at = read_manifest(tmp_path / "r1").finished_at
+    rec2, done, _ = Recorder.resume(tmp_path / "r1", "h1")
+    assert done == {"d0"}
+    rec2.finish("finished", {})  # "0 to go"
+    assert read_manifest(tmp_path / "r1").finished_at == finished_at
+    rec3, _, _ = Recorder.resume(tmp_path / "r1", "h1")
+    await rec3.append(_t(1))  # this one adds a dialogue: a new finish time
+    rec3.finish("finished", {})
+    assert read_manifest(tmp_path / "r1").finished_at > finished_at

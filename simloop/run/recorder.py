@@ -253,6 +253,8 @@ class Recorder:
         self._failed: list[tuple[int, int, BaseException]] = []  # (after, up to line, why) of failed writes
         self.written = 0
         self.retried = 0  # lines moved out by resume(retry_errors=True) for a re-run
+        self._finished_at: datetime | None = None  # a finished run's time, while a resume adds nothing
+        self._reopened_with = 0  # lines the run held when this session reopened it
         self.tally = Tally()
         self._run_lock: RunLock | None = None  # held from create/resume until close (runlock.py)
 
@@ -322,9 +324,11 @@ class Recorder:
         if self.retried:  # in run.json now: a resume killed before its finish must not lose them
             self.manifest.counts = {**self.manifest.counts,
                                     "retried": self.manifest.counts.get("retried", 0) + self.retried}
+        if self.manifest.status == "finished" and not (self.retried or report.bad_lines or report.torn_line):
+            self._finished_at = self.manifest.finished_at  # kept if this session adds nothing
         self.manifest.status = "running"
         self.manifest.finished_at = None
-        self.written = len(done)
+        self.written = self._reopened_with = len(done)
         self.write_manifest()
         return done, report
 
@@ -392,7 +396,8 @@ class Recorder:
     def finish(self, status: str, counts: dict[str, int]) -> None:
         """``counts`` from the caller (scenarios, ...) under the recorder's own whole-run counts."""
         self.manifest.status = status  # type: ignore[assignment]
-        self.manifest.finished_at = utcnow()
+        unchanged = status == "finished" and self._finished_at is not None and self.written == self._reopened_with
+        self.manifest.finished_at = self._finished_at if unchanged else utcnow()
         counts = {**counts, **self.counts()}
         counts["retried"] = self.manifest.counts.get("retried", 0)  # 0 until a --retry-errors (_reopen)
         self.manifest.counts = counts
