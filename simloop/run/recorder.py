@@ -4,9 +4,8 @@ A dialogue is appended when it ends: one line, flushed and fsynced, so a SIGKILL
 most the dialogue being written.  Writes happen on a worker thread so the event loop never
 waits for the disk.
 
-Reading is tolerant but never silent: a corrupt line anywhere (not JSON, not a transcript,
-or a torn last line from a crash mid-write) is skipped and reported with its line number.
-Resuming repairs the file in one atomic rewrite: corrupt lines and repeated dialogue ids
+Reading (``runfiles.py``, re-exported here) is tolerant but never silent: a corrupt line
+is skipped and reported with its line number.  Resuming repairs the file in one atomic rewrite: corrupt lines and repeated dialogue ids
 move to ``dialogues.rejected.jsonl``, and with ``retry_errors`` the lines of dialogues that
 ended in an infrastructure error move to ``dialogues.retried.jsonl``; those dialogues have
 no line any more, so the run re-runs them and the file keeps one line per dialogue.  The
@@ -24,19 +23,16 @@ import logging
 import os
 import platform
 import re
-from collections import Counter
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Iterator
 
-from pydantic import ValidationError
-
-from ..errors import DataFileError, ResumeError, first_error
-from ..files import atomic_open, atomic_write, check_in_file, check_run_dir, folder_problem
+from ..errors import DataFileError, ResumeError
+from ..files import atomic_open, atomic_write, folder_problem
 from ..loop import running_loop_name
 from ..schema import RunManifest, Transcript, utcnow
+from .runfiles import (DIALOGUES, INFRASTRUCTURE, MANIFEST, REJECTED, RETRIED, ReadReport, RunDir, Tally,  # noqa: F401
+                       _append_lines, _scan, read_manifest, read_transcripts)
 from .runlock import LOCK_FILE, RunLock
 
 __all__ = ["Recorder", "RunDir", "check_out_dir", "read_transcripts", "read_manifest", "new_run_id", "ReadReport", "Tally",
@@ -44,12 +40,6 @@ __all__ = ["Recorder", "RunDir", "check_out_dir", "read_transcripts", "read_mani
 
 log = logging.getLogger(__name__)
 
-MANIFEST = "run.json"
-DIALOGUES = "dialogues.jsonl"
-REJECTED = "dialogues.rejected.jsonl"  # corrupt or repeated lines, moved out on resume
-RETRIED = "dialogues.retried.jsonl"  # infrastructure failures replaced by a re-run (--retry-errors)
-# error.source values that say the machinery failed, not the plugins: worth a retry.
-INFRASTRUCTURE = frozenset({"llm", "retrieval", "engine"})
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
@@ -80,164 +70,6 @@ def versions() -> dict[str, str]:
         except PackageNotFoundError:
             pass
     return out
-
-
-@dataclass
-class ReadReport:
-    """What reading a dialogues file found besides valid lines."""
-
-    torn_line: int | None = None  # the torn last line's number (a crash mid-write), if any
-    bad_lines: list[int] = field(default_factory=list)  # corrupt lines (the torn tail not included)
-    reasons: dict[int, str] = field(default_factory=dict)  # line number -> what is wrong with it
-
-    @property
-    def torn_tail(self) -> bool:
-        return self.torn_line is not None
-
-    def repair_notes(self, run_dir: Path, retried: int = 0) -> list[str]:
-        """What resuming repaired, one line each (local and Ray runs print them)."""
-        lines = []
-        if self.torn_tail:
-            lines.append(f"{run_dir}/dialogues.jsonl ended with a torn line (a crash mid-write); "
-                         "it was moved to dialogues.rejected.jsonl and that dialogue will re-run")
-        if self.bad_lines:
-            shown = ", ".join(map(str, self.bad_lines[:10])) + (" ..." if len(self.bad_lines) > 10 else "")
-            lines.append(f"{run_dir}/dialogues.jsonl: corrupt line(s) {shown} moved to dialogues.rejected.jsonl; "
-                         "their dialogues will re-run")
-        if retried:
-            lines.append(f"{retried} dialogue(s) that ended in an infrastructure error will re-run "
-                         "(their old lines are in dialogues.retried.jsonl)")
-        return lines
-
-    def notes(self, path: Path | str) -> list[str]:
-        """One line per problem of the dialogues file ``path``: what the reader logs, for a
-        reader that says it itself (``log_problems=False``)."""
-        out = [_corrupt(path, n, self.reasons.get(n, "corrupt")) for n in self.bad_lines]
-        if self.torn_tail:
-            out.append(_torn(path, self.torn_line))
-        return out
-
-
-def _corrupt(path: Path | str, lineno: int, reason: str) -> str:
-    return f"{path}:{lineno}: corrupt line skipped ({reason})"
-
-
-def _torn(path: Path | str, lineno: int | None) -> str:
-    return f"{path}:{lineno}: last line is incomplete (a crash mid-write); skipped"
-
-
-@dataclass
-class _Line:
-    lineno: int
-    raw: bytes
-    transcript: Transcript | None  # None: corrupt or torn
-
-
-def _scan(path: Path, report: ReadReport, log_problems: bool = True) -> Iterator[tuple[_Line, int]]:
-    """(line, byte offset) for every line; corrupt and torn ones are noted in ``report``
-    (and logged with their line number unless ``log_problems`` is False) and yielded too,
-    with no transcript."""
-    warn = log.warning if log_problems else log.debug
-    if not path.exists():
-        return
-    check_in_file(path, error=DataFileError)  # a folder in its place is the user's to fix
-    offset = 0
-    with path.open("rb") as fh:
-        for lineno, raw in enumerate(fh, start=1):
-            start, offset = offset, offset + len(raw)
-            if not raw.strip():
-                continue
-            torn = not raw.endswith(b"\n")  # only the last line can lack its newline
-            transcript, reason = None, "not a JSON line"
-            try:
-                transcript = Transcript.model_validate_json(raw)
-            except ValidationError as exc:
-                where, msg = first_error(exc)
-                if exc.errors()[0]["type"] != "json_invalid":
-                    reason = f"not a transcript: {where}: {msg}" if where else f"not a transcript: {msg}"
-            if torn:
-                transcript = None  # even if it parses: the write did not finish
-                report.torn_line = lineno
-                warn("%s", _torn(path, lineno))
-            elif transcript is None:
-                report.bad_lines.append(lineno)
-                report.reasons[lineno] = reason
-                warn("%s", _corrupt(path, lineno, reason))
-            yield _Line(lineno, raw, transcript), start
-
-
-def read_transcripts(run_dir: Path, report: ReadReport | None = None, *,
-                     log_problems: bool = True) -> Iterator[Transcript]:
-    """Transcripts of a run, validated; a corrupt or torn line is skipped, logged with its
-    line number (unless the caller says them itself: ``log_problems=False``), and noted in
-    ``report``."""
-    report = report if report is not None else ReadReport()
-    path = Path(run_dir) / DIALOGUES
-    if not path.exists():
-        if (Path(run_dir) / MANIFEST).is_file():  # a run stopped before its first dialogue ended
-            return
-        raise DataFileError(f"{path}: no such file (is {run_dir} a run directory?)")
-    for line, _ in _scan(path, report, log_problems):
-        if line.transcript is not None:
-            yield line.transcript
-
-
-@dataclass
-class Tally:
-    """Counts over every line of a run (``run.json`` counts), kept as lines are read or written."""
-
-    dialogues: int = 0
-    turns: int = 0
-    errors: int = 0
-    infra_errors: int = 0
-    reasons: Counter = field(default_factory=Counter)
-
-    def add(self, t: Transcript) -> None:
-        self.dialogues += 1
-        self.turns += len(t.turns)
-        self.reasons[t.stop.reason] += 1
-        if t.error is not None:
-            self.errors += 1
-            self.infra_errors += t.error.source in INFRASTRUCTURE
-
-    def counts(self) -> dict[str, int]:
-        return {"dialogues": self.dialogues, "turns": self.turns, "errors": self.errors,
-                "errors.infrastructure": self.infra_errors,
-                **{f"stop.{k}": v for k, v in sorted(self.reasons.items())}}
-
-
-def read_manifest(run_dir: Path) -> RunManifest:
-    path = Path(run_dir) / MANIFEST
-    if Path(run_dir).exists():
-        check_run_dir(run_dir, error=DataFileError)  # a file in its place
-    if not path.exists():
-        raise DataFileError(f"{path}: no such file (is {run_dir} a run directory?)")
-    try:
-        return RunManifest.model_validate_json(check_in_file(path, error=DataFileError).read_bytes())
-    except ValidationError as exc:
-        raise DataFileError(f"{path}: not a simloop run manifest: {first_error(exc)[1]}") from None
-
-
-def _append_lines(path: Path, lines: list[bytes]) -> None:
-    with path.open("ab") as fh:
-        fh.writelines(lines)
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
-class RunDir:
-    """Paths of one run directory."""
-
-    def __init__(self, path: Path):
-        self.path = Path(path)
-
-    @property
-    def manifest(self) -> Path:
-        return self.path / MANIFEST
-
-    @property
-    def dialogues(self) -> Path:
-        return self.path / DIALOGUES
 
 
 class Recorder:

@@ -315,8 +315,7 @@ class RunService:
         assert session is not None
         info = session.info
         last_session = final and session.ended
-        # Why it ended goes with /session's reply too (its flags are cleared, as the API says):
-        # a team resuming after a crash records the server's reason, not a guess.
+        # Why it ended goes with /session's reply too (flags cleared): a resuming team records it.
         stop = session.dialogue.stop if session.ended else None
         return UserUtterance(
             timestamp=session.asked_at.isoformat(), run_id=live.run.run_id, topic_id=info.topic_id,
