@@ -64,13 +64,14 @@ def test_tokens_cost_calls_by_role_and_model(runs):
     assert s["llm_calls"] == 2          # the cached answer and the retrieval stage sent no request
     assert s["cached_calls"] == 1
     assert s["retries"] == 2
-    assert s["tokens"] == {"prompt": 250, "completion": 50, "total": 300}
+    # Billed tokens only: the cached answer's (an old run recorded them on the hit) were not sent.
+    assert s["tokens"] == {"prompt": 150, "completion": 30, "total": 180}
     assert s["cost_usd"] == pytest.approx(0.01)
     asst = s["by_role"]["assistant"]
-    assert (asst["calls"], asst["cached"], asst["tokens"], asst["cost_usd"]) == (1, 1, 240, 0.01)
+    assert (asst["calls"], asst["cached"], asst["tokens"], asst["cost_usd"]) == (1, 1, 120, 0.01)
     sim = s["by_role"]["simulator"]
     assert sim["calls"] == 1 and sim["cost_usd"] is None  # unpriced is unknown, not free
-    assert s["by_model"]["m1"]["tokens"] == 240 and s["by_model"]["m2"]["tokens"] == 60
+    assert s["by_model"]["m1"]["tokens"] == 120 and s["by_model"]["m2"]["tokens"] == 60
     assert "retrieval" not in s["by_role"] and None not in s["by_model"]
 
 

@@ -67,8 +67,9 @@ class _Bucket:
         elif s.is_llm_call():
             self.calls += 1
         self.retries += s.retries
-        self.prompt_tokens += s.prompt_tokens
-        self.completion_tokens += s.completion_tokens
+        if not s.cached:  # billed tokens only (runs before simloop recorded none on a hit kept them)
+            self.prompt_tokens += s.prompt_tokens
+            self.completion_tokens += s.completion_tokens
         if s.cost_usd is not None:
             self.cost_usd += s.cost_usd
             self._priced = True
