@@ -279,6 +279,8 @@ class Transcript(_Open):
     ended_at: datetime
     stop: Stop
     turns: list[Turn] = Field(default_factory=list)
+    # Billed stages on no answered turn: an unanswered utterance's, a failed assistant step's, ...
+    loose_stages: list[Stage] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     error: ErrorInfo | None = None
 

@@ -75,6 +75,17 @@ def test_tokens_cost_calls_by_role_and_model(runs):
     assert "retrieval" not in s["by_role"] and None not in s["by_model"]
 
 
+def test_stages_on_no_turn_are_counted(runs):
+    """A failed dialogue's billed stages sit in loose_stages (no answered turn): still usage."""
+    failed = runs[2].model_copy(update={"loose_stages": [
+        st("simulator.voice", model="m2", p=40, c=4),
+        st("assistant.ptkb", p=30, c=0, retries=1, error="LLMStatusError: HTTP 500", role="assistant")]})
+    s = run_stats([runs[0], runs[1], failed])
+    assert (s["llm_calls"], s["retries"]) == (4, 3)
+    assert s["tokens"] == {"prompt": 220, "completion": 34, "total": 254}
+    assert s["stage_errors"] == {"RetrievalError": 1, "LLMStatusError: HTTP 500": 1}
+
+
 def test_empty_run():
     s = run_stats([])
     assert s["dialogues"] == 0 and s["turns"]["mean"] == 0.0 and s["latency_ms"]["turn"]["p50"] is None
