@@ -178,8 +178,8 @@ class ChatModel:
         tally = Tally()
         try:
             texts = await self._with_retries(request, tally, check)
-        except asyncio.CancelledError:  # the dialogue's timeout: what was sent is still billed
-            if tally.sent:
+        except asyncio.CancelledError:  # e.g. the dialogue's timeout: the requests were still sent
+            if tally.sent:  # the last one's usage never arrived, so it bills no tokens we know of
                 self._file(self._stage(name, t0, prompt=tally.prompt, completion=tally.completion,
                                        retries=tally.retries, error="cancelled: stopped waiting for the answer"))
             raise
