@@ -104,9 +104,7 @@ class Scenario(_Model):
     repeat: int = 0
 
     def ref(self) -> "ScenarioRef":
-        return ScenarioRef(
-            persona_id=self.persona.id, topic_id=self.topic.id, behaviour=self.behaviour, seed=self.seed
-        )
+        return ScenarioRef(persona_id=self.persona.id, topic_id=self.topic.id, behaviour=self.behaviour, seed=self.seed)
 
 
 # --------------------------------------------------------------------------- transcript
@@ -239,7 +237,9 @@ class Turn(_Open):
 
 
 class Usage(_Open):
-    """LLM calls, tokens, retries and cost summed over a dialogue's stages."""
+    """LLM calls, tokens, retries and cost summed over a dialogue's stages: what the servers
+    billed.  A stage stands for 1 + ``retries`` requests, so calls + retries = requests sent;
+    a cached answer is no call and bills no tokens (runs before this recorded its tokens)."""
 
     calls: int = 0
     prompt_tokens: int = 0
@@ -249,15 +249,13 @@ class Usage(_Open):
 
     @classmethod
     def from_stages(cls, stages: list[Stage]) -> "Usage":
-        calls = [s for s in stages if s.is_llm_call() and not s.cached]
+        billed = [s for s in stages if not s.cached]
+        calls = [s for s in billed if s.is_llm_call()]
         costs = [s.cost_usd for s in stages if s.cost_usd is not None]
-        return cls(
-            calls=len(calls),
-            prompt_tokens=sum(s.prompt_tokens for s in stages),
-            completion_tokens=sum(s.completion_tokens for s in stages),
-            retries=sum(s.retries for s in stages),
-            cost_usd=round(sum(costs), 6) if costs else None,
-        )
+        return cls(calls=len(calls), retries=sum(s.retries for s in stages),
+                   prompt_tokens=sum(s.prompt_tokens for s in billed),
+                   completion_tokens=sum(s.completion_tokens for s in billed),
+                   cost_usd=round(sum(costs), 6) if costs else None)
 
 
 class ErrorInfo(_Open):
@@ -281,6 +279,8 @@ class Transcript(_Open):
     ended_at: datetime
     stop: Stop
     turns: list[Turn] = Field(default_factory=list)
+    # Billed stages on no answered turn: an unanswered utterance's, a failed assistant step's, ...
+    loose_stages: list[Stage] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     error: ErrorInfo | None = None
 

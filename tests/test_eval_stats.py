@@ -64,14 +64,26 @@ def test_tokens_cost_calls_by_role_and_model(runs):
     assert s["llm_calls"] == 2          # the cached answer and the retrieval stage sent no request
     assert s["cached_calls"] == 1
     assert s["retries"] == 2
-    assert s["tokens"] == {"prompt": 250, "completion": 50, "total": 300}
+    # Billed tokens only: the cached answer's (an old run recorded them on the hit) were not sent.
+    assert s["tokens"] == {"prompt": 150, "completion": 30, "total": 180}
     assert s["cost_usd"] == pytest.approx(0.01)
     asst = s["by_role"]["assistant"]
-    assert (asst["calls"], asst["cached"], asst["tokens"], asst["cost_usd"]) == (1, 1, 240, 0.01)
+    assert (asst["calls"], asst["cached"], asst["tokens"], asst["cost_usd"]) == (1, 1, 120, 0.01)
     sim = s["by_role"]["simulator"]
     assert sim["calls"] == 1 and sim["cost_usd"] is None  # unpriced is unknown, not free
-    assert s["by_model"]["m1"]["tokens"] == 240 and s["by_model"]["m2"]["tokens"] == 60
+    assert s["by_model"]["m1"]["tokens"] == 120 and s["by_model"]["m2"]["tokens"] == 60
     assert "retrieval" not in s["by_role"] and None not in s["by_model"]
+
+
+def test_stages_on_no_turn_are_counted(runs):
+    """A failed dialogue's billed stages sit in loose_stages (no answered turn): still usage."""
+    failed = runs[2].model_copy(update={"loose_stages": [
+        st("simulator.voice", model="m2", p=40, c=4),
+        st("assistant.ptkb", p=30, c=0, retries=1, error="LLMStatusError: HTTP 500", role="assistant")]})
+    s = run_stats([runs[0], runs[1], failed])
+    assert (s["llm_calls"], s["retries"]) == (4, 3)
+    assert s["tokens"] == {"prompt": 220, "completion": 34, "total": 254}
+    assert s["stage_errors"] == {"RetrievalError": 1, "LLMStatusError: HTTP 500": 1}
 
 
 def test_empty_run():

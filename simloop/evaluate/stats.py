@@ -67,8 +67,9 @@ class _Bucket:
         elif s.is_llm_call():
             self.calls += 1
         self.retries += s.retries
-        self.prompt_tokens += s.prompt_tokens
-        self.completion_tokens += s.completion_tokens
+        if not s.cached:  # billed tokens only (runs before simloop recorded none on a hit kept them)
+            self.prompt_tokens += s.prompt_tokens
+            self.completion_tokens += s.completion_tokens
         if s.cost_usd is not None:
             self.cost_usd += s.cost_usd
             self._priced = True
@@ -90,16 +91,16 @@ def _usage(transcripts: Sequence[Transcript]) -> dict:
     stage_errors: Counter[str] = Counter()
     retries = 0  # every stage's: a voice regenerating an invalid utterance retries without a model too
     for t in transcripts:
-        for turn in t.turns:
-            for s in turn.stages:
-                retries += s.retries
-                if s.error:
-                    stage_errors[s.error] += 1
-                if not s.is_llm_call():  # retrieval, graders, offline stand-ins: no LLM usage
-                    continue
-                total.add(s)
-                roles[stage_role(s)].add(s)
-                models[s.model].add(s)
+        # loose_stages: billed on no answered turn (an unanswered utterance, a failed step)
+        for s in [*(s for turn in t.turns for s in turn.stages), *t.loose_stages]:
+            retries += s.retries
+            if s.error:
+                stage_errors[s.error] += 1
+            if not s.is_llm_call():  # retrieval, graders, offline stand-ins: no LLM usage
+                continue
+            total.add(s)
+            roles[stage_role(s)].add(s)
+            models[s.model].add(s)
     tot = total.as_dict()
     return {
         "llm_calls": tot["calls"], "cached_calls": tot["cached"], "retries": retries,

@@ -84,6 +84,9 @@ class _Stats:
         self.requests = 0
         self.by_status: Counter[str] = Counter()
         self.faults: Counter[str] = Counter()
+        # Token usage of the completions delivered (200s, empty and garbage ones included): what a
+        # paid endpoint would bill, for tests that compare it with what simloop recorded.
+        self.billed: Counter[str] = Counter(prompt_tokens=0, completion_tokens=0)
         self.peak_rpm = 0
         self.started = time.time()
         self._t0 = time.monotonic()
@@ -116,6 +119,7 @@ class _Stats:
         now = int(time.monotonic() - self._t0)
         counts = {s: n for s, n in self._seconds}
         return {"requests": self.requests, "by_status": dict(self.by_status), "faults": dict(self.faults),
+                "billed": dict(self.billed),
                 "peak_rpm": self.peak_rpm, "rps": [counts.get(s, 0) for s in range(max(0, now - 119), now + 1)],
                 "started": self.started}
 
@@ -272,13 +276,14 @@ class MockLLM:
         if fault == "timeout":
             self._stats.outcome(now, None, fault)
             return conn.hang(self.options.hang_s)
-        payload = self._completion(body, req.body, fault, keep)
+        payload, usage = self._completion(body, req.body, fault, keep)
         if fault == "cut":
             self._stats.outcome(now, None, fault)
             head = payload.index(b"\r\n") + 2
             upto = head if self._fault_rng.random() < 0.5 else (payload.index(b"\r\n\r\n") + len(payload)) // 2
             return conn.cut(payload, upto, delay)
         self._stats.outcome(now, 200, fault)
+        self._stats.billed.update(usage)
         conn.respond(payload, keep, delay)
 
     def _compose(self, body: dict[str, Any], raw: bytes, fault: str | None) -> tuple[list[str], int, int]:
@@ -308,7 +313,8 @@ class MockLLM:
             self._composed[raw] = composed
         return composed
 
-    def _completion(self, body: dict[str, Any], raw: bytes, fault: str | None, keep: bool) -> bytes:
+    def _completion(self, body: dict[str, Any], raw: bytes, fault: str | None,
+                    keep: bool) -> tuple[bytes, dict[str, int]]:
         texts, prompt_hash, prompt_tokens = self._compose(body, raw, fault)
         completion_tokens = sum(count_tokens(t) for t in texts)
         out = {
@@ -319,7 +325,8 @@ class MockLLM:
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens},
         }
-        return response(200, json.dumps(out, ensure_ascii=False).encode(), keep)
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
+        return response(200, json.dumps(out, ensure_ascii=False).encode(), keep), usage
 
 
 # ----------------------------------------------------------------------------- CLI

@@ -11,6 +11,7 @@ off (``max_retries=0``): tenacity here is the only retry layer, so attempts, wai
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 import random
@@ -30,8 +31,9 @@ from .cache import CachedCompletion, CompletionCache, cache_key
 from .config import NO_KEY, LLMConfig, LLMRole
 from .structured import REPAIR_PROMPT, response_format_for, strict_json_schema, validate_json
 from .limits import Endpoint, Permit
+from .meter import bill
 from .retry import retry_after_s, retryable as _retryable
-from .usage import RoleUsage, merge_usage
+from .usage import RoleUsage, Tally, merge_usage, sum_stages
 from ..schema import Stage
 from ..urls import redact_urls
 
@@ -72,15 +74,6 @@ def _one_line(text: str, secret: str | None, limit: int = 300) -> str:
         text = text.replace(secret, "***")
     text = _KEYLIKE.sub("***", redact_urls(" ".join(str(text).split())))
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _sum_stages(a: Stage, b: Stage) -> Stage:
-    cost = None if a.cost_usd is None and b.cost_usd is None else (a.cost_usd or 0.0) + (b.cost_usd or 0.0)
-    return a.model_copy(update={
-        "prompt_tokens": a.prompt_tokens + b.prompt_tokens,
-        "completion_tokens": a.completion_tokens + b.completion_tokens,
-        "latency_ms": round(a.latency_ms + b.latency_ms, 3), "retries": a.retries + b.retries,
-        "cached": a.cached and b.cached, "cost_usd": cost, "error": b.error or a.error})
 
 
 # ----------------------------------------------------------------------------- the model
@@ -134,8 +127,8 @@ class ChatModel:
         try:
             second, key2 = await self._complete({**request, "messages": repair}, stage)
         except LLMError as exc:  # the failed repair bills the first answer too
-            raise exc.with_stage(_sum_stages(first.stage, exc.stage or first.stage)) from exc.__cause__
-        total = _sum_stages(first.stage, second.stage)
+            raise exc.with_stage(sum_stages(first.stage, exc.stage or first.stage)) from exc.__cause__
+        total = sum_stages(first.stage, second.stage)
         obj, problem = validate_json(schema, second.text)
         if obj is None:
             message = _one_line(f"{self._where()}: output does not match {schema.__name__} after one repair: "
@@ -178,52 +171,60 @@ class ChatModel:
             if hit is not None and check is not None:  # cached before the check existed or changed
                 hit = hit if all(check(t) is None for t in hit.texts) else None
             if hit is not None:
-                stage = self._stage(name, t0, prompt=hit.prompt_tokens, completion=hit.completion_tokens, cached=True)
-                self._usage.add(stage)
+                # Nothing was sent, so nothing is billed: a hit records no tokens (DESIGN §7).
+                stage = self._stage(name, t0, cached=True)
+                self._file(stage)
                 return ChatResult(hit.texts[0], hit.texts, stage), None
-        attempts = [0]
+        tally = Tally()
         try:
-            texts, prompt, completion = await self._with_retries(request, attempts, check)
+            texts = await self._with_retries(request, tally, check)
+        except asyncio.CancelledError:  # e.g. the dialogue's timeout: the requests were still sent
+            if tally.sent:  # the last one's usage never arrived, so it bills no tokens we know of
+                self._file(self._stage(name, t0, prompt=tally.prompt, completion=tally.completion,
+                                       retries=tally.retries, error="cancelled: stopped waiting for the answer"))
+            raise
         except Exception as exc:
-            err = self._translate(exc, attempts[0])
+            err = self._translate(exc, max(1, tally.sent))
             if err is None:
                 raise  # not an LLM failure but a bug: let it surface as it is
             cause = None if err is exc else exc
-            err = err.with_stage(self._stage(name, t0, retries=max(0, attempts[0] - 1),
-                                             error=f"{type(err).__name__}: {err}"))
-            self._usage.add(err.stage)
+            err = err.with_stage(self._stage(name, t0, prompt=tally.prompt, completion=tally.completion,
+                                             retries=tally.retries, error=f"{type(err).__name__}: {err}"))
+            self._file(err.stage)
             raise err from cause
-        stage = self._stage(name, t0, prompt=prompt, completion=completion, retries=attempts[0] - 1)
-        self._usage.add(stage)
+        stage = self._stage(name, t0, prompt=tally.prompt, completion=tally.completion, retries=tally.retries)
+        self._file(stage)
         return ChatResult(texts[0], texts, stage), key
+
+    def _file(self, stage: Stage) -> None:
+        """Count ``stage`` in the role's usage and on the dialogue step's meter."""
+        self._usage.add(stage)
+        bill(stage)
 
     async def _store(self, key: str | None, result: ChatResult) -> None:
         if key is not None and self._cache is not None:
             s = result.stage
             await self._cache.put(key, CachedCompletion(result.texts, s.prompt_tokens, s.completion_tokens))
 
-    async def _with_retries(self, request: dict[str, Any], attempts: list[int],
-                            check: Check | None = None) -> tuple[list[str], int, int]:
+    async def _with_retries(self, request: dict[str, Any], tally: Tally, check: Check | None = None) -> list[str]:
         # Most calls succeed at once, so the first attempt runs before tenacity is set up (its
         # per-call objects and callback checks were ~5% of the CPU per call); on a retryable
         # failure tenacity takes over with that failure as its attempt 1, so its rules decide.
-        attempts[0] = 1
         try:
-            return await self._attempt(request, check)
+            return await self._attempt(request, tally, check)
         except Exception as exc:
             if not _retryable(exc):
                 raise
             first = exc
         retrying = AsyncRetrying(stop=stop_after_attempt(self.settings.max_attempts), wait=self._wait,
                                  retry=retry_if_exception(_retryable), reraise=True)
-        outcome: tuple[list[str], int, int] | None = None
+        outcome: list[str] | None = None
         send = request
         async for attempt in retrying:
             with attempt:
-                attempts[0] = attempt.retry_state.attempt_number
-                if attempts[0] == 1:
+                if attempt.retry_state.attempt_number == 1:
                     raise first
-                outcome = await self._attempt(send, check)
+                outcome = await self._attempt(send, tally, check)
             if isinstance(attempt.retry_state.outcome.exception(), InvalidOutputError) and request.get("seed") is not None:
                 # A seeded model would write the same rejected text again: the next attempt
                 # asks with the next seed (still reproducible; the cache key keeps the first).
@@ -240,12 +241,13 @@ class ChatModel:
         ceiling = min(s.backoff_cap_s, s.backoff_base_s * 2 ** (state.attempt_number - 1))
         return random.uniform(0.0, ceiling)
 
-    async def _attempt(self, request: dict[str, Any], check: Check | None = None) -> tuple[list[str], int, int]:
+    async def _attempt(self, request: dict[str, Any], tally: Tally, check: Check | None = None) -> list[str]:
         import httpx2  # with openai, lazily
         send = {k: v for k, v in request.items() if v is not None and not (k == "n" and v == 1)}
         estimate = sum(len(str(m.get("content") or "")) for m in request["messages"]) // 4 + 1
         entry = await self._endpoint.admit(estimate)
         self._usage.requests += 1
+        tally.sent += 1
         # client.request, not chat.completions.create: create() re-walks the params through its
         # TypedDict transform, a fifth of the client's CPU per call (measured); ours are plain JSON.
         # cast_to=httpx2.Response hands back the HTTP response itself (status errors are still
@@ -264,6 +266,8 @@ class ChatModel:
         prompt = _count(usage.get("prompt_tokens")) or estimate
         completion = _count(usage.get("completion_tokens"))
         self._endpoint.reconcile(entry, prompt + completion)
+        # Billed before the text is judged: a rejected answer cost as much as a used one.
+        tally.prompt, tally.completion = tally.prompt + prompt, tally.completion + completion
         texts = [_content(c) for c in choices]
         if not texts or any(not t.strip() for t in texts):
             raise EmptyCompletionError(f"{self._where()}: the model returned empty content")
@@ -272,7 +276,7 @@ class ChatModel:
             texts = [t for t, r in zip(texts, reasons) if r is None]
             if not texts:
                 raise InvalidOutputError(f"{self._where()}: unusable output ({next(r for r in reasons if r)})")
-        return texts, prompt, completion
+        return texts
 
     def _options(self, body: dict[str, Any]) -> Any:
         """What ``client.post`` would build for this body: a copy of one template per model,

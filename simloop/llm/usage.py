@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 from ..schema import Stage
 
-__all__ = ["RoleUsage", "merge_usage"]
+__all__ = ["RoleUsage", "Tally", "merge_usage", "sum_stages"]
 
 
 @dataclass
@@ -50,3 +50,33 @@ def merge_usage(rows: Sequence[RoleUsage], model: str) -> RoleUsage:
         if row.cost_usd is not None:
             total.cost_usd = (total.cost_usd or 0.0) + row.cost_usd
     return total
+
+
+@dataclass
+class Tally:
+    """What one call's attempts sent and were billed: every attempt's usage counts, the
+    attempts whose answer was rejected (empty, unusable) included; an error status bills nothing."""
+
+    sent: int = 0
+    prompt: int = 0
+    completion: int = 0
+
+    @property
+    def retries(self) -> int:
+        return max(0, self.sent - 1)
+
+
+def _requests(s: Stage) -> int:
+    return 0 if s.cached else 1 + s.retries
+
+
+def sum_stages(a: Stage, b: Stage) -> Stage:
+    """A structured call's answer and its repair as one stage.  The repair is one more
+    request, so it counts as a retry: a stage stands for 1 + retries requests (none if cached)."""
+    requests = _requests(a) + _requests(b)
+    cost = None if a.cost_usd is None and b.cost_usd is None else (a.cost_usd or 0.0) + (b.cost_usd or 0.0)
+    return a.model_copy(update={
+        "prompt_tokens": a.prompt_tokens + b.prompt_tokens,
+        "completion_tokens": a.completion_tokens + b.completion_tokens,
+        "latency_ms": round(a.latency_ms + b.latency_ms, 3), "retries": max(0, requests - 1),
+        "cached": a.cached and b.cached, "cost_usd": cost, "error": b.error or a.error})

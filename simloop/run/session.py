@@ -16,7 +16,9 @@ Either way the session
 * records a closing line in ``stop.utterance``; the assistant is never called for it, and
   the stages that wrote it are filed on the last turn (they were paid for);
 * turns every failure into ``stop.reason = "error"`` with ``error.source`` (simulator,
-  assistant, llm, retrieval, engine); it never raises a plugin's exception.
+  assistant, llm, retrieval, engine); it never raises a plugin's exception;
+* keeps what a failed or timed-out step billed (``llm.meter``): a simulator step's stages go
+  on the last turn, an unanswered utterance's and the assistant's on ``loose_stages``.
 
 Its state (``dump`` / ``load``) is JSON, so a server keeps sessions across restarts.
 """
@@ -30,8 +32,9 @@ from typing import Any, Awaitable, Callable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..errors import ContractError, error_source
+from ..errors import ContractError, LLMError, error_source
 from ..files import pack_memory, unpack_memory
+from ..llm.meter import metered
 from ..schema import (
     AssistantReply, DialogueState, ErrorInfo, GoldTurn, PluginRef, Scenario, SimulatorTurn, Stage, Stop,
     Transcript, Turn, Usage, UserTurn, utcnow,
@@ -96,8 +99,11 @@ class DialogueSession:
         self.stop: Stop | None = None
         self.error: ErrorInfo | None = None
         self._pending: _Pending | None = None
-        # Stages with no turn to sit on (a simulator that ends at once): counted in usage only.
+        # Stages with no turn to sit on (a simulator that ends at once, an unanswered utterance,
+        # a failed assistant step): the transcript's loose_stages.
         self._loose: list[Stage] = []
+        # What the step in progress (or the last one) billed, kept in case it fails.
+        self._bill: list[Stage] = []
 
     # ------------------------------------------------------------------ state
     @property
@@ -151,19 +157,21 @@ class DialogueSession:
                 utterance = await self.start()
                 while utterance is not None:
                     try:
-                        reply = await assistant.respond(self.state)
+                        reply = await self._step(lambda: assistant.respond(self.state), AssistantReply)
                     except Exception as exc:  # a plugin's failure is recorded, the run goes on
                         self.fail(exc, "assistant")
                         break
                     utterance = await self.answer(reply)
         except TimeoutError:
             detail = f"dialogue exceeded {self.spec.timeout_s:g}s"
+            self._file_unfinished(None)
             self._end(Stop(reason="timeout", by="engine", detail=detail),
                       ErrorInfo(type="TimeoutError", message=detail, source="engine"))
         return self.transcript()
 
     def fail(self, exc: BaseException, side: str) -> None:
         """End the dialogue with ``exc``, raised by the ``side`` plugin."""
+        self._file_unfinished(exc)
         message = _one_line(exc)
         error = ErrorInfo(type=type(exc).__name__, message=message, source=error_source(exc, side))
         self._end(Stop(reason="error", by="engine", detail=f"{error.type}: {message}"), error)
@@ -171,7 +179,7 @@ class DialogueSession:
     def transcript(self) -> Transcript:
         stop = self.stop or Stop(reason="error", by="engine", detail="the dialogue did not end")
         stages = [s for t in self.state.turns for s in t.stages] + self._loose
-        return Transcript(
+        return Transcript(loose_stages=self._loose,
             run_id=self.spec.run_id, dialogue_id=self.state.dialogue_id, scenario=self.state.scenario.ref(),
             simulator=self.spec.simulator, assistant=self.spec.assistant, started_at=self.started_at,
             ended_at=self.ended_at or utcnow(), stop=stop, turns=self.state.turns,
@@ -179,9 +187,29 @@ class DialogueSession:
         )
 
     # ------------------------------------------------------------------ internals
+    async def _step(self, call: Callable[[], Awaitable[Any]], kind: type) -> Any:
+        """One plugin call, metered: what it billed stays in ``_bill`` unless it returned a
+        ``kind``, which carries its own stages."""
+        with metered() as self._bill:
+            result = await call()
+        if isinstance(result, kind):
+            self._bill = []
+        return result
+
+    def _file_unfinished(self, exc: BaseException | None) -> None:
+        """File what the failing step billed (the failed call's stage carries the error), and
+        the stages that wrote an utterance never answered: the server billed them all."""
+        stages, self._bill = self._bill, []
+        if not stages and isinstance(exc, LLMError) and exc.stage is not None:
+            stages = [exc.stage]  # a plugin's own client, outside the meter
+        if self._pending is not None:  # the assistant's step: no turn to sit on
+            self._loose.extend([*self._pending.stages, *stages])
+        else:  # a simulator's step: it graded the last turn or wrote the next utterance
+            self._file_last(stages)
+
     async def _simulate(self, call: Callable[[], Awaitable[Any]]) -> SimulatorTurn | None:
         try:
-            said = await call()
+            said = await self._step(call, SimulatorTurn)
         except Exception as exc:
             self.fail(exc, "simulator")
             return None
