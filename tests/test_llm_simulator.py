@@ -180,18 +180,26 @@ async def test_garbage_on_every_attempt_is_a_dialogue_error(mock):
     assert t.turns == []
 
 
-async def test_unparsable_grade_becomes_none_and_the_user_asks_for_clarification(mock):
+async def test_one_unparsable_grade_is_repaired_by_the_client(mock):
     ctx = context(mock.url)
-    grader = LLMGrader(ctx)
-    mock.inject("badjson", "badjson")  # the first answer and its one repair
-    grade, stages = await grader.grade(RUBRIC[0], "Some reply.", SimContext(scenario=scenario()))
-    assert grade is None and stages and stages[0].name == "simulator.grade"
-    sim = LLMSimulator(ctx, voice="template")
-    sim.grader = grader
-    mock.inject("badjson", "badjson")
-    t = await run_dialogue(scenario(), sim, Assistant(), replace(SPEC, max_turns=2))
+    mock.inject("badjson")  # the first answer only: the repair round gets a valid one
+    grade, stages = await LLMGrader(ctx).grade(RUBRIC[0], "Some reply.", SimContext(scenario=scenario()))
     await ctx.aclose()
-    assert t.turns[0].user.grade is None and t.turns[1].user.intent == "clarify"
+    assert grade is not None and 0 <= grade <= 5 and stages[0].name == "simulator.grade"
+
+
+async def test_a_grade_the_llm_cannot_deliver_ends_the_dialogue_as_an_llm_error(mock):
+    # Not a None grade played as the user asking for clarification: a broken endpoint is
+    # infrastructure (re-run by --retry-errors), never user behaviour.
+    ctx = context(mock.url)
+    sim = LLMSimulator(ctx, voice="template")
+    mock.inject("badjson", "badjson")  # the first grade's answer and its one repair
+    t = await run_dialogue(scenario(), sim, Assistant(), SPEC)
+    await ctx.aclose()
+    assert t.stop.reason == "error" and t.stop.by == "engine"
+    assert (t.error.source, t.error.type) == ("llm", "StructuredOutputError")
+    assert "GradeReply" in t.error.message
+    assert [turn.user.intent for turn in t.turns] == ["ask"] and t.turns[0].user.grade is None
 
 
 async def test_voice_and_grader_can_be_switched_to_the_offline_ones(mock):

@@ -172,6 +172,21 @@ async def test_verbosity_low_is_terse_high_is_chatty():
     assert sum(map(len, terse)) < 0.8 * sum(map(len, chatty))
 
 
+async def test_terse_users_always_say_something():
+    # A terse user drops pleasantries; a clarification request whose "I don't follow" is
+    # its whole message must not be dropped with them (it left "" six times in ten).
+    v, said = voice(), []
+    for s in range(30):
+        for verbosity in (0.0, 0.29):
+            sc = scenario(seed=s, verbosity=verbosity, reveal="never")
+            for kind in ("clarify", "answer_clarification", "reask", "move_on"):
+                text, _ = await v.speak(ask(1, 3, kind, attempt=2), SimContext(scenario=sc, assistant_question="Why?"))
+                said.append((kind, text))
+    assert [k for k, text in said if not text.strip()] == []
+    clarify = [text for k, text in said if k == "clarify"]
+    assert len(set(clarify)) > 5 and all(len(text.split()) <= 12 for text in clarify)  # varied, still terse
+
+
 async def test_mood_changes_the_wording():
     v = voice()
     calm = {await say(v, ask(0, 2, "reask", mood="calm"), scenario(seed=s, reveal="never")) for s in range(10)}

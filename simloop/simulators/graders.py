@@ -24,8 +24,11 @@ reference-side relevance (answer and residual against the reference); rubric
 ``keywords`` add their coverage.  How every constant was chosen is noted where it is set:
 on ``2023_train_topics.json`` only (scripts/bench_grader.py reports 2023 test and 2024).
 
-A grader returns ``None`` when it could not produce a grade (the LLM grader's reply did
-not parse); the policy then asks for clarification, as iKAT does.
+A grader may return ``None`` when it abstains on an answer it got (a plugin grader's
+choice); the policy then asks for clarification, as iKAT does.  A grader whose model or
+service failed raises instead (the LLM grader lets ``StructuredOutputError`` through):
+an infrastructure failure must end the dialogue as an error, never read as what the
+user did.
 """
 
 from __future__ import annotations

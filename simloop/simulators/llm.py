@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field
 
-from ..errors import DialogueError, EmptyCompletionError, InvalidOutputError, StructuredOutputError
+from ..errors import DialogueError, EmptyCompletionError, InvalidOutputError
 from ..schema import Behaviour, RubricQuestion, Stage
 from .offline import RubricSimulator
 from .policy import Action, SimContext
@@ -237,7 +237,13 @@ _GRADER_SYSTEM = (
 
 
 class LLMGrader:
-    """0-5 answerability of the rubric question by the response; unparsable -> None."""
+    """0-5 answerability of the rubric question by the response.
+
+    A reply that does not parse is repaired once by the ChatModel (DESIGN §7).  When the
+    repair fails too, ``StructuredOutputError`` goes up as it is: the LLM could not deliver
+    a grade, an infrastructure failure (``error.source = llm``, re-run by ``--retry-errors``).
+    It is not turned into a grade of ``None``, which the policy would play as the user
+    asking for clarification, so a broken endpoint would be recorded as user behaviour."""
     llm_roles = ("simulator",)
 
     def __init__(self, ctx: Any):
@@ -252,13 +258,9 @@ class LLMGrader:
             {"role": "system", "content": _GRADER_SYSTEM},
             {"role": "user", "content": f"{topic}Question: {question.question}{reference}\n\nReply:\n{response}"},
         ]
-        try:
-            obj, stage = await self.ctx.chat("simulator").structured(
-                messages, GradeReply, stage="simulator.grade", temperature=0.0
-            )
-        except StructuredOutputError as exc:  # iKAT: an unparsable grade -> ask for clarification
-            stage = getattr(exc, "stage", None)
-            return None, [stage] if stage is not None else []
+        obj, stage = await self.ctx.chat("simulator").structured(
+            messages, GradeReply, stage="simulator.grade", temperature=0.0
+        )
         return float(obj.grade), [stage]
 
 

@@ -16,9 +16,10 @@ iKAT promises and the organisers' code lacks:
 Decisions this module makes (documented because evaluation depends on them):
 
 * A grade *passes* when it is strictly above ``threshold`` (iKAT: score > 3 on 0-5).
-* A grade that could not be parsed (``None``) is the grader's failure, not the assistant's:
-  the user asks for clarification, which uses one of the question's asks but is not counted
-  against patience.
+* A grade of ``None`` (a grader that abstained) is no verdict on the assistant: the user
+  asks for clarification, which uses one of the question's asks but is not counted against
+  patience.  The built-in graders never abstain: a grade the LLM could not deliver is an
+  ``llm`` error that ends the dialogue (graders.py), not a ``None`` here.
 * When the assistant asks the user something and its answer did not pass, a cooperative
   user answers (a clarification round, not a failure: the assistant is gathering what it
   needs); an uncooperative one ignores the question and repeats the need (a failure: they
@@ -92,7 +93,7 @@ class Ending:
 class Observation:
     """What the simulator saw of the assistant's last reply."""
 
-    grade: float | None  # None: the grader's output did not parse
+    grade: float | None  # None: the grader abstained (no verdict)
     assistant_asked: bool = False  # the reply asks the user something (a clarifying question)
 
 

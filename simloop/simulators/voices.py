@@ -256,8 +256,10 @@ class TemplateVoice:
             return [(line, True)]
         fact_text = sentence(fact, ".") if fact else ""
         lead, body = self._lead_and_body(action, context, bool(fact), rng)
-        if b.verbosity < 0.3 and not lead.endswith("!"):
-            lead = ""  # terse users skip pleasantries, but anger still shows
+        if b.verbosity < 0.3 and not lead.endswith("!") and body:
+            # Terse users skip pleasantries, but anger still shows; and a lead with no request
+            # after it ("I don't follow." for a clarification) is the message itself.
+            lead = ""
         if kind == "answer_clarification":
             segments = [(lead, True), (fact_text, False), (body, True)]
         else:  # a volunteered fact comes before the request: context first, as people do
