@@ -74,3 +74,18 @@ def test_statements_are_turned_to_the_user():
     assert second_person("I am a nurse and I was born in Oslo.") == "you are a nurse and you were born in Oslo"
     assert second_person("Since 2019, I live in Paris.") == "since 2019, you live in Paris"  # a dated lead-in stays
     assert personal_sentence([]) == ""
+
+
+def test_a_passage_title_line_is_never_an_answer_sentence():
+    # The demo corpus starts every passage with its title on a line of its own; a title of
+    # four words or more ("History of computing hardware") was taken as a sentence and glued
+    # into answers ("... and computer case. History of computing hardware A great deal ...").
+    from simloop.parts.generate import extractive_answer
+
+    hits = [Hit(docid="History_of_computing_hardware", score=3.0, title="History of computing hardware",
+                text="History of computing hardware\nThe history of computing hardware covers early calculating devices."),
+            Hit(docid="x", score=2.0, text="Early history of computing hardware\nComputing hardware history began with the abacus.")]
+    text, used = extractive_answer("history of computing hardware", hits)
+    assert "The history of computing hardware covers" in text and "abacus" in text
+    assert "History of computing hardware\n" not in text and "History of computing hardware The" not in text
+    assert "Early history of computing hardware" not in text  # a title line without a title field

@@ -41,11 +41,19 @@ class Sentence:
     score: float = 0.0
 
 
+def _heading(hit: Hit, position: int, text: str) -> bool:
+    """Is ``text`` the passage's title line?  A corpus line such as "History of computing
+    hardware" has four words but is no sentence: glued into an answer it reads as debris."""
+    if text == hit.title.strip():
+        return True
+    return position == 0 and "\n" in hit.text and not text.endswith((".", "!", "?", '"', ")"))
+
+
 def _candidates(hits: Sequence[Hit], passages: int) -> list[Sentence]:
     out = []
     for rank, hit in enumerate(hits[:passages]):
         for position, text in enumerate(sentences(hit.text)):
-            if word_count(text) >= _MIN_WORDS:
+            if word_count(text) >= _MIN_WORDS and not _heading(hit, position, text):
                 terms = frozenset(stem(w) for w in content_words(text))
                 out.append(Sentence(rank, position, hit.docid, text, terms))
     return out
