@@ -8,6 +8,7 @@ failure never leaves half a file where a training job or trec_eval would pick it
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +23,7 @@ from ..schema import Behaviour, Persona, RunManifest, StopReason, Transcript
 from .export_ikat25 import RunTag, ikat25_run
 
 __all__ = ["FORMATS", "ExportFilter", "ExportResult", "RunTag", "export_run", "validate_chat", "select",
-           "check_filter", "scenario_sources"]
+           "check_filter", "scenario_sources", "trec_scores"]
 
 # The simulator's grade of an answer (schema.UserTurn.grade).
 GRADE_SCALE = (0.0, 5.0)
@@ -196,27 +197,43 @@ def _first_of_each(items: Sequence[Any], key: Callable[[Any], Any]) -> list[Any]
     return [x for x in items if not (key(x) in seen or seen.add(key(x)))]
 
 
-def _trec_run(ts: Sequence[Transcript], ptkb: bool) -> list[str]:
+def trec_scores(scores: Sequence[float | None]) -> list[float]:
+    """Scores under which trec_eval reads a ranking in the given order.
+
+    trec_eval sorts a query's lines by score, then by docid descending (form_res_rels.c),
+    so scores that tie or rise with the rank would reorder it: those lists get rank-based
+    scores (n, n-1, ..., 1); lists whose scores strictly fall keep them.
+    """
+    if any(s is None or not math.isfinite(s) for s in scores) or any(a <= b for a, b in zip(scores, scores[1:])):
+        return [float(len(scores) - i) for i in range(len(scores))]
+    return [float(s) for s in scores]
+
+
+def _trec_run(ts: Sequence[Transcript], ptkb: bool, notes: list[str]) -> list[str]:
     lines = []
     owner: dict[str, str] = {}  # qid -> dialogue id: trec_eval would merge two dialogues' rankings
+    rescored = 0
     for t in ts:
         for x in t.turns:
             qid = ikat_qid(t, x)
             if owner.setdefault(qid, t.dialogue_id) != t.dialogue_id:
                 raise BadInputError(f"qid {qid} occurs in {owner[qid]} and {t.dialogue_id} (the run repeats topics); "
                                     "pick one with --repeat K or --persona ID")
-            if ptkb:  # the whole ranking; trec_eval sorts by score and breaks ties by docid,
-                # so scores that do not strictly fall with the rank become rank-based ones
+            if ptkb:  # the whole ranking
                 ranked = _first_of_each(x.assistant.ptkb_provenance, lambda p: p.index)
-                scores = [p.score for p in ranked]
-                if any(s is None for s in scores) or any(a <= b for a, b in zip(scores, scores[1:])):
-                    scores = [float(len(ranked) - i) for i in range(len(ranked))]
-                items = [(str(p.index), s) for p, s in zip(ranked, scores)]
+                items = [(str(p.index), p.score) for p in ranked]
             else:
                 ranked = _first_of_each(sorted(x.assistant.passages, key=lambda p: p.rank), lambda p: p.docid)
                 items = [(p.docid, p.score) for p in ranked]
-            lines += [f"{qid} Q0 {docid} {rank} {score:.6g} {t.run_id}"
-                      for rank, (docid, score) in enumerate(items, start=1)]
+            scores = trec_scores([s for _, s in items])
+            rescored += scores != [s for _, s in items]
+            # repr: the shortest text that reads back as the same float, so no two
+            # distinct scores round to a tie (4.7114 for both 4.711400 and 4.711399)
+            lines += [f"{qid} Q0 {docid} {rank} {score!r} {t.run_id}"
+                      for rank, ((docid, _), score) in enumerate(zip(items, scores), start=1)]
+    if rescored:
+        notes.append(f"{rescored} turn(s) had scores that tie or rise with the rank; wrote rank-based scores "
+                     "so trec_eval keeps the run's order")
     return lines
 
 
@@ -354,8 +371,8 @@ def export_run(run_dir: Path, fmt: str, out: Path | None = None, filt: ExportFil
     writers: dict[str, Callable[[], tuple[int, str]]] = {
         "ikat": lambda: _write_json(_ikat(ts, scenario_sources(run_dir, manifest, personas_dir, topics)), out),
         "ikat25-run": lambda: _write_lines(_ikat25(run_dir, manifest, ts, topics, tag or RunTag(), notes), out, "turns"),
-        "trec-run": lambda: _write_lines(_trec_run(ts, ptkb=False), out, "lines"),
-        "ptkb-run": lambda: _write_lines(_trec_run(ts, ptkb=True), out, "lines"),
+        "trec-run": lambda: _write_lines(_trec_run(ts, False, notes), out, "lines"),
+        "ptkb-run": lambda: _write_lines(_trec_run(ts, True, notes), out, "lines"),
         "openai-chat": lambda: _write_lines(_chats(ts, _soft_sources(run_dir, manifest, personas_dir, topics, notes),
                                                    False, notes), out, "dialogues"),
         "sharegpt": lambda: _write_lines(_chats(ts, _soft_sources(run_dir, manifest, personas_dir, topics, notes),
