@@ -197,6 +197,15 @@ _REASONS = list(get_args(StopReason))
 def _reason_order(reason: str) -> tuple[int, str]:
     """Stop reasons in the order the transcript format lists them (unknown ones last)."""
     return (_REASONS.index(reason) if reason in _REASONS else len(_REASONS), reason)
+
+
+# Turn counts under summary.json's meanings (README): PTKB "judged" turns have gold, the
+# ranked means are over the "scored" ones (gold with a relevant statement); passage
+# "judged" turns are the ones the qrels name.
+_COUNTS = {
+    "ptkb": [("ptkb judged turns", "judged_turns"), ("ptkb scored turns (a relevant statement)", "turns")],
+    "passages": [("passages judged turns", "turns")],
+}
 _METRICS: list[tuple[str, list[str]]] = [
     ("ptkb", ["nDCG@3", "P@3", "R@3", "nDCG@5", "P", "R", "F1"]),
     ("passages", ["nDCG@3", "nDCG@5", "nDCG@10", "P@5", "P@10", "MAP", "Recall@100"]),
@@ -236,7 +245,7 @@ def compare_rows(summaries: Sequence[RunSummary], diags: Sequence[RunDiagnostics
     for block, metrics in _METRICS:
         if any(getattr(s, block) is not None for s in summaries):
             rows += [CompareRow(f"{block} {m}", [s.lookup(block, m) for s in summaries], 1) for m in metrics]
-            rows.append(CompareRow(f"{block} judged turns", [s.lookup(block, "turns") for s in summaries]))
+            rows += [CompareRow(label, [s.lookup(block, key) for s in summaries]) for label, key in _COUNTS[block]]
     if any(s.passages is not None for s in summaries):
         rows.append(CompareRow("passages matched turns", [s.lookup("passages", "matched_turns") for s in summaries]))
     if any(s.judge is not None for s in summaries):
