@@ -40,3 +40,23 @@ def test_ptkb_judged_turns_are_summary_json_judged_turns(tmp_path: Path):
     (view,) = load_views([run])
     rows = {r.label: r.values for r in compare_rows([view.summary], [view.diag])}
     assert rows["ptkb judged turns"] == [2] and rows["ptkb scored turns (a relevant statement)"] == [1]
+
+
+def test_each_session_has_its_start_up_turns(tmp_path: Path):
+    # a run interrupted after its first dialogue and resumed an hour later: both sessions
+    # load the index and models again, so both first turns are start-up turns
+    first = transcript([turn(1, latency_ms=30_000.0), turn(2, latency_ms=100.0)], persona="p0", seconds=31.0)
+    resumed = [transcript([turn(1, latency_ms=30_000.0 if i == 0 else 100.0), turn(2, latency_ms=100.0)],
+                          persona=f"p{i + 1}", seconds=31.0 if i == 0 else 1.0) for i in range(3)]
+    start = T0 + timedelta(hours=1)
+    for i, t in enumerate(resumed):  # one at a time, each as the previous ends
+        t.started_at = start + timedelta(seconds=31 + i - 1 if i else 0)
+        t.ended_at = t.started_at + timedelta(seconds=31.0 if i == 0 else 1.0)
+    d = diagnose([first, *resumed])
+    assert d.startup_turns == [30_000.0, 30_000.0] and max(d.warm_turns) == 100.0
+    run = write_run(tmp_path / "resumed", [first, *resumed])
+    html = (tmp_path / "r.html")
+    assert main(["report", str(run), "--out", str(html)]) == 0
+    text = html.read_text()
+    assert "<td class=num>2</td>" in _row(text, "start-up turns (excluded)")
+    assert "dialogue latency p50 ms (start-up wait excluded)" in text and "summary.json and `simloop eval` count" in text

@@ -131,6 +131,12 @@ def _delta_cell(delta: float | None, better: int) -> str:
     return f'<td class="delta {cls}">{_e(signed(delta))}</td>'
 
 
+# Why the report's latency differs from summary.json's (which counts every turn as it was).
+_STARTUP = ("Start-up turns (the first turns of each session, waiting for the index and models to load) are left "
+            "out of turn latency, and their wait out of dialogue latency (the first turn counts as a typical turn); "
+            "summary.json and `simloop eval` count every turn as it was.")
+
+
 def _compare_html(views: Sequence[RunView]) -> str:
     names = [v.name for v in views]
     rows = compare_rows([v.summary for v in views], [v.diag for v in views])
@@ -139,10 +145,7 @@ def _compare_html(views: Sequence[RunView]) -> str:
         f"<tr><td>{_e(r.label)}</td>{''.join(f'<td class=num>{_e(v)}</td>' for v in r.values)}"
         f"{''.join(_delta_cell(d, r.better) for d in r.deltas())}</tr>" for r in rows)
     note = ('<p class="note">Differences are each run minus the first; green is better, red is worse. '
-            "Start-up turns (those waiting for the index and models to load) are left out of turn latency.</p>"
-            if len(views) > 1 else
-            '<p class="note">Start-up turns (those waiting for the index and models to load) are left out of '
-            "turn latency.</p>")
+            f"{_STARTUP}</p>" if len(views) > 1 else f'<p class="note">{_STARTUP}</p>')
     return f'<table class="compare"><tr>{head}</tr>{body}</table>{note}'
 
 

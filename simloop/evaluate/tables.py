@@ -223,7 +223,8 @@ def _stat_rows(summaries: Sequence[RunSummary], diags: Sequence[RunDiagnostics] 
         rows += [CompareRow(f"turn latency {p} ms (start-up excluded)", [d.turn_latency[p] for d in diags], -1)
                  for p in ("p50", "p90", "p99")]
         rows += [CompareRow("start-up turns (excluded)", [len(d.startup_turns) for d in diags]),
-                 CompareRow("dialogue latency p50 ms", [d.dialogue_latency["p50"] for d in diags], -1)]
+                 CompareRow("dialogue latency p50 ms (start-up wait excluded)", [d.dialogue_latency["p50"] for d in diags],
+                            -1)]
     else:
         rows += [CompareRow(f"turn latency {p} ms", [getattr(s.latency_ms.turn, p) for s in st], -1)
                  for p in ("p50", "p90", "p99")]
