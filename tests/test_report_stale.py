@@ -42,6 +42,27 @@ def test_ptkb_judged_turns_are_summary_json_judged_turns(tmp_path: Path):
     assert rows["ptkb judged turns"] == [2] and rows["ptkb scored turns (a relevant statement)"] == [1]
 
 
+def test_eval_and_report_name_the_gold(tmp_path: Path, capsys):
+    topic_gold = write_run(tmp_path / "topic-gold", [_dialogue(0)],
+                           config={"scenarios": {"topics": "2023_test_topics.json"}})
+    assert main(["eval", str(topic_gold)]) == 0
+    out = capsys.readouterr().out
+    assert "gold" in out and "topic file 2023_test_topics.json" in out
+    assert "scored against the NIST PTKB qrels, this run against topic file 2023_test_topics.json" in out
+    nist = write_run(tmp_path / "nist-gold", [_dialogue(0)])
+    qrels = tmp_path / "ptkb_rel_nist"
+    qrels.write_text("9-1_1 0 1 1\n")
+    assert main(["eval", str(nist), "--ptkb-qrels", str(qrels)]) == 0
+    assert "this run against ptkb_rel_nist" in capsys.readouterr().out
+    assert json.loads((nist / "summary.json").read_text())["ptkb"]["gold"] == "ptkb_rel_nist"
+
+    assert main(["report", str(topic_gold), str(nist), "--out", str(tmp_path / "r.html")]) == 0
+    html = (tmp_path / "r.html").read_text()
+    assert "topic file 2023_test_topics.json" in _row(html, "ptkb gold") and "ptkb_rel_nist" in _row(html, "ptkb gold")
+    assert "PTKB metrics were scored against different gold" in html
+    assert "this run against ptkb_rel_nist" in html.split('<section id="reference">')[1]
+
+
 def test_each_session_has_its_start_up_turns(tmp_path: Path):
     # a run interrupted after its first dialogue and resumed an hour later: both sessions
     # load the index and models again, so both first turns are start-up turns

@@ -122,6 +122,11 @@ class PtkbMetrics(_Record):
     judged_turns: int = 0
     overuse_turns: int = 0  # turns with no relevant statement where the assistant used one
     source: Literal["ptkb-qrels", "topic-file"] | None = None
+    gold: str | None = None  # the gold's name: the --ptkb-qrels file, or "topic file <name>"
+
+    def gold_label(self) -> str | None:
+        """The gold's name; summaries written before ``gold`` existed name its kind only."""
+        return self.gold or {"topic-file": "topic file", "ptkb-qrels": "a PTKB qrels file"}.get(self.source or "")
 
 
 class PassageMetrics(_Record):
@@ -138,6 +143,7 @@ class PassageMetrics(_Record):
     turns_total: int = 0
     matched_turns: int = 0
     rel_threshold: int = 2
+    qrels: str | None = None  # the --qrels file's name
     note: str | None = None
 
 

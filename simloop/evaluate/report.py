@@ -31,7 +31,7 @@ from .formats import RunSummary
 from .report_dialogues import dialogues_html
 from .report_plots import memory_plot, run_plots
 from .summary import EvalOptions, evaluate_transcripts, load_run, load_summary
-from .tables import compare_header, compare_rows, fmt, memory_rows, reference_rows, signed, stop_rows
+from .tables import compare_header, compare_rows, fmt, memory_rows, reference_rows, reference_title, signed, stop_rows
 
 __all__ = ["RunView", "load_view", "load_views", "render_html", "write_report", "MEMORY", "SECTIONS"]
 
@@ -146,6 +146,11 @@ def _compare_html(views: Sequence[RunView]) -> str:
         f"{''.join(_delta_cell(d, r.better) for d in r.deltas())}</tr>" for r in rows)
     note = ('<p class="note">Differences are each run minus the first; green is better, red is worse. '
             f"{_STARTUP}</p>" if len(views) > 1 else f'<p class="note">{_STARTUP}</p>')
+    golds = {v.name: v.summary.ptkb.gold_label() for v in views if v.summary.ptkb is not None}
+    if len(set(golds.values())) > 1:
+        note += ('<p class="note">PTKB metrics were scored against different gold ('
+                 + _e(", ".join(f"{n}: {g}" for n, g in golds.items())) + "), so their differences are not "
+                 "the runs' alone; `simloop eval RUN --ptkb-qrels FILE` scores each against the same file.</p>")
     return f'<table class="compare"><tr>{head}</tr>{body}</table>{note}'
 
 
@@ -154,7 +159,7 @@ def _reference_html(views: Sequence[RunView]) -> str:
     for v in views:
         ref = reference_rows(v.summary)
         if ref:
-            parts.append(f"<h3>{_e(v.name)}: PTKB vs official iKAT 2023 runs (NII paper, Table II)</h3>"
+            parts.append(f"<h3>{_e(v.name)}: {_e(reference_title(v.summary))}</h3>"
                          + _table(["metric", "this run", "2023 baseline", "2023 best"], ref))
     return "".join(parts)
 

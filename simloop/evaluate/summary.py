@@ -200,13 +200,14 @@ async def evaluate_transcripts(transcripts: Sequence[Transcript], opts: EvalOpti
             f"names a turn of this run (e.g. {example!r}); PTKB qrels fit runs that replay the same iKAT topics "
             "(--simulator replay --topics FILE)")
     if ptkb.summary is not None:
-        summary.ptkb = PtkbMetrics.model_validate(ptkb.summary)
+        summary.ptkb = PtkbMetrics.model_validate({**ptkb.summary, "gold": _ptkb_gold_name(opts, manifest)})
         if is_ikat2023_run(transcripts, manifest, run_dir):
             summary.ptkb_reference = PtkbReference.model_validate(IKAT23_PTKB)
     psg_per: dict = {}
     if opts.qrels is not None:
         psg = passage_scores(transcripts, read_passage_qrels(opts.qrels))
-        summary.passages, psg_per = PassageMetrics.model_validate(psg.summary), psg.per_turn
+        summary.passages = PassageMetrics.model_validate({**psg.summary, "qrels": opts.qrels.name})
+        psg_per = psg.per_turn
     judge_per = None
     if opts.judge:
         if manifest is None and chat is None:
@@ -214,6 +215,15 @@ async def evaluate_transcripts(transcripts: Sequence[Transcript], opts: EvalOpti
         judged, judge_per = await _run_judge(transcripts, manifest, opts, chat)
         summary.judge = JudgeSummary.model_validate(judged)
     return Evaluation(summary, _score_lines(transcripts, ptkb.per_turn, psg_per, judge_per))
+
+
+def _ptkb_gold_name(opts: EvalOptions, manifest: RunManifest | None) -> str:
+    """What the PTKB metrics were scored against, as eval and the report show it: the
+    official 2023 figures come from NIST's qrels, a replay's topic file has its own gold."""
+    if opts.ptkb_qrels is not None:
+        return Path(opts.ptkb_qrels).name
+    topics = (manifest.config.get("scenarios") or {}).get("topics") if manifest is not None else None
+    return f"topic file {Path(topics).name}" if topics else "topic file"
 
 
 def _with_header(summary: RunSummary, run_dir: Path, manifest: RunManifest | None, report: ReadReport) -> RunSummary:

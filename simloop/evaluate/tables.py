@@ -19,7 +19,7 @@ from .formats import JudgeSummary, RunStats, RunSummary
 
 __all__ = [
     "fmt", "signed", "sections", "CompareRow", "compare_rows", "compare_header", "rich_summary", "rich_compare",
-    "rich_reference", "reference_rows", "memory_rows", "rich_memory", "stop_rows",
+    "rich_reference", "reference_rows", "reference_title", "memory_rows", "rich_memory", "stop_rows",
 ]
 
 Row = tuple[str, Any]
@@ -117,11 +117,19 @@ def rich_summary(summary: RunSummary) -> list[Table]:
     return tables
 
 
+def reference_title(summary: RunSummary) -> str:
+    """The reference table's title, naming both golds: the official runs were scored against
+    NIST's PTKB qrels, which a replay's topic file need not equal."""
+    gold = summary.ptkb.gold_label() if summary.ptkb is not None else None
+    return (f"PTKB vs official iKAT 2023 runs (NII paper, Table II; they were scored against the NIST PTKB qrels, "
+            f"this run against {gold or 'unknown gold'})")
+
+
 def rich_reference(summary: RunSummary) -> Table | None:
     ref = reference_rows(summary)
     if not ref:
         return None
-    t = Table(title="PTKB vs official iKAT 2023 runs (NII paper, Table II)", title_justify="left")
+    t = Table(title=reference_title(summary), title_justify="left")
     for col in ("metric", "this run", "2023 baseline", "2023 best"):
         t.add_column(col)
     for metric, ours, base, best in ref:
@@ -204,7 +212,7 @@ def _reason_order(reason: str) -> tuple[int, str]:
 # "judged" turns are the ones the qrels name.
 _COUNTS = {
     "ptkb": [("ptkb judged turns", "judged_turns"), ("ptkb scored turns (a relevant statement)", "turns")],
-    "passages": [("passages judged turns", "turns")],
+    "passages": [("passages judged turns", "turns"), ("passages qrels", "qrels")],
 }
 _METRICS: list[tuple[str, list[str]]] = [
     ("ptkb", ["nDCG@3", "P@3", "R@3", "nDCG@5", "P", "R", "F1"]),
@@ -247,6 +255,8 @@ def compare_rows(summaries: Sequence[RunSummary], diags: Sequence[RunDiagnostics
         if any(getattr(s, block) is not None for s in summaries):
             rows += [CompareRow(f"{block} {m}", [s.lookup(block, m) for s in summaries], 1) for m in metrics]
             rows += [CompareRow(label, [s.lookup(block, key) for s in summaries]) for label, key in _COUNTS[block]]
+    if any(s.ptkb is not None for s in summaries):  # runs scored against different gold do not compare
+        rows.append(CompareRow("ptkb gold", [s.ptkb.gold_label() if s.ptkb else None for s in summaries]))
     if any(s.passages is not None for s in summaries):
         rows.append(CompareRow("passages matched turns", [s.lookup("passages", "matched_turns") for s in summaries]))
     if any(s.judge is not None for s in summaries):
