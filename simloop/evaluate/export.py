@@ -19,7 +19,8 @@ from .provenance import ikat_qid
 from .stats import mean_grade
 from ..files import atomic_open, atomic_write, check_out_file, check_run_dir
 from .summary import load_run, load_scores, resolve_source
-from ..schema import Behaviour, Persona, RunManifest, StopReason, Transcript
+from ..schema import Persona, RunManifest, StopReason, Transcript
+from .export_chat import chats, validate_chat
 from .export_ikat25 import RunTag, ikat25_run
 
 __all__ = ["FORMATS", "ExportFilter", "ExportResult", "RunTag", "export_run", "validate_chat", "select",
@@ -148,14 +149,6 @@ def _persona(sources: dict[str, Persona] | None, t: Transcript, strict: bool) ->
     return p
 
 
-def _ptkb(persona: Persona | None, t: Transcript) -> list[str]:
-    """The persona's PTKB, or, without a source, the statements the assistant cited."""
-    if persona is not None:
-        return list(persona.ptkb)
-    cited = {p.index: p.statement for x in t.turns for p in x.assistant.ptkb_provenance}
-    return [cited[i] for i in sorted(cited)]
-
-
 # ----------------------------------------------------------------------------- formats
 def _numbers(ts: Sequence[Transcript]) -> dict[str, str | int]:
     """iKAT ``number`` per dialogue: the topic id when unique in the export, else the
@@ -237,72 +230,6 @@ def _trec_run(ts: Sequence[Transcript], ptkb: bool, notes: list[str]) -> list[st
     return lines
 
 
-def _behaviour_text(b: Behaviour) -> str:
-    """The user's traits in plain words, for the fine-tuning system prompt."""
-    parts = [
-        "patient" if b.patience >= 3 else "quick to give up",
-        "happy to answer clarifying questions" if b.cooperativeness >= 0.5 else "reluctant to answer clarifying questions",
-        "writes precisely" if b.language_skill >= 0.7 else "writes vaguely, sometimes with typos",
-        "chatty" if b.verbosity >= 0.6 else "brief" if b.verbosity <= 0.3 else "moderately talkative",
-        {"never": "rarely shares personal details", "relevant": "shares personal details when they matter",
-         "eager": "shares personal details freely"}[b.reveal],
-    ]
-    return ", ".join(parts)
-
-
-def _system_prompt(ptkb: list[str], b: Behaviour) -> str:
-    facts = "\n".join(f"- {s}" for s in ptkb) or "- (nothing known yet)"
-    return ("You are a personal assistant that searches the web and answers with the user's situation in mind.\n"
-            f"What you know about the user:\n{facts}\n"
-            f"How this user tends to talk: {_behaviour_text(b)}.")
-
-
-def _chat_messages(t: Transcript, sources: dict[str, Persona] | None) -> list[dict]:
-    msgs = [{"role": "system", "content": _system_prompt(_ptkb(_persona(sources, t, False), t), t.scenario.behaviour)}]
-    for x in t.turns:
-        msgs += [{"role": "user", "content": x.user.utterance}, {"role": "assistant", "content": x.assistant.response}]
-    return msgs
-
-
-def validate_chat(messages: list[dict]) -> str | None:
-    """Why a conversation is not valid fine-tuning data (None when it is): one system
-    message, then user/assistant strictly alternating, ending with the assistant."""
-    if not messages or messages[0].get("role") != "system":
-        return "must start with a system message"
-    rest = messages[1:]
-    if not rest:
-        return "has no turns"
-    for i, m in enumerate(rest):
-        want = "user" if i % 2 == 0 else "assistant"
-        if m.get("role") != want:
-            return f"message {i + 1} is {m.get('role')!r}, expected {want!r}"
-        if not isinstance(m.get("content"), str) or not m["content"].strip():
-            return f"message {i + 1} ({want}) is empty"
-    if rest[-1]["role"] != "assistant":
-        return "does not end with an assistant message"
-    return None
-
-
-_SHAREGPT_FROM = {"system": "system", "user": "human", "assistant": "gpt"}
-
-
-def _chats(ts: Sequence[Transcript], sources, sharegpt: bool, notes: list[str]) -> list[str]:
-    lines = []
-    for t in ts:
-        msgs = _chat_messages(t, sources)
-        problem = validate_chat(msgs)
-        if problem:  # e.g. an errored dialogue whose last answer is empty: useless for training
-            notes.append(f"skipped {t.dialogue_id}: {problem}")
-            continue
-        if sharegpt:
-            obj: dict[str, Any] = {"id": t.dialogue_id,
-                                   "conversations": [{"from": _SHAREGPT_FROM[m["role"]], "value": m["content"]} for m in msgs]}
-        else:
-            obj = {"messages": msgs}
-        lines.append(json.dumps(obj, ensure_ascii=False))
-    return lines
-
-
 def _parquet_table(ts: Sequence[Transcript]):
     import pyarrow as pa
 
@@ -373,9 +300,9 @@ def export_run(run_dir: Path, fmt: str, out: Path | None = None, filt: ExportFil
         "ikat25-run": lambda: _write_lines(_ikat25(run_dir, manifest, ts, topics, tag or RunTag(), notes), out, "turns"),
         "trec-run": lambda: _write_lines(_trec_run(ts, False, notes), out, "lines"),
         "ptkb-run": lambda: _write_lines(_trec_run(ts, True, notes), out, "lines"),
-        "openai-chat": lambda: _write_lines(_chats(ts, _soft_sources(run_dir, manifest, personas_dir, topics, notes),
+        "openai-chat": lambda: _write_lines(chats(ts, _soft_sources(run_dir, manifest, personas_dir, topics, notes),
                                                    False, notes), out, "dialogues"),
-        "sharegpt": lambda: _write_lines(_chats(ts, _soft_sources(run_dir, manifest, personas_dir, topics, notes),
+        "sharegpt": lambda: _write_lines(chats(ts, _soft_sources(run_dir, manifest, personas_dir, topics, notes),
                                                 True, notes), out, "dialogues"),
         "parquet": lambda: _write_table(_parquet_table(ts), out),
     }
