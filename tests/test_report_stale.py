@@ -31,6 +31,56 @@ def _row(html: str, label: str) -> str:
     return html.split(f"<td>{label}</td>", 1)[1].split("</tr>", 1)[0]
 
 
+def test_report_scores_again_a_summary_older_than_the_transcripts(tmp_path: Path, capsys):
+    run = write_run(tmp_path / "stale", [_dialogue(0)])
+    qrels = tmp_path / "ptkb_rel_nist"
+    qrels.write_text("9-1_1 0 2 1\n")
+    assert main(["eval", str(run), "--ptkb-qrels", str(qrels)]) == 0
+    _append(run, *(_dialogue(i) for i in range(1, 6)))  # what a --resume adds
+    capsys.readouterr()
+
+    assert main(["report", str(run)]) == 0
+    err = capsys.readouterr().err
+    assert "summary.json is out of date (it evaluated 1 dialogue(s), dialogues.jsonl now holds 6)" in err
+    html = (run / "report.html").read_text()
+    assert "<td class=num>6</td>" in _row(html, "dialogues")  # the side-by-side table counts all six
+    assert "summary.json out of date" in html and "out of date" in html.split('<section id="compare">')[0]
+    # scored again against the gold file the last `simloop eval` used, not the topic file
+    assert "ptkb_rel_nist" in _row(html, "ptkb gold") and "<td class=num>0.6309</td>" in _row(html, "ptkb nDCG@3")
+    assert json.loads((run / "summary.json").read_text())["stats"]["dialogues"] == 1  # nothing written
+
+
+def test_a_changed_dialogue_makes_the_summary_stale_too(tmp_path: Path, capsys):
+    # --retry-errors replaces dialogues: the count stays, the file does not
+    run = write_run(tmp_path / "retried", [_dialogue(0, grade=1.0), _dialogue(1)])
+    write_evaluation(run, evaluate_run(run, EvalOptions()))
+    (run / "dialogues.jsonl").write_text("".join(t.model_dump_json() + "\n" for t in (_dialogue(0), _dialogue(1))))
+    (view,) = load_views([run])
+    assert view.stale and "dialogues.jsonl changed" in view.stale and view.summary.stats.grades.mean == 4.0
+    write_evaluation(run, evaluate_run(run, EvalOptions()))
+    (view,) = load_views([run])
+    assert view.stale is None and not view.evaluated_now
+
+
+def test_export_min_judge_refuses_scores_older_than_the_run(tmp_path: Path, capsys):
+    run = write_run(tmp_path / "judged", [_dialogue(0), _dialogue(1)])
+    write_evaluation(run, evaluate_run(run, EvalOptions()))
+    line = {"run_id": "run-a", "persona_id": "9-1", "topic_id": "9-1", "stop_reason": "user_satisfied",
+            "turn_count": 1, "judge": {"overall": 0.9}}
+    (run / "scores.jsonl").write_text("".join(json.dumps({**line, "dialogue_id": f"9-1--9-1--{i}"}) + "\n"
+                                              for i in range(2)))
+    assert main(["export", str(run), "--format", "sharegpt", "--min-judge", "0.5"]) == 0
+    _append(run, _dialogue(2))
+    capsys.readouterr()
+    assert main(["export", str(run), "--format", "sharegpt", "--min-judge", "0.5", "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "scores.jsonl is out of date" in err and f"simloop eval {run} --judge" in err
+    assert not (tmp_path / "x").exists()
+    (run / "summary.json").unlink()  # scores.jsonl alone: a dialogue without scores tells
+    assert main(["export", str(run), "--format", "sharegpt", "--min-judge", "0.5", "--out", str(tmp_path / "x")]) == 2
+    assert "1 dialogue(s) of the run have no scores, e.g. 9-1--9-1--2" in capsys.readouterr().err
+
+
 def test_ptkb_judged_turns_are_summary_json_judged_turns(tmp_path: Path):
     # two turns with gold, one of them with no relevant statement: judged 2, scored 1
     run = write_run(tmp_path / "judged-turns", [_dialogue(0), _dialogue(1, gold=[])])

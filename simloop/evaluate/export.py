@@ -18,7 +18,7 @@ from ..errors import BadInputError, DataFileError
 from .provenance import ikat_qid
 from .stats import mean_grade
 from ..files import atomic_open, atomic_write, check_out_file, check_run_dir
-from .summary import load_run, load_scores, resolve_source
+from .summary import load_run, load_scores, load_summary, resolve_source, stale_reason
 from ..schema import Persona, RunManifest, StopReason, Transcript
 from .export_chat import chats, validate_chat
 from .export_ikat25 import RunTag, ikat25_run
@@ -57,10 +57,18 @@ class ExportResult:
 
 
 # ----------------------------------------------------------------------------- selection
-def _judge_scores(run_dir: Path) -> dict[str, float | None]:
+def _judge_scores(run_dir: Path, transcripts: Sequence[Transcript]) -> dict[str, float | None]:
     scores = load_scores(run_dir)
     if not scores or not any(line.judge is not None for line in scores):
         raise BadInputError(f"--min-judge needs judge scores: run `simloop eval {run_dir} --judge` first")
+    summary = load_summary(run_dir)
+    stale = stale_reason(run_dir, summary, transcripts) if summary is not None else None
+    missing = [t.dialogue_id for t in transcripts if t.dialogue_id not in {line.dialogue_id for line in scores}]
+    if stale is None and missing:  # scores.jsonl without its summary.json: its dialogues tell
+        stale = f"{len(missing)} dialogue(s) of the run have no scores, e.g. {missing[0]}"
+    if stale:  # filtering on another run's scores would silently drop or keep the wrong dialogues
+        raise BadInputError(f"--min-judge: scores.jsonl is out of date ({stale}); "
+                            f"re-run `simloop eval {run_dir} --judge`")
     return {line.dialogue_id: line.judge.overall if line.judge else None for line in scores}
 
 
@@ -292,7 +300,7 @@ def export_run(run_dir: Path, fmt: str, out: Path | None = None, filt: ExportFil
     manifest, transcripts, _ = load_run(run_dir)
     filt = filt or ExportFilter()
     check_filter(transcripts, filt)
-    judge = _judge_scores(run_dir) if filt.min_judge is not None else None
+    judge = _judge_scores(run_dir, transcripts) if filt.min_judge is not None else None
     ts = select(transcripts, filt, judge)
     notes: list[str] = []
     writers: dict[str, Callable[[], tuple[int, str]]] = {

@@ -2,8 +2,10 @@
 
 Self-contained: CSS inline, plots as base64 PNG data URIs (report_plots.py), no script and
 no external asset, so it can be mailed around and opened anywhere.  Scores come from each
-run's summary.json; a run not yet evaluated is evaluated on the fly (without the judge,
-which costs money) and nothing is written into its directory.
+run's summary.json; a run not yet evaluated, or whose summary.json is older than its
+transcripts (a ``--resume`` since `simloop eval`), is evaluated on the fly with the gold
+files its last evaluation used (without the judge, which costs money), and nothing is
+written into its directory.
 
 Sections (each an ``id`` the browser test checks): runs, side by side (differences to
 the first run with their sign), PTKB against the official 2023 runs, passage coverage,
@@ -30,7 +32,7 @@ from .diagnostics import RunDiagnostics, diagnose
 from .formats import RunSummary
 from .report_dialogues import dialogues_html
 from .report_plots import memory_plot, run_plots
-from .summary import EvalOptions, evaluate_transcripts, load_run, load_summary
+from .summary import evaluate_transcripts, load_run, load_summary, reeval_options, stale_reason
 from .tables import compare_header, compare_rows, fmt, memory_rows, reference_rows, reference_title, signed, stop_rows
 
 __all__ = ["RunView", "load_view", "load_views", "render_html", "write_report", "MEMORY", "SECTIONS"]
@@ -50,6 +52,7 @@ class RunView:
     memory_note: str | None = None
     evaluated_now: bool = False
     diag: RunDiagnostics | None = None
+    stale: str | None = None  # why summary.json was not used, when it was out of date
 
     def __post_init__(self) -> None:
         if self.diag is None:
@@ -83,14 +86,17 @@ def load_view(run_dir: Path) -> RunView:
     run_dir = Path(run_dir)
     manifest, transcripts, _ = load_run(run_dir)
     summary = load_summary(run_dir)
-    evaluated_now = summary is None
-    if summary is None:
-        summary = run_loop(evaluate_transcripts(transcripts, EvalOptions(), manifest, run_dir=run_dir)).summary
+    stale = stale_reason(run_dir, summary, transcripts) if summary is not None else None
+    evaluated_now = summary is None or stale is not None
+    if evaluated_now:
+        opts, notes = reeval_options(summary)
+        stale = "; ".join([f"summary.json is out of date ({stale}): scored again now", *notes]) if stale else None
+        summary = run_loop(evaluate_transcripts(transcripts, opts, manifest, run_dir=run_dir)).summary
     if manifest is not None and summary.assistant is None:  # evaluated now: no header yet
         summary = summary.model_copy(update={"assistant": manifest.assistant.name, "simulator": manifest.simulator.name})
     name = manifest.run_id if manifest is not None else run_dir.name
     memory, note = _read_memory(run_dir)
-    return RunView(name, run_dir, summary, transcripts, memory, note, evaluated_now)
+    return RunView(name, run_dir, summary, transcripts, memory, note, evaluated_now, stale=stale)
 
 
 def load_views(run_dirs: Sequence[Path]) -> list[RunView]:
@@ -120,9 +126,15 @@ def _section(sid: str, title: str, body: str) -> str:
 
 def _runs_html(views: Sequence[RunView]) -> str:
     rows = [[v.name, v.summary.assistant or "-", v.summary.simulator or "-", len(v.transcripts), str(v.run_dir),
-             "evaluated now (no judge)" if v.evaluated_now else "summary.json"] for v in views]
-    notes = "".join(f'<p class="note">{_e(v.name)}: {_e(v.memory_note)}</p>' for v in views if v.memory_note)
+             _scores_from(v)] for v in views]
+    notes = "".join(f'<p class="note">{_e(v.name)}: {_e(n)}</p>' for v in views for n in (v.stale, v.memory_note) if n)
     return _table(["run", "assistant", "simulator", "dialogues", "directory", "scores from"], rows) + notes
+
+
+def _scores_from(v: RunView) -> str:
+    if v.stale:
+        return "evaluated now (summary.json out of date; no judge)"
+    return "evaluated now (no judge)" if v.evaluated_now else "summary.json"
 
 
 def _delta_cell(delta: float | None, better: int) -> str:
