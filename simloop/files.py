@@ -155,13 +155,14 @@ def atomic_write(path: Path | str, data: str | bytes) -> None:
 
 
 def file_sha256(path: Path | str) -> str | None:
-    """The SHA-256 of a file's bytes (None when it does not exist), read in chunks."""
+    """The SHA-256 of a file's bytes, read in chunks; None when it cannot be read (a missing
+    file, a folder): whoever reads the file next says what is wrong with it, in one line."""
     digest = hashlib.sha256()
     try:
         with open(path, "rb") as fh:
             while chunk := fh.read(1 << 20):
                 digest.update(chunk)
-    except FileNotFoundError:
+    except OSError:
         return None
     return digest.hexdigest()
 
