@@ -12,6 +12,7 @@ not whole-file writes; the recorder fsyncs those itself.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import pickle
@@ -25,7 +26,7 @@ from typing import IO, Any, Iterator
 
 from .errors import BadInputError
 
-__all__ = ["atomic_folder", "atomic_open", "atomic_write", "check_out_file", "check_in_file", "check_run_dir",
+__all__ = ["file_sha256", "atomic_folder", "atomic_open", "atomic_write", "check_out_file", "check_in_file", "check_run_dir",
            "read_text", "read_toml", "folder_problem", "sqlite_problem", "pack_memory", "unpack_memory"]
 
 SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
@@ -151,6 +152,19 @@ def atomic_write(path: Path | str, data: str | bytes) -> None:
     """Replace ``path`` with ``data`` atomically (see ``atomic_open``)."""
     with atomic_open(path, "wb" if isinstance(data, bytes) else "w") as fh:
         fh.write(data)
+
+
+def file_sha256(path: Path | str) -> str | None:
+    """The SHA-256 of a file's bytes, read in chunks; None when it cannot be read (a missing
+    file, a folder): whoever reads the file next says what is wrong with it, in one line."""
+    digest = hashlib.sha256()
+    try:
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                digest.update(chunk)
+    except OSError:
+        return None
+    return digest.hexdigest()
 
 
 def _nearest_existing(path: Path) -> Path:

@@ -259,3 +259,22 @@ def test_gold_turn_ids_name_the_qids(tmp_path: Path):
     g = GoldTurn(turn_id=7, utterance="u")
     run = write_run(tmp_path / "r", [transcript([turn(1, passages=["d1"], gold=g)], persona="0", topic="0")])
     assert export_run(run, "trec-run").path.read_text().split()[0] == "0_7"
+
+
+def test_trec_run_keeps_the_runs_order_under_trec_eval(tmp_path: Path):
+    # 4.711400 and 4.711399 are distinct in the run; written as 4.7114 both they would tie and
+    # trec_eval would put "b" (the higher docid) first: nDCG@1 of the relevant "a" would be 0
+    t = transcript([turn(1, passages=["a", "b", "c"]), turn(2, passages=["x", "y"])], persona="p1", topic="t1")
+    for p, score in zip(t.turns[0].assistant.passages, (4.7114, 4.711399, 1.5)):
+        p.score = score
+    t.turns[1].assistant.passages[0].score = t.turns[1].assistant.passages[1].score = 2.0  # a real tie
+    run = write_run(tmp_path / "run-tie", [t])
+    res = export_run(run, "trec-run")
+    qrels = [ir_measures.Qrel("t1_1", "a", 1), ir_measures.Qrel("t1_2", "x", 1)]
+    per = {m.query_id: m.value for m in ir_measures.iter_calc([ir_measures.nDCG @ 1], qrels,
+                                                               list(ir_measures.read_trec_run(str(res.path))))}
+    assert per == {"t1_1": 1.0, "t1_2": 1.0}  # what `simloop eval` scores: the run's own order
+    rows = [line.split() for line in res.path.read_text().splitlines()]
+    assert [r[4] for r in rows[:3]] == ["4.7114", "4.711399", "1.5"]  # falling scores kept, in full
+    assert [r[4] for r in rows[3:]] == ["2.0", "1.0"]  # the tie became rank-based scores
+    assert any("tie or rise" in n for n in res.notes)

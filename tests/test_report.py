@@ -115,11 +115,12 @@ def test_offline_runs_have_no_llm_rows_and_stand_ins_are_no_llm_calls(tmp_path: 
 
 
 def test_start_up_turns_are_left_out_of_latency(tmp_path: Path):
-    # three dialogues start together and wait 66 s for the first turn; one starts later
+    # three dialogues start together and wait 66 s for the first turn; one starts later, in
+    # the slot the first to end frees (as the engine starts it)
     slow = [transcript([turn(1, latency_ms=66_000.0), turn(2, latency_ms=100.0), turn(3, latency_ms=120.0)],
                        persona=f"p{i}", seconds=70.0) for i in range(3)]
     late = transcript([turn(1, latency_ms=90.0), turn(2, latency_ms=110.0)], persona="p9", seconds=1.0)
-    late.started_at, late.ended_at = T0 + timedelta(seconds=80), T0 + timedelta(seconds=81)
+    late.started_at, late.ended_at = T0 + timedelta(seconds=70), T0 + timedelta(seconds=71)
     d = diagnose([*slow, late])
     assert len(d.startup_turns) == 3 and d.startup_max == 66_000.0
     assert d.turn_latency["p99"] == 120.0 and sorted(d.warm_turns) == [90.0, 100, 100, 100, 110, 120, 120, 120]

@@ -71,6 +71,9 @@ def cmd_report(a: argparse.Namespace) -> int:
         check_run_dir(d)
     out_path = check_out_file(a.out or Path(a.run_dirs[0]) / "report.html")
     views = load_views(a.run_dirs)
+    for v in views:  # a warning, so stderr: the scores shown are not the ones in summary.json
+        if v.stale:
+            _console(stderr=True).print(f"[yellow]{v.name}:[/] {v.stale}")
     out = _console()
     out.print(rich_compare([v.name for v in views], [v.summary for v in views], [v.diag for v in views]))
     for v in views:

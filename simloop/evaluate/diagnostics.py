@@ -2,11 +2,14 @@
 start-up excluded, and how dialogues ended (with their length and grades) per persona and
 per topic.
 
-Start-up: the first turns of a run wait for the JVM, the index, MiniLM and the PTKB
-ranker's all-mpnet-base-v2 to load (tens of seconds), and every dialogue that started
-before the first turn of the run came back shares that wait.  Their first turns are the
-*start-up turns*: left out of the turn latency percentiles (counted and shown apart), and
-in a start-up dialogue's wall time the first turn counts as a typical (median) turn.
+Start-up: the first turns of a session (a ``simloop run``, or each ``--resume`` of it) wait
+for the JVM, the index, MiniLM and the PTKB ranker's all-mpnet-base-v2 to load (tens of
+seconds), and every dialogue that started before the session's first turn came back
+shares that wait.  Their first turns are the *start-up turns*: left out of the turn
+latency percentiles (counted and shown apart), and in a start-up dialogue's wall time the
+first turn counts as a typical (median) turn.  Sessions are read off the transcripts:
+within one the engine starts a dialogue as soon as a slot frees, so an idle stretch of
+``SESSION_GAP`` with no dialogue in flight means a new process.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from typing import Sequence
 from ..schema import Transcript
 from .stats import dialogue_latency_ms, mean_grade, percentiles
 
-__all__ = ["Group", "RunDiagnostics", "diagnose", "startup_dialogues"]
+__all__ = ["Group", "RunDiagnostics", "diagnose", "sessions", "startup_dialogues", "SESSION_GAP"]
 
 
 @dataclass
@@ -52,13 +55,28 @@ class RunDiagnostics:
         return max(self.startup_turns, default=None)
 
 
+SESSION_GAP = timedelta(seconds=2)
+
+
+def sessions(transcripts: Sequence[Transcript]) -> list[list[Transcript]]:
+    """Dialogues with turns, by start time, split where nothing ran for ``SESSION_GAP``."""
+    out: list[list[Transcript]] = []
+    busy_until = None
+    for t in sorted((t for t in transcripts if t.turns), key=lambda t: t.started_at):
+        if busy_until is None or t.started_at - busy_until > SESSION_GAP:
+            out.append([])
+        out[-1].append(t)
+        busy_until = t.ended_at if busy_until is None else max(busy_until, t.ended_at)
+    return out
+
+
 def startup_dialogues(transcripts: Sequence[Transcript]) -> set[str]:
-    """Dialogues that started before any turn of the run had finished."""
-    timed = [t for t in transcripts if t.turns]
-    if not timed:
-        return set()
-    first_done = min(t.started_at + timedelta(milliseconds=t.turns[0].latency_ms) for t in timed)
-    return {t.dialogue_id for t in timed if t.started_at < first_done}
+    """Dialogues that started before any turn of their session had finished."""
+    startup: set[str] = set()
+    for session in sessions(transcripts):
+        first_done = min(t.started_at + timedelta(milliseconds=t.turns[0].latency_ms) for t in session)
+        startup |= {t.dialogue_id for t in session if t.started_at < first_done}
+    return startup
 
 
 def diagnose(transcripts: Sequence[Transcript]) -> RunDiagnostics:

@@ -8,6 +8,7 @@ failure never leaves half a file where a training job or trec_eval would pick it
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,12 +18,13 @@ from ..errors import BadInputError, DataFileError
 from .provenance import ikat_qid
 from .stats import mean_grade
 from ..files import atomic_open, atomic_write, check_out_file, check_run_dir
-from .summary import load_run, load_scores, resolve_source
-from ..schema import Behaviour, Persona, RunManifest, StopReason, Transcript
+from .summary import load_run, load_scores, load_summary, resolve_source, stale_reason
+from ..schema import Persona, RunManifest, StopReason, Transcript
+from .export_chat import chats, validate_chat
 from .export_ikat25 import RunTag, ikat25_run
 
 __all__ = ["FORMATS", "ExportFilter", "ExportResult", "RunTag", "export_run", "validate_chat", "select",
-           "check_filter", "scenario_sources"]
+           "check_filter", "scenario_sources", "trec_scores"]
 
 # The simulator's grade of an answer (schema.UserTurn.grade).
 GRADE_SCALE = (0.0, 5.0)
@@ -55,10 +57,18 @@ class ExportResult:
 
 
 # ----------------------------------------------------------------------------- selection
-def _judge_scores(run_dir: Path) -> dict[str, float | None]:
+def _judge_scores(run_dir: Path, transcripts: Sequence[Transcript]) -> dict[str, float | None]:
     scores = load_scores(run_dir)
     if not scores or not any(line.judge is not None for line in scores):
         raise BadInputError(f"--min-judge needs judge scores: run `simloop eval {run_dir} --judge` first")
+    summary = load_summary(run_dir)
+    stale = stale_reason(run_dir, summary, transcripts) if summary is not None else None
+    missing = [t.dialogue_id for t in transcripts if t.dialogue_id not in {line.dialogue_id for line in scores}]
+    if stale is None and missing:  # scores.jsonl without its summary.json: its dialogues tell
+        stale = f"{len(missing)} dialogue(s) of the run have no scores, e.g. {missing[0]}"
+    if stale:  # filtering on another run's scores would silently drop or keep the wrong dialogues
+        raise BadInputError(f"--min-judge: scores.jsonl is out of date ({stale}); "
+                            f"re-run `simloop eval {run_dir} --judge`")
     return {line.dialogue_id: line.judge.overall if line.judge else None for line in scores}
 
 
@@ -147,14 +157,6 @@ def _persona(sources: dict[str, Persona] | None, t: Transcript, strict: bool) ->
     return p
 
 
-def _ptkb(persona: Persona | None, t: Transcript) -> list[str]:
-    """The persona's PTKB, or, without a source, the statements the assistant cited."""
-    if persona is not None:
-        return list(persona.ptkb)
-    cited = {p.index: p.statement for x in t.turns for p in x.assistant.ptkb_provenance}
-    return [cited[i] for i in sorted(cited)]
-
-
 # ----------------------------------------------------------------------------- formats
 def _numbers(ts: Sequence[Transcript]) -> dict[str, str | int]:
     """iKAT ``number`` per dialogue: the topic id when unique in the export, else the
@@ -196,93 +198,43 @@ def _first_of_each(items: Sequence[Any], key: Callable[[Any], Any]) -> list[Any]
     return [x for x in items if not (key(x) in seen or seen.add(key(x)))]
 
 
-def _trec_run(ts: Sequence[Transcript], ptkb: bool) -> list[str]:
+def trec_scores(scores: Sequence[float | None]) -> list[float]:
+    """Scores under which trec_eval reads a ranking in the given order.
+
+    trec_eval sorts a query's lines by score, then by docid descending (form_res_rels.c),
+    so scores that tie or rise with the rank would reorder it: those lists get rank-based
+    scores (n, n-1, ..., 1); lists whose scores strictly fall keep them.
+    """
+    if any(s is None or not math.isfinite(s) for s in scores) or any(a <= b for a, b in zip(scores, scores[1:])):
+        return [float(len(scores) - i) for i in range(len(scores))]
+    return [float(s) for s in scores]
+
+
+def _trec_run(ts: Sequence[Transcript], ptkb: bool, notes: list[str]) -> list[str]:
     lines = []
     owner: dict[str, str] = {}  # qid -> dialogue id: trec_eval would merge two dialogues' rankings
+    rescored = 0
     for t in ts:
         for x in t.turns:
             qid = ikat_qid(t, x)
             if owner.setdefault(qid, t.dialogue_id) != t.dialogue_id:
                 raise BadInputError(f"qid {qid} occurs in {owner[qid]} and {t.dialogue_id} (the run repeats topics); "
                                     "pick one with --repeat K or --persona ID")
-            if ptkb:  # the whole ranking; trec_eval sorts by score and breaks ties by docid,
-                # so scores that do not strictly fall with the rank become rank-based ones
+            if ptkb:  # the whole ranking
                 ranked = _first_of_each(x.assistant.ptkb_provenance, lambda p: p.index)
-                scores = [p.score for p in ranked]
-                if any(s is None for s in scores) or any(a <= b for a, b in zip(scores, scores[1:])):
-                    scores = [float(len(ranked) - i) for i in range(len(ranked))]
-                items = [(str(p.index), s) for p, s in zip(ranked, scores)]
+                items = [(str(p.index), p.score) for p in ranked]
             else:
                 ranked = _first_of_each(sorted(x.assistant.passages, key=lambda p: p.rank), lambda p: p.docid)
                 items = [(p.docid, p.score) for p in ranked]
-            lines += [f"{qid} Q0 {docid} {rank} {score:.6g} {t.run_id}"
-                      for rank, (docid, score) in enumerate(items, start=1)]
-    return lines
-
-
-def _behaviour_text(b: Behaviour) -> str:
-    """The user's traits in plain words, for the fine-tuning system prompt."""
-    parts = [
-        "patient" if b.patience >= 3 else "quick to give up",
-        "happy to answer clarifying questions" if b.cooperativeness >= 0.5 else "reluctant to answer clarifying questions",
-        "writes precisely" if b.language_skill >= 0.7 else "writes vaguely, sometimes with typos",
-        "chatty" if b.verbosity >= 0.6 else "brief" if b.verbosity <= 0.3 else "moderately talkative",
-        {"never": "rarely shares personal details", "relevant": "shares personal details when they matter",
-         "eager": "shares personal details freely"}[b.reveal],
-    ]
-    return ", ".join(parts)
-
-
-def _system_prompt(ptkb: list[str], b: Behaviour) -> str:
-    facts = "\n".join(f"- {s}" for s in ptkb) or "- (nothing known yet)"
-    return ("You are a personal assistant that searches the web and answers with the user's situation in mind.\n"
-            f"What you know about the user:\n{facts}\n"
-            f"How this user tends to talk: {_behaviour_text(b)}.")
-
-
-def _chat_messages(t: Transcript, sources: dict[str, Persona] | None) -> list[dict]:
-    msgs = [{"role": "system", "content": _system_prompt(_ptkb(_persona(sources, t, False), t), t.scenario.behaviour)}]
-    for x in t.turns:
-        msgs += [{"role": "user", "content": x.user.utterance}, {"role": "assistant", "content": x.assistant.response}]
-    return msgs
-
-
-def validate_chat(messages: list[dict]) -> str | None:
-    """Why a conversation is not valid fine-tuning data (None when it is): one system
-    message, then user/assistant strictly alternating, ending with the assistant."""
-    if not messages or messages[0].get("role") != "system":
-        return "must start with a system message"
-    rest = messages[1:]
-    if not rest:
-        return "has no turns"
-    for i, m in enumerate(rest):
-        want = "user" if i % 2 == 0 else "assistant"
-        if m.get("role") != want:
-            return f"message {i + 1} is {m.get('role')!r}, expected {want!r}"
-        if not isinstance(m.get("content"), str) or not m["content"].strip():
-            return f"message {i + 1} ({want}) is empty"
-    if rest[-1]["role"] != "assistant":
-        return "does not end with an assistant message"
-    return None
-
-
-_SHAREGPT_FROM = {"system": "system", "user": "human", "assistant": "gpt"}
-
-
-def _chats(ts: Sequence[Transcript], sources, sharegpt: bool, notes: list[str]) -> list[str]:
-    lines = []
-    for t in ts:
-        msgs = _chat_messages(t, sources)
-        problem = validate_chat(msgs)
-        if problem:  # e.g. an errored dialogue whose last answer is empty: useless for training
-            notes.append(f"skipped {t.dialogue_id}: {problem}")
-            continue
-        if sharegpt:
-            obj: dict[str, Any] = {"id": t.dialogue_id,
-                                   "conversations": [{"from": _SHAREGPT_FROM[m["role"]], "value": m["content"]} for m in msgs]}
-        else:
-            obj = {"messages": msgs}
-        lines.append(json.dumps(obj, ensure_ascii=False))
+            scores = trec_scores([s for _, s in items])
+            rescored += scores != [s for _, s in items]
+            # repr: the shortest text that reads back as the same float, so no two
+            # distinct scores round to a tie (4.7114 for both 4.711400 and 4.711399)
+            lines += [f"{qid} Q0 {docid} {rank} {score!r} {t.run_id}"
+                      for rank, ((docid, _), score) in enumerate(zip(items, scores), start=1)]
+    if rescored:
+        notes.append(f"{rescored} turn(s) had scores that tie or rise with the rank; wrote rank-based scores "
+                     "so trec_eval keeps the run's order")
     return lines
 
 
@@ -348,17 +300,17 @@ def export_run(run_dir: Path, fmt: str, out: Path | None = None, filt: ExportFil
     manifest, transcripts, _ = load_run(run_dir)
     filt = filt or ExportFilter()
     check_filter(transcripts, filt)
-    judge = _judge_scores(run_dir) if filt.min_judge is not None else None
+    judge = _judge_scores(run_dir, transcripts) if filt.min_judge is not None else None
     ts = select(transcripts, filt, judge)
     notes: list[str] = []
     writers: dict[str, Callable[[], tuple[int, str]]] = {
         "ikat": lambda: _write_json(_ikat(ts, scenario_sources(run_dir, manifest, personas_dir, topics)), out),
         "ikat25-run": lambda: _write_lines(_ikat25(run_dir, manifest, ts, topics, tag or RunTag(), notes), out, "turns"),
-        "trec-run": lambda: _write_lines(_trec_run(ts, ptkb=False), out, "lines"),
-        "ptkb-run": lambda: _write_lines(_trec_run(ts, ptkb=True), out, "lines"),
-        "openai-chat": lambda: _write_lines(_chats(ts, _soft_sources(run_dir, manifest, personas_dir, topics, notes),
+        "trec-run": lambda: _write_lines(_trec_run(ts, False, notes), out, "lines"),
+        "ptkb-run": lambda: _write_lines(_trec_run(ts, True, notes), out, "lines"),
+        "openai-chat": lambda: _write_lines(chats(ts, _soft_sources(run_dir, manifest, personas_dir, topics, notes),
                                                    False, notes), out, "dialogues"),
-        "sharegpt": lambda: _write_lines(_chats(ts, _soft_sources(run_dir, manifest, personas_dir, topics, notes),
+        "sharegpt": lambda: _write_lines(chats(ts, _soft_sources(run_dir, manifest, personas_dir, topics, notes),
                                                 True, notes), out, "dialogues"),
         "parquet": lambda: _write_table(_parquet_table(ts), out),
     }

@@ -21,7 +21,7 @@ from ..schema import Stage, Usage
 
 __all__ = [
     "SUMMARY_VERSION", "Percentiles", "UsageTotals", "RunStats", "PtkbMetrics", "PassageMetrics", "PtkbReference",
-    "JudgeSummary", "ReadNotes", "RunSummary", "TurnScores", "RubricGroupScores", "DialogueJudgeScores",
+    "JudgeSummary", "EvaluatedInput", "ReadNotes", "RunSummary", "TurnScores", "RubricGroupScores", "DialogueJudgeScores",
     "DialogueScores",
 ]
 
@@ -122,6 +122,11 @@ class PtkbMetrics(_Record):
     judged_turns: int = 0
     overuse_turns: int = 0  # turns with no relevant statement where the assistant used one
     source: Literal["ptkb-qrels", "topic-file"] | None = None
+    gold: str | None = None  # the gold's name: the --ptkb-qrels file, or "topic file <name>"
+
+    def gold_label(self) -> str | None:
+        """The gold's name; summaries written before ``gold`` existed name its kind only."""
+        return self.gold or {"topic-file": "topic file", "ptkb-qrels": "a PTKB qrels file"}.get(self.source or "")
 
 
 class PassageMetrics(_Record):
@@ -138,6 +143,7 @@ class PassageMetrics(_Record):
     turns_total: int = 0
     matched_turns: int = 0
     rel_threshold: int = 2
+    qrels: str | None = None  # the --qrels file's name
     note: str | None = None
 
 
@@ -166,6 +172,18 @@ class JudgeSummary(_Record):
     errors: dict[str, int] = Field(default_factory=dict)
 
 
+class EvaluatedInput(_Record):
+    """What an evaluation read: the transcripts (their count and a digest of
+    ``dialogues.jsonl``, so report and export can tell a summary older than the run, as
+    after a ``--resume``) and the gold files (so the report can score again alike)."""
+
+    dialogues: int = 0
+    dialogues_sha256: str | None = None
+    qrels: str | None = None
+    ptkb_qrels: str | None = None
+    judge: bool = False
+
+
 class ReadNotes(_Record):
     torn_tail: bool = False
     bad_lines: list[int] = Field(default_factory=list)
@@ -185,6 +203,7 @@ class RunSummary(_Record):
     simulator: str | None = None
     status: str | None = None
     read_notes: ReadNotes | None = None
+    evaluated: EvaluatedInput | None = None
     stats: RunStats = Field(default_factory=RunStats)
     ptkb: PtkbMetrics | None = None
     ptkb_reference: PtkbReference | None = None
@@ -194,7 +213,7 @@ class RunSummary(_Record):
     def to_json(self) -> str:
         """The file's text: metric names as keys; blocks not measured are left out."""
         data = self.model_dump(mode="json", by_alias=True)
-        for key in ("read_notes", "ptkb", "ptkb_reference", "passages", "judge"):
+        for key in ("read_notes", "evaluated", "ptkb", "ptkb_reference", "passages", "judge"):
             if data.get(key) is None:
                 data.pop(key, None)
         return _dumps(data)

@@ -2,8 +2,10 @@
 
 Self-contained: CSS inline, plots as base64 PNG data URIs (report_plots.py), no script and
 no external asset, so it can be mailed around and opened anywhere.  Scores come from each
-run's summary.json; a run not yet evaluated is evaluated on the fly (without the judge,
-which costs money) and nothing is written into its directory.
+run's summary.json; a run not yet evaluated, or whose summary.json is older than its
+transcripts (a ``--resume`` since `simloop eval`), is evaluated on the fly with the gold
+files its last evaluation used (without the judge, which costs money), and nothing is
+written into its directory.
 
 Sections (each an ``id`` the browser test checks): runs, side by side (differences to
 the first run with their sign), PTKB against the official 2023 runs, passage coverage,
@@ -30,8 +32,8 @@ from .diagnostics import RunDiagnostics, diagnose
 from .formats import RunSummary
 from .report_dialogues import dialogues_html
 from .report_plots import memory_plot, run_plots
-from .summary import EvalOptions, evaluate_transcripts, load_run, load_summary
-from .tables import compare_header, compare_rows, fmt, memory_rows, reference_rows, signed, stop_rows
+from .summary import evaluate_transcripts, load_run, load_summary, reeval_options, stale_reason
+from .tables import compare_header, compare_rows, fmt, memory_rows, reference_rows, reference_title, signed, stop_rows
 
 __all__ = ["RunView", "load_view", "load_views", "render_html", "write_report", "MEMORY", "SECTIONS"]
 
@@ -50,6 +52,7 @@ class RunView:
     memory_note: str | None = None
     evaluated_now: bool = False
     diag: RunDiagnostics | None = None
+    stale: str | None = None  # why summary.json was not used, when it was out of date
 
     def __post_init__(self) -> None:
         if self.diag is None:
@@ -83,14 +86,17 @@ def load_view(run_dir: Path) -> RunView:
     run_dir = Path(run_dir)
     manifest, transcripts, _ = load_run(run_dir)
     summary = load_summary(run_dir)
-    evaluated_now = summary is None
-    if summary is None:
-        summary = run_loop(evaluate_transcripts(transcripts, EvalOptions(), manifest, run_dir=run_dir)).summary
+    stale = stale_reason(run_dir, summary, transcripts) if summary is not None else None
+    evaluated_now = summary is None or stale is not None
+    if evaluated_now:
+        opts, notes = reeval_options(summary)
+        stale = "; ".join([f"summary.json is out of date ({stale}): scored again now", *notes]) if stale else None
+        summary = run_loop(evaluate_transcripts(transcripts, opts, manifest, run_dir=run_dir)).summary
     if manifest is not None and summary.assistant is None:  # evaluated now: no header yet
         summary = summary.model_copy(update={"assistant": manifest.assistant.name, "simulator": manifest.simulator.name})
     name = manifest.run_id if manifest is not None else run_dir.name
     memory, note = _read_memory(run_dir)
-    return RunView(name, run_dir, summary, transcripts, memory, note, evaluated_now)
+    return RunView(name, run_dir, summary, transcripts, memory, note, evaluated_now, stale=stale)
 
 
 def load_views(run_dirs: Sequence[Path]) -> list[RunView]:
@@ -120,15 +126,27 @@ def _section(sid: str, title: str, body: str) -> str:
 
 def _runs_html(views: Sequence[RunView]) -> str:
     rows = [[v.name, v.summary.assistant or "-", v.summary.simulator or "-", len(v.transcripts), str(v.run_dir),
-             "evaluated now (no judge)" if v.evaluated_now else "summary.json"] for v in views]
-    notes = "".join(f'<p class="note">{_e(v.name)}: {_e(v.memory_note)}</p>' for v in views if v.memory_note)
+             _scores_from(v)] for v in views]
+    notes = "".join(f'<p class="note">{_e(v.name)}: {_e(n)}</p>' for v in views for n in (v.stale, v.memory_note) if n)
     return _table(["run", "assistant", "simulator", "dialogues", "directory", "scores from"], rows) + notes
+
+
+def _scores_from(v: RunView) -> str:
+    if v.stale:
+        return "evaluated now (summary.json out of date; no judge)"
+    return "evaluated now (no judge)" if v.evaluated_now else "summary.json"
 
 
 def _delta_cell(delta: float | None, better: int) -> str:
     good = None if delta in (None, 0) or not better else (delta > 0) == (better > 0)
     cls = "" if good is None else ("gain" if good else "loss")
     return f'<td class="delta {cls}">{_e(signed(delta))}</td>'
+
+
+# Why the report's latency differs from summary.json's (which counts every turn as it was).
+_STARTUP = ("Start-up turns (the first turns of each session, waiting for the index and models to load) are left "
+            "out of turn latency, and their wait out of dialogue latency (the first turn counts as a typical turn); "
+            "summary.json and `simloop eval` count every turn as it was.")
 
 
 def _compare_html(views: Sequence[RunView]) -> str:
@@ -139,10 +157,12 @@ def _compare_html(views: Sequence[RunView]) -> str:
         f"<tr><td>{_e(r.label)}</td>{''.join(f'<td class=num>{_e(v)}</td>' for v in r.values)}"
         f"{''.join(_delta_cell(d, r.better) for d in r.deltas())}</tr>" for r in rows)
     note = ('<p class="note">Differences are each run minus the first; green is better, red is worse. '
-            "Start-up turns (those waiting for the index and models to load) are left out of turn latency.</p>"
-            if len(views) > 1 else
-            '<p class="note">Start-up turns (those waiting for the index and models to load) are left out of '
-            "turn latency.</p>")
+            f"{_STARTUP}</p>" if len(views) > 1 else f'<p class="note">{_STARTUP}</p>')
+    golds = {v.name: v.summary.ptkb.gold_label() for v in views if v.summary.ptkb is not None}
+    if len(set(golds.values())) > 1:
+        note += ('<p class="note">PTKB metrics were scored against different gold ('
+                 + _e(", ".join(f"{n}: {g}" for n, g in golds.items())) + "), so their differences are not "
+                 "the runs' alone; `simloop eval RUN --ptkb-qrels FILE` scores each against the same file.</p>")
     return f'<table class="compare"><tr>{head}</tr>{body}</table>{note}'
 
 
@@ -151,7 +171,7 @@ def _reference_html(views: Sequence[RunView]) -> str:
     for v in views:
         ref = reference_rows(v.summary)
         if ref:
-            parts.append(f"<h3>{_e(v.name)}: PTKB vs official iKAT 2023 runs (NII paper, Table II)</h3>"
+            parts.append(f"<h3>{_e(v.name)}: {_e(reference_title(v.summary))}</h3>"
                          + _table(["metric", "this run", "2023 baseline", "2023 best"], ref))
     return "".join(parts)
 

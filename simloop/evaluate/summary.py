@@ -18,12 +18,12 @@ from typing import Any, Sequence
 from pydantic import ValidationError
 
 from ..errors import BadInputError, ConfigError, DataFileError, first_error
-from ..files import atomic_write, check_in_file, check_run_dir
+from ..files import atomic_write, check_in_file, check_run_dir, file_sha256
 from ..loop import run as run_loop
-from ..run.recorder import ReadReport, read_manifest, read_transcripts
+from ..run.recorder import DIALOGUES, ReadReport, read_manifest, read_transcripts
 from ..schema import RunManifest, Transcript
 from .formats import (
-    DialogueJudgeScores, DialogueScores, JudgeSummary, PassageMetrics, PtkbMetrics, PtkbReference, ReadNotes,
+    DialogueJudgeScores, DialogueScores, EvaluatedInput, JudgeSummary, PassageMetrics, PtkbMetrics, PtkbReference, ReadNotes,
     RunStats, RunSummary, TurnScores,
 )
 from .provenance import ikat_qid, passage_scores, ptkb_scores, read_passage_qrels, read_ptkb_qrels, turn_key
@@ -32,7 +32,7 @@ from .stats import mean_grade, run_stats
 __all__ = [
     "EvalOptions", "Evaluation", "check_options", "evaluate_run", "evaluate_transcripts", "write_evaluation",
     "load_summary", "load_scores", "IKAT23_PTKB", "is_ikat2023_run", "resolve_source",
-    "load_run", "SUMMARY", "SCORES",
+    "load_run", "SUMMARY", "SCORES", "stale_reason", "reeval_options",
 ]
 
 SUMMARY = "summary.json"
@@ -200,13 +200,14 @@ async def evaluate_transcripts(transcripts: Sequence[Transcript], opts: EvalOpti
             f"names a turn of this run (e.g. {example!r}); PTKB qrels fit runs that replay the same iKAT topics "
             "(--simulator replay --topics FILE)")
     if ptkb.summary is not None:
-        summary.ptkb = PtkbMetrics.model_validate(ptkb.summary)
+        summary.ptkb = PtkbMetrics.model_validate({**ptkb.summary, "gold": _ptkb_gold_name(opts, manifest)})
         if is_ikat2023_run(transcripts, manifest, run_dir):
             summary.ptkb_reference = PtkbReference.model_validate(IKAT23_PTKB)
     psg_per: dict = {}
     if opts.qrels is not None:
         psg = passage_scores(transcripts, read_passage_qrels(opts.qrels))
-        summary.passages, psg_per = PassageMetrics.model_validate(psg.summary), psg.per_turn
+        summary.passages = PassageMetrics.model_validate({**psg.summary, "qrels": opts.qrels.name})
+        psg_per = psg.per_turn
     judge_per = None
     if opts.judge:
         if manifest is None and chat is None:
@@ -216,8 +217,23 @@ async def evaluate_transcripts(transcripts: Sequence[Transcript], opts: EvalOpti
     return Evaluation(summary, _score_lines(transcripts, ptkb.per_turn, psg_per, judge_per))
 
 
-def _with_header(summary: RunSummary, run_dir: Path, manifest: RunManifest | None, report: ReadReport) -> RunSummary:
-    head: dict[str, Any] = {"run_dir": str(run_dir), "evaluated_at": datetime.now(timezone.utc)}
+def _ptkb_gold_name(opts: EvalOptions, manifest: RunManifest | None) -> str:
+    """What the PTKB metrics were scored against, as eval and the report show it: the
+    official 2023 figures come from NIST's qrels, a replay's topic file has its own gold."""
+    if opts.ptkb_qrels is not None:
+        return Path(opts.ptkb_qrels).name
+    topics = (manifest.config.get("scenarios") or {}).get("topics") if manifest is not None else None
+    return f"topic file {Path(topics).name}" if topics else "topic file"
+
+
+def _absolute(path: Path | None) -> str | None:
+    return str(Path(path).resolve()) if path is not None else None
+
+
+def _with_header(summary: RunSummary, run_dir: Path, manifest: RunManifest | None, report: ReadReport,
+                 evaluated: EvaluatedInput) -> RunSummary:
+    head: dict[str, Any] = {"run_dir": str(run_dir), "evaluated_at": datetime.now(timezone.utc),
+                            "evaluated": evaluated}
     if manifest is not None:
         head.update(run_id=manifest.run_id, assistant=manifest.assistant.name, simulator=manifest.simulator.name,
                     status=manifest.status)
@@ -236,12 +252,47 @@ def load_run(run_dir: Path) -> tuple[RunManifest | None, list[Transcript], ReadR
 
 
 def evaluate_run(run_dir: Path, opts: EvalOptions, chat: Any | None = None) -> Evaluation:
+    # The digest before the read: a run still writing then looks stale later, never fresh.
+    digest = file_sha256(Path(run_dir) / DIALOGUES)
     manifest, transcripts, report = load_run(run_dir)
     if opts.judge and chat is None and manifest is not None:
         check_judge(manifest, opts)
     ev = run_loop(evaluate_transcripts(transcripts, opts, manifest, chat, Path(run_dir)))
-    ev.summary = _with_header(ev.summary, Path(run_dir), manifest, report)
+    evaluated = EvaluatedInput(dialogues=len(transcripts), dialogues_sha256=digest, qrels=_absolute(opts.qrels),
+                               ptkb_qrels=_absolute(opts.ptkb_qrels), judge=opts.judge)
+    ev.summary = _with_header(ev.summary, Path(run_dir), manifest, report, evaluated)
     return ev
+
+
+def stale_reason(run_dir: Path, summary: RunSummary, transcripts: Sequence[Transcript]) -> str | None:
+    """Why ``summary.json`` (and ``scores.jsonl``, written with it) no longer describes the
+    run's transcripts, as after a ``--resume``; None when it still does.  Summaries written
+    before the digest existed are checked by their dialogue count."""
+    ev = summary.evaluated
+    counted = ev.dialogues if ev is not None else summary.stats.dialogues
+    if len(transcripts) != counted:
+        return f"it evaluated {counted} dialogue(s), {DIALOGUES} now holds {len(transcripts)}"
+    if ev is not None and ev.dialogues_sha256 and ev.dialogues_sha256 != file_sha256(Path(run_dir) / DIALOGUES):
+        return f"{DIALOGUES} changed after it was evaluated"
+    return None
+
+
+def reeval_options(summary: RunSummary | None) -> tuple[EvalOptions, list[str]]:
+    """Options to score a run again as its last `simloop eval` did, without the judge (it
+    costs money); notes say what could not be redone."""
+    ev = summary.evaluated if summary is not None else None
+    if ev is None:
+        return EvalOptions(), []
+    opts, notes = EvalOptions(), []
+    for attr, flag in (("qrels", "--qrels"), ("ptkb_qrels", "--ptkb-qrels")):
+        path = getattr(ev, attr)
+        if path and Path(path).is_file():
+            setattr(opts, attr, Path(path))
+        elif path:
+            notes.append(f"{flag} {path} is gone; those metrics are left out")
+    if ev.judge:
+        notes.append("judge scores are left out (re-run `simloop eval --judge` for them)")
+    return opts, notes
 
 
 def write_evaluation(run_dir: Path, ev: Evaluation) -> tuple[Path, Path]:

@@ -19,7 +19,7 @@ from .formats import JudgeSummary, RunStats, RunSummary
 
 __all__ = [
     "fmt", "signed", "sections", "CompareRow", "compare_rows", "compare_header", "rich_summary", "rich_compare",
-    "rich_reference", "reference_rows", "memory_rows", "rich_memory", "stop_rows",
+    "rich_reference", "reference_rows", "reference_title", "memory_rows", "rich_memory", "stop_rows",
 ]
 
 Row = tuple[str, Any]
@@ -117,11 +117,19 @@ def rich_summary(summary: RunSummary) -> list[Table]:
     return tables
 
 
+def reference_title(summary: RunSummary) -> str:
+    """The reference table's title, naming both golds: the official runs were scored against
+    NIST's PTKB qrels, which a replay's topic file need not equal."""
+    gold = summary.ptkb.gold_label() if summary.ptkb is not None else None
+    return (f"PTKB vs official iKAT 2023 runs (NII paper, Table II; they were scored against the NIST PTKB qrels, "
+            f"this run against {gold or 'unknown gold'})")
+
+
 def rich_reference(summary: RunSummary) -> Table | None:
     ref = reference_rows(summary)
     if not ref:
         return None
-    t = Table(title="PTKB vs official iKAT 2023 runs (NII paper, Table II)", title_justify="left")
+    t = Table(title=reference_title(summary), title_justify="left")
     for col in ("metric", "this run", "2023 baseline", "2023 best"):
         t.add_column(col)
     for metric, ours, base, best in ref:
@@ -197,6 +205,15 @@ _REASONS = list(get_args(StopReason))
 def _reason_order(reason: str) -> tuple[int, str]:
     """Stop reasons in the order the transcript format lists them (unknown ones last)."""
     return (_REASONS.index(reason) if reason in _REASONS else len(_REASONS), reason)
+
+
+# Turn counts under summary.json's meanings (README): PTKB "judged" turns have gold, the
+# ranked means are over the "scored" ones (gold with a relevant statement); passage
+# "judged" turns are the ones the qrels name.
+_COUNTS = {
+    "ptkb": [("ptkb judged turns", "judged_turns"), ("ptkb scored turns (a relevant statement)", "turns")],
+    "passages": [("passages judged turns", "turns"), ("passages qrels", "qrels")],
+}
 _METRICS: list[tuple[str, list[str]]] = [
     ("ptkb", ["nDCG@3", "P@3", "R@3", "nDCG@5", "P", "R", "F1"]),
     ("passages", ["nDCG@3", "nDCG@5", "nDCG@10", "P@5", "P@10", "MAP", "Recall@100"]),
@@ -214,7 +231,8 @@ def _stat_rows(summaries: Sequence[RunSummary], diags: Sequence[RunDiagnostics] 
         rows += [CompareRow(f"turn latency {p} ms (start-up excluded)", [d.turn_latency[p] for d in diags], -1)
                  for p in ("p50", "p90", "p99")]
         rows += [CompareRow("start-up turns (excluded)", [len(d.startup_turns) for d in diags]),
-                 CompareRow("dialogue latency p50 ms", [d.dialogue_latency["p50"] for d in diags], -1)]
+                 CompareRow("dialogue latency p50 ms (start-up wait excluded)", [d.dialogue_latency["p50"] for d in diags],
+                            -1)]
     else:
         rows += [CompareRow(f"turn latency {p} ms", [getattr(s.latency_ms.turn, p) for s in st], -1)
                  for p in ("p50", "p90", "p99")]
@@ -236,7 +254,9 @@ def compare_rows(summaries: Sequence[RunSummary], diags: Sequence[RunDiagnostics
     for block, metrics in _METRICS:
         if any(getattr(s, block) is not None for s in summaries):
             rows += [CompareRow(f"{block} {m}", [s.lookup(block, m) for s in summaries], 1) for m in metrics]
-            rows.append(CompareRow(f"{block} judged turns", [s.lookup(block, "turns") for s in summaries]))
+            rows += [CompareRow(label, [s.lookup(block, key) for s in summaries]) for label, key in _COUNTS[block]]
+    if any(s.ptkb is not None for s in summaries):  # runs scored against different gold do not compare
+        rows.append(CompareRow("ptkb gold", [s.ptkb.gold_label() if s.ptkb else None for s in summaries]))
     if any(s.passages is not None for s in summaries):
         rows.append(CompareRow("passages matched turns", [s.lookup("passages", "matched_turns") for s in summaries]))
     if any(s.judge is not None for s in summaries):
