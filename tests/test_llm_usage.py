@@ -9,23 +9,16 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from pydantic import BaseModel, Field
 
 from simloop.errors import EmptyCompletionError, LLMError, StructuredOutputError
 from simloop.fakes.mockllm import MockLLM
 from simloop.llm.client import LLMConfig, LLMPool
 from simloop.schema import Stage, Usage
 from simloop.text import looks_like_language
+from test_llm import MSGS, Answer  # the same request and reply model as the client's own tests
 
 pytestmark = pytest.mark.timeout(90)
 
-MSGS = [{"role": "user", "content": "Which vegetarian restaurants in Porto? Passages: [doc_A] [doc_B]"}]
-
-
-class Answer(BaseModel):
-    response: str
-    references: list[str]
-    grade: int = Field(ge=0, le=5)
 
 
 @pytest.fixture
