@@ -61,15 +61,16 @@ def _judge_scores(run_dir: Path, transcripts: Sequence[Transcript]) -> dict[str,
     scores = load_scores(run_dir)
     if not scores or not any(line.judge is not None for line in scores):
         raise BadInputError(f"--min-judge needs judge scores: run `simloop eval {run_dir} --judge` first")
+    judged = {line.dialogue_id: line.judge.overall if line.judge else None for line in scores}
     summary = load_summary(run_dir)
     stale = stale_reason(run_dir, summary, transcripts) if summary is not None else None
-    missing = [t.dialogue_id for t in transcripts if t.dialogue_id not in {line.dialogue_id for line in scores}]
+    missing = [t.dialogue_id for t in transcripts if t.dialogue_id not in judged]  # one set, not one per dialogue
     if stale is None and missing:  # scores.jsonl without its summary.json: its dialogues tell
         stale = f"{len(missing)} dialogue(s) of the run have no scores, e.g. {missing[0]}"
     if stale:  # filtering on another run's scores would silently drop or keep the wrong dialogues
         raise BadInputError(f"--min-judge: scores.jsonl is out of date ({stale}); "
                             f"re-run `simloop eval {run_dir} --judge`")
-    return {line.dialogue_id: line.judge.overall if line.judge else None for line in scores}
+    return judged
 
 
 def _repeat_of(t: Transcript) -> int | None:
