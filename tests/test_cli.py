@@ -95,3 +95,13 @@ def test_an_unforeseen_os_error_is_one_line_and_exit_1(capsys, monkeypatch, tmp_
     monkeypatch.setattr(cli, "cmd_show", denied)
     code, err = _run(capsys, "show", str(tmp_path))
     assert code == 1 and err.strip() == f"simloop: PermissionError: {tmp_path / 'x'}: Permission denied"
+
+
+def test_verbose_is_accepted_after_the_command_too():
+    from simloop.cli import build_parser
+
+    parser = build_parser()
+    assert parser.parse_args(["-v", "list"]).verbose is True
+    assert parser.parse_args(["list", "-v"]).verbose is True
+    assert parser.parse_args(["index", "build", "--corpus", "c", "--out", "o", "--verbose"]).verbose is True
+    assert parser.parse_args(["list"]).verbose is False

@@ -153,7 +153,21 @@ def build_parser() -> argparse.ArgumentParser:
     _add_misc(sub)
     for module in _EXTRA_COMMANDS:
         __import__(f"simloop.{module}", fromlist=["add_commands"]).add_commands(sub)
+    _verbose_everywhere(parser)
     return parser
+
+
+def _verbose_everywhere(parser: argparse.ArgumentParser) -> None:
+    """Accept ``-v`` after the command too (``simloop run -v``), as users type it.
+
+    SUPPRESS as the default: a sub-command that was not given ``-v`` must not overwrite
+    the ``-v`` given before it with False."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in {id(p): p for p in action.choices.values()}.values():
+                child.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS,
+                                   help="log details to stderr (also before the command)")
+                _verbose_everywhere(child)
 
 
 def main(argv: list[str] | None = None) -> int:

