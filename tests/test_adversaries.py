@@ -10,14 +10,15 @@ from pathlib import Path
 import pytest
 
 from conftest import simloop_cli
-from simloop.fakes.adversaries import OffTopic, Parrot, Asker, clarifying_question, restate, topic_phrase
+from simloop.fakes.adversaries import (OffTopic, Parrot, Asker, KeywordDump, Shuffled, clarifying_question, restate,
+                                      topic_phrase)
 from simloop.run.plugins import Assistant
 from simloop.run.recorder import read_manifest, read_transcripts
 from simloop.schema import Behaviour, Persona, RubricQuestion, Scenario, Topic
 from simloop.text import sentences
 
 ROOT = Path(__file__).resolve().parents[1]
-ADVERSARIES = ["Parrot", "OffTopic", "Asker"]
+ADVERSARIES = ["Parrot", "OffTopic", "Asker", "KeywordDump"]
 
 
 def test_restatements_are_seeded_varied_and_carry_the_question():
@@ -57,7 +58,7 @@ def test_the_off_topic_subject_shares_no_word_with_the_topic():
 
 
 def test_adversaries_are_assistants():
-    for cls in (Parrot, OffTopic, Asker):
+    for cls in (Parrot, OffTopic, Asker, KeywordDump, Shuffled):
         assert isinstance(cls(None), Assistant)
 
 
@@ -86,6 +87,17 @@ def test_no_adversary_satisfies_the_offline_user(tmp_path, name):
     assert _satisfied(transcripts) <= 0.05
     grades = [turn.user.grade for t in transcripts for turn in t.turns if turn.user.grade is not None]
     assert grades and sum(g > 3.0 for g in grades) / len(grades) <= 0.02
+
+
+@pytest.mark.slow
+def test_shuffled_answers_rarely_pass(tmp_path):
+    # The word-order cap catches ~88% of shuffled answers (README), not all: a user may
+    # still be satisfied now and then, where real answers satisfy most (9 of 10 before the
+    # cap, shuffled answers 8 of 10 in the audit).
+    transcripts = _run(tmp_path, "simloop.fakes.adversaries:Shuffled")
+    grades = [turn.user.grade for t in transcripts for turn in t.turns if turn.user.grade is not None]
+    assert _satisfied(transcripts) <= 0.2
+    assert grades and sum(g > 3.0 for g in grades) / len(grades) <= 0.25, grades
 
 
 @pytest.mark.slow

@@ -113,6 +113,15 @@ def test_reveal_threshold_is_a_cosine(tmp_path):
     assert _listing(tmp_path) == []
 
 
+def test_max_words_is_a_positive_word_count(tmp_path):
+    # The offline grader's length rule: an answer over max_words cannot pass.
+    one_line_exit_2(cli("run", "--simulator", "offline", "--simulator-param", "max_words=0",
+                        "--out", tmp_path, "--limit", "1", "--no-progress"), "max_words", "at least 1")
+    one_line_exit_2(cli("run", "--simulator", "offline", "--simulator-param", "max_words=many",
+                        "--out", tmp_path, "--limit", "1", "--no-progress"), "max_words", "an integer")
+    assert _listing(tmp_path) == []
+
+
 def test_list_outside_the_repo_lists_the_plugins(tmp_path):
     p = cli_in(tmp_path, "list")
     assert p.returncode == 0 and p.stderr == "", p.stderr

@@ -208,11 +208,49 @@ async def test_keyword_coverage_raises_the_grade():
     assert (await g.grade(q, with_keywords))[0] > (await g.grade(q, base))[0]
 
 
+async def test_lists_shuffled_words_and_overlong_answers_are_capped():
+    # The audit's adversaries: grades 5.0 before these caps (HashEmbedder: the caps alone).
+    g = EmbeddingGrader(embedder=HashEmbedder())
+    q = RubricQuestion(id="q", question="What is gout and what causes an attack?", keywords=["uric acid", "joint"])
+    answer = ("Gout is a form of arthritis caused by uric acid crystals that build up in a joint. "
+              "An attack often follows a rich meal or alcohol, and the big toe is the joint it hits first.")
+    assert (await g.explain(q, answer)).capped is None
+    dump = await g.explain(q, "Understanding gout: uric acid, joint, arthritis, purines, big toe, flare, diet.")
+    assert dump.capped == "list" and dump.grade <= 1.0
+    shuffled = ("Arthritis joint a is caused uric the of form gout acid. "
+                "First toe the and big alcohol the meal a follows of attack an.")
+    assert (await g.explain(q, shuffled)).capped == "scrambled"
+    long = " ".join([answer] * 12)  # 432 words
+    assert (await g.explain(q, long)).capped == "long"
+    assert (await EmbeddingGrader(embedder=HashEmbedder(), max_words=500).explain(q, long)).capped is None
+
+
+@pytest.mark.slow
+async def test_padding_glued_into_one_sentence_is_off_topic(minilm_grader):
+    # "... and the printing press ..." after a full stop is one sentence for the splitter:
+    # the off-topic check reads it in windows (it saw 0% off topic and graded 4.96).
+    question = "What is gout and what causes an attack?"
+    answer = ("Gout is a form of arthritis caused by uric acid crystals that build up in a joint. "
+              "An attack often follows a rich meal or alcohol, and the big toe is the joint it hits first.")
+    pad = ["The printing press was invented by Johannes Gutenberg around 1440 in Mainz.",
+           "Honey bees live in colonies with a single queen and thousands of workers.",
+           "Steam locomotives were the main motive power on railways for over a century.",
+           "Origami is the Japanese art of folding paper into decorative shapes.",
+           "Windmills were used to grind grain and pump water in the Netherlands.",
+           "A lighthouse is a tower with a lamp that guides ships along the coast."]
+    glued = answer + " " + " ".join("and " + p[0].lower() + p[1:] for p in pad)
+    parts = await minilm_grader.explain(RubricQuestion(id="q", question=question), glued)
+    assert parts.off_topic >= 0.4 and parts.grade <= 3.0
+    assert (await minilm_grader.explain(RubricQuestion(id="q", question=question), answer)).off_topic == 0.0
+
+
 def test_bad_calibration_constants_are_rejected():
     with pytest.raises(ValueError):
         EmbeddingGrader(embedder=HashEmbedder(), cos_floor=0.8, cos_full=0.5)
     with pytest.raises(ValueError):
         EmbeddingGrader(embedder=HashEmbedder(), off_weight=1.5)
+    with pytest.raises(ValueError, match="max_words"):
+        EmbeddingGrader(embedder=HashEmbedder(), max_words=0)
 
 
 async def test_the_llm_grader_is_shown_the_reference_when_there_is_one():

@@ -41,7 +41,8 @@ def test_effective_params_fill_in_defaults_as_json():
 def test_offline_simulator_records_its_defaults():
     sim = load_plugin("simulator", "offline", {"threshold": 2.5}, Context(RunConfig()))
     assert effective_params(sim, {"threshold": 2.5}) == {
-        "threshold": 2.5, "retries": 3, "voice": "template", "grader": "embedding", "reveal_threshold": 0.35}
+        "threshold": 2.5, "retries": 3, "voice": "template", "grader": "embedding", "reveal_threshold": 0.35,
+        "max_words": 400}
 
 
 class Closing(EchoAssistant):

@@ -3,7 +3,10 @@
 * ``Parrot`` restates the user's utterance, wrapped in friendly filler;
 * ``OffTopic`` answers with fluent encyclopedic text about an unrelated subject (the top
   BM25 passage of the real index for a subject that shares no word with the topic);
-* ``Asker`` only ever asks clarifying questions back.
+* ``Asker`` only ever asks clarifying questions back;
+* ``KeywordDump`` lists the topic's title and every rubric keyword, stating nothing;
+* ``Shuffled`` answers from the best BM25 passage for the utterance, with the words of
+  each sentence shuffled (the bag of words of an answer, without its grammar).
 
 They are plugins (``--assistant simloop.fakes.adversaries:Parrot``) for the end-to-end
 adversary test, and ``restate`` / ``clarifying_question`` also build the labelled
@@ -21,7 +24,7 @@ from typing import Any
 from ..schema import AssistantReply, DialogueState, Passage
 from ..text import content_words, sentences, stem
 
-__all__ = ["Parrot", "OffTopic", "Asker", "restate", "clarifying_question", "topic_phrase"]
+__all__ = ["Parrot", "OffTopic", "Asker", "KeywordDump", "Shuffled", "restate", "clarifying_question", "topic_phrase"]
 
 # A question's stem ("Can you tell me what ...", "How long does ...") before its subject.
 _LEAD = re.compile(
@@ -180,3 +183,36 @@ class OffTopic:
             rewritten_query=query,
             passages=[Passage(rank=i, docid=h.docid, score=h.score, used=i == 1) for i, h in enumerate(hits, 1)],
         )
+
+
+class KeywordDump:
+    """The topic's title and all its rubric keywords as one comma list (the audit's
+    keyword dump: it got 5.0 before the grader capped lists that state nothing)."""
+
+    def __init__(self, ctx: Any = None):
+        self.ctx = ctx
+
+    async def respond(self, state: DialogueState) -> AssistantReply:
+        topic = state.scenario.topic
+        keywords = [k for q in topic.rubric for k in q.keywords] or content_words(topic.need)
+        return AssistantReply(response=f"{topic.title}: {', '.join(keywords)}.")
+
+
+class Shuffled:
+    """The lead sentences of the best BM25 passage for the utterance, each with its words
+    shuffled: on topic word for word, but no sentence of English."""
+
+    needs = ("retriever",)
+
+    def __init__(self, ctx: Any, k: int = 3):
+        self.ctx, self.k = ctx, k
+
+    async def respond(self, state: DialogueState) -> AssistantReply:
+        hits = await (await self.ctx.retriever()).search(_utterance(state), self.k)
+        rng = _rng(state, "shuffled")
+        out = []
+        for sentence in sentences(hits[0].text)[:4] if hits else ["The answer is not in the index."]:
+            tokens = sentence.rstrip(".!?").lower().split()
+            rng.shuffle(tokens)
+            out.append(" ".join(tokens).capitalize() + ".")
+        return AssistantReply(response=" ".join(out), rewritten_query=_utterance(state))

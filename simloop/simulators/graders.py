@@ -17,7 +17,10 @@ any) are fixed texts, encoded once per run:
   from every sentence that is on topic; the grade is scaled by the on-topic share of the
   answer's words, so an answer that is 40% padding can never pass;
 * an answer with fewer than ``min_novel`` content words beyond the question's is capped
-  (a bare clarifying question, "Good luck!"), as are refusals and "it depends" replies.
+  (a bare clarifying question, "Good luck!"), as are refusals and "it depends" replies;
+* so is an answer that is not prose (prose.py): a list of terms that states nothing
+  ("Gout: uric acid, joint, arthritis"), or words in an order English never has (the
+  real answer shuffled); and one longer than ``max_words`` (iKAT allows 250 tokens).
 
 With ``question.reference`` the relevance is the mean of the question-side and the
 reference-side relevance (answer and residual against the reference); rubric
@@ -45,6 +48,7 @@ from ..schema import RubricQuestion, Stage
 from ..search.embeddings import Embedder, encode_fixed
 from ..text import content_words, sentences, stem, word_count, words
 from .policy import SimContext
+from .prose import scrambled_pairs, states_nothing
 from ..text import term_coverage
 from .voices import EmbedderSource
 
@@ -106,7 +110,7 @@ class GradeParts:
     keywords: float | None  # share of rubric keywords covered, when there are any
     off_topic: float  # share of the answer's words in off-topic sentences
     novel: int  # content words beyond the question's
-    capped: str | None  # "empty", "asking", "echo" or "evasive" when a cap applied
+    capped: str | None  # "empty", "asking", "echo", "evasive", "long", "list" or "scrambled" when a cap applied
     grade: float
 
 
@@ -128,6 +132,14 @@ class EmbeddingGrader:
     turn's answer 12% (21% without).  ``min_novel`` = 3 caps all 84 clarifying questions
     and, of the human answers, only three acknowledgements ("Best of luck!") and two that
     ask back.  The off-topic constants: see ``_off_topic_share``.
+
+    The form caps (prose.py), on the 95 human answers of 2023 train: ``max_stop_share`` =
+    0.3 is the largest share at which no human answer is taken for a list of terms (0.35
+    takes one); it catches all 96 keyword dumps and word salads of the audit.
+    ``min_scrambled`` = 2 out-of-order pairs: no human answer has even one, the answers
+    with their words shuffled within each sentence have two or more in 40 of 95 (and in
+    101 of 115 bm25_extractive answers).  ``max_words`` = 400 is generous for an LLM
+    assistant (iKAT caps a response at 250 tokens; bm25_extractive writes at most 220).
     """
 
     def __init__(
@@ -147,16 +159,28 @@ class EmbeddingGrader:
         off_weight: float = 1.0,
         min_novel: int = 3,
         cap: float = 1.0,
+        max_words: int = 400,
+        max_stop_share: float = 0.3,
+        min_scrambled: int = 2,
+        window: int = 40,
     ):
         if not (cos_floor < cos_full and res_floor < res_full and ref_floor < ref_full):
             raise ValueError("each floor (cos_floor, res_floor, ref_floor) must be below its full mark")
         if not 0.0 <= w_keywords <= 1.0 or not 0.0 <= off_weight <= 1.0:
             raise ValueError("w_keywords and off_weight are shares between 0 and 1")
+        if max_words < 1:
+            raise ValueError(f"max_words must be at least 1, got {max_words}")
+        if not 0.0 <= max_stop_share <= 1.0:
+            raise ValueError(f"max_stop_share is a share between 0 and 1, got {max_stop_share}")
+        if min_scrambled < 1 or window < 1:
+            raise ValueError("min_scrambled and window must be at least 1")
         self.embeddings = EmbedderSource(ctx, embedder)
         self.cos_ramp, self.res_ramp, self.ref_ramp = (cos_floor, cos_full), (res_floor, res_full), (ref_floor, ref_full)
         self.w_keywords = w_keywords
         self.off_cos, self.anchor_cos, self.off_coherence, self.off_weight = off_cos, anchor_cos, off_coherence, off_weight
         self.min_novel, self.cap = min_novel, cap
+        self.max_words, self.max_stop_share, self.min_scrambled, self.window = (
+            max_words, max_stop_share, min_scrambled, window)
 
     async def grade(
         self, question: RubricQuestion, response: str, context: SimContext | None = None
@@ -178,9 +202,12 @@ class EmbeddingGrader:
         goals = [question.question, *([ref] if ref else [])]
         # The question and reference repeat every turn: fixed texts, kept all run.
         echo = f"{question.question} {utterance}"
+        # Off topic is judged per sentence, and an over-long "sentence" per window of it:
+        # padding glued on with lower-case "and ..." is one sentence for the splitter.
+        pieces = [w for s in said for w in _windows(s, self.window)]
         embedder = await self.embeddings.get()
         goal, vecs = await asyncio.gather(encode_fixed(embedder, goals),
-                                          embedder.encode([answer, residual(answer, echo), *said]))
+                                          embedder.encode([answer, residual(answer, echo), *pieces]))
         goal, vecs = np.asarray(goal, dtype=np.float32), np.asarray(vecs, dtype=np.float32)
         ans, res, sents = vecs[0], vecs[1], vecs[2:]
         cos, res_cos = float(goal[0] @ ans), float(goal[0] @ res)
@@ -192,21 +219,28 @@ class EmbeddingGrader:
         keywords = term_coverage(question.keywords, answer) if question.keywords else None
         if keywords is not None:
             sim = (1 - self.w_keywords) * sim + self.w_keywords * keywords
-        off = self._off_topic_share(goal, sents, [word_count(s) for s in said])
+        off = self._off_topic_share(goal, sents, [word_count(s) for s in pieces])
         grade = 5.0 * sim * (1.0 - self.off_weight * off)
         novel = len(novel_terms(answer, echo))
-        capped = self._cap_reason(response, said, novel)
+        capped = self._cap_reason(response, said, novel, answer)
         if capped:
             grade = min(grade, self.cap)
         return GradeParts(round(cos, 4), round(res_cos, 4), ref_sim, keywords, round(off, 4), novel, capped,
                           round(grade, 2))
 
-    def _cap_reason(self, response: str, said: list[str], novel: int) -> str | None:
+    def _cap_reason(self, response: str, said: list[str], novel: int, answer: str) -> str | None:
         """Why the grade is capped: too little beyond the question's words (a bare
-        clarifying question, an echo, "Good luck!"), or a refusal."""
+        clarifying question, an echo, "Good luck!"), a refusal, more words than a user
+        reads (``max_words``), or no prose (a list of terms, shuffled words)."""
         if novel < self.min_novel:
             return "asking" if len(said) < len(sentences(response)) else "echo"
-        return "evasive" if is_evasive(response) else None
+        if is_evasive(response):
+            return "evasive"
+        if word_count(response) > self.max_words:
+            return "long"
+        if states_nothing(answer, self.max_stop_share):
+            return "list"
+        return "scrambled" if scrambled_pairs(answer) >= self.min_scrambled else None
 
     def _off_topic_share(self, goals: np.ndarray, sents: np.ndarray, counts: list[int]) -> float:
         """Share of words in sentences far from the question (and reference) and from every
@@ -225,6 +259,18 @@ def _utterance(context: SimContext | None, response: str) -> str:
     if context is None:
         return ""
     return next((user for user, reply in reversed(context.history) if reply == response), "")
+
+
+def _windows(sentence: str, size: int) -> list[str]:
+    """``sentence`` as is, or cut into even runs of at most ``size`` words when longer.
+    ``size`` = 40 words: 2023 train's human sentences are 14 words at the median and 45 at
+    the 99th percentile, bm25_extractive's 23 and 52, so real sentences are rarely cut."""
+    tokens = sentence.split()
+    if len(tokens) <= size:
+        return [sentence]
+    n = -(-len(tokens) // size)
+    step = -(-len(tokens) // n)
+    return [" ".join(tokens[i:i + step]) for i in range(0, len(tokens), step)]
 
 
 def _ramp(x: float, floor: float, full: float) -> float:

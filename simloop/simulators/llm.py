@@ -276,7 +276,7 @@ class LLMSimulator(RubricSimulator):
         voice: str = "llm",
         grader: str = "llm",
         reveal_threshold: float = 0.35,
+        max_words: int = 400,
     ):
-        super().__init__(
-            ctx, threshold, retries, voice, grader, reveal_threshold=reveal_threshold, candidates=candidates
-        )
+        super().__init__(ctx, threshold, retries, voice, grader, reveal_threshold=reveal_threshold,
+                         candidates=candidates, max_words=max_words)

@@ -36,6 +36,7 @@ class RubricSimulator:
         grader: str = "embedding",
         reveal_threshold: float = 0.35,
         candidates: int = 1,
+        max_words: int = 400,
     ):
         if not 0.0 <= threshold < 5.0:
             raise BadInputError(f"threshold must be in [0, 5), got {threshold}")
@@ -43,10 +44,12 @@ class RubricSimulator:
             raise BadInputError(f"retries must be at least 1, got {retries}")
         if not -1.0 <= reveal_threshold <= 1.0:  # a cosine cut-off: outside, every fact or none is revealed
             raise BadInputError(f"reveal_threshold must be in [-1, 1] (a cosine similarity), got {reveal_threshold}")
+        if max_words < 1:  # the longest answer that can pass (embedding grader): iKAT allows 250 tokens
+            raise BadInputError(f"max_words must be at least 1 (words of an answer that can pass), got {max_words}")
         self.threshold = threshold
         self.retries = retries
         self.voice = make_voice(voice, ctx, reveal_threshold=reveal_threshold, candidates=candidates)
-        self.grader = make_grader(grader, ctx)
+        self.grader = make_grader(grader, ctx, max_words=max_words)
 
     @property
     def llm_roles(self) -> tuple[str, ...]:
@@ -135,5 +138,6 @@ class OfflineSimulator(RubricSimulator):
         voice: str = "template",
         grader: str = "embedding",
         reveal_threshold: float = 0.35,
+        max_words: int = 400,
     ):
-        super().__init__(ctx, threshold, retries, voice, grader, reveal_threshold=reveal_threshold)
+        super().__init__(ctx, threshold, retries, voice, grader, reveal_threshold=reveal_threshold, max_words=max_words)

@@ -32,6 +32,8 @@ def make_voice(name: str, ctx: Any, *, reveal_threshold: float = 0.35, candidate
     return cls(ctx, **options)
 
 
-def make_grader(name: str, ctx: Any) -> Any:
-    """A grader by name."""
-    return _load("grader", GRADERS, name)(ctx)
+def make_grader(name: str, ctx: Any, *, max_words: int = 400) -> Any:
+    """A grader by name; ``max_words`` (the longest answer that can pass) applies to the
+    embedding grader, the LLM grader reads the answer itself."""
+    cls = _load("grader", GRADERS, name)
+    return cls(ctx, max_words=max_words) if name == "embedding" else cls(ctx)
