@@ -2,7 +2,7 @@
 
 * ``Parrot`` restates the user's utterance, wrapped in friendly filler;
 * ``OffTopic`` answers with fluent encyclopedic text about an unrelated subject (the top
-  BM25 passage of the real index for a subject that shares no word with the topic);
+  BM25 passage of the real index for a subject that shares no word the user said);
 * ``Asker`` only ever asks clarifying questions back.
 
 They are plugins (``--assistant simloop.fakes.adversaries:Parrot``) for the end-to-end
@@ -157,7 +157,8 @@ class Asker:
 
 class OffTopic:
     """Fluent text about something else: the lead sentences of the best BM25 passage for a
-    subject that shares no word with the topic (so it is off topic by construction)."""
+    subject that shares no word with anything the user has said (so it is off topic by
+    construction; an assistant is not shown the topic, run/view.py)."""
 
     needs = ("retriever",)  # opened before the first dialogue (run/runner.py warm_up)
 
@@ -165,8 +166,7 @@ class OffTopic:
         self.ctx, self.k = ctx, k
 
     def subject(self, state: DialogueState) -> str:
-        topic = state.scenario.topic
-        said = " ".join([topic.title, topic.need, *(q.question for q in topic.rubric), _utterance(state)])
+        said = " ".join([*(u for u, _ in state.history()), _utterance(state)])
         taken = {stem(w) for w in content_words(said)}
         free = [s for s in OFF_SUBJECTS if not taken & {stem(w) for w in content_words(s)}] or OFF_SUBJECTS
         return _rng(state, "offtopic").choice(free)
