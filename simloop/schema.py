@@ -360,8 +360,8 @@ class AssistantReply(_Model):
 
 
 class DialogueState(BaseModel):
-    """What plugins see on each call.  ``turns`` are finished turns; ``user`` is the
-    utterance the assistant must answer now (None when the simulator is called).
+    """What plugins see on each call; the assistant's is redacted (run/view.py).  ``turns``
+    are finished turns; ``user`` is the utterance to answer now (None for the simulator).
 
     ``assistant_memory`` and ``simulator_memory`` are per-dialogue scratch space, so one
     plugin instance can serve many dialogues at once without shared mutable state.

@@ -46,15 +46,21 @@ def _scenario(title: str, question: str) -> Scenario:
     return Scenario(dialogue_id="d", persona=persona, topic=topic, behaviour=persona.behaviour, seed=5)
 
 
-def test_the_off_topic_subject_shares_no_word_with_the_topic():
+def test_the_off_topic_subject_shares_no_word_with_what_the_user_said():
+    # on the view an assistant is given (no topic in it): the utterances are all it can avoid
     from simloop.fakes.adversaries import OFF_SUBJECTS
-    from simloop.schema import DialogueState
+    from simloop.run.view import add_turn, ask, assistant_view
+    from simloop.schema import AssistantTurn, DialogueState, Turn, UserTurn
 
     for subject in OFF_SUBJECTS:
-        word = subject.split()[0]
-        state = DialogueState(dialogue_id="d", scenario=_scenario(f"The {word}", f"Who invented the {word}?"))
+        word, other = subject.split()[0], subject.split()[-1]
+        view = assistant_view(DialogueState(dialogue_id="d", scenario=_scenario(f"The {word}", "Who?")))
+        add_turn(view, Turn(index=1, user=UserTurn(utterance=f"Tell me about the {word}."),
+                            assistant=AssistantTurn(response="Sure.")))
+        ask(view, UserTurn(utterance=f"And the {other}?"))
         for _ in range(5):
-            assert word not in OffTopic(None).subject(state)
+            chosen = OffTopic(None).subject(view)
+            assert word not in chosen and other not in chosen
 
 
 def test_adversaries_are_assistants():

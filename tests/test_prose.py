@@ -37,3 +37,12 @@ def test_shuffled_sentences_have_impossible_word_pairs():
     rng = random.Random(0)
     shuffled = [" ".join(rng.sample(s.split(), len(s.split()))) for s in text.split(". ") for _ in range(20)]
     assert sum(scrambled_pairs(s) >= 1 for s in shuffled) >= 10
+
+
+def test_a_list_led_in_by_the_question_restated_states_nothing_but_a_list_of_names_does():
+    question = "How big is the great white shark and what are its teeth like?"
+    dump = "The great white shark and what are its teeth like: shark, white, species, modern, selachii, jaws."
+    assert states_nothing(dump, 0.3, question)
+    assert not states_nothing(dump, 0.3)  # its only verb is the user's: without the echo, a clause
+    names = "Phones with that chip are: Samsung Galaxy S22, Xiaomi 12, OnePlus 10 Pro."
+    assert not states_nothing(names, 0.3, "Which phones with that chip are there?")

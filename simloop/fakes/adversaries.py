@@ -2,9 +2,10 @@
 
 * ``Parrot`` restates the user's utterance, wrapped in friendly filler;
 * ``OffTopic`` answers with fluent encyclopedic text about an unrelated subject (the top
-  BM25 passage of the real index for a subject that shares no word with the topic);
+  BM25 passage of the real index for a subject that shares no word the user said);
 * ``Asker`` only ever asks clarifying questions back;
-* ``KeywordDump`` lists the topic's title and every rubric keyword, stating nothing;
+* ``KeywordDump`` lists the utterance's topic and the words that recur in its best BM25
+  passages, stating nothing (keyword stuffing: what an assistant has, not the answer key);
 * ``Shuffled`` answers from the best BM25 passage for the utterance, with the words of
   each sentence shuffled (the bag of words of an answer, without its grammar).
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import random
 import re
+from collections import Counter
 from typing import Any
 
 from ..schema import AssistantReply, DialogueState, Passage
@@ -160,7 +162,8 @@ class Asker:
 
 class OffTopic:
     """Fluent text about something else: the lead sentences of the best BM25 passage for a
-    subject that shares no word with the topic (so it is off topic by construction)."""
+    subject that shares no word with anything the user has said (so it is off topic by
+    construction; an assistant is not shown the topic, run/view.py)."""
 
     needs = ("retriever",)  # opened before the first dialogue (run/runner.py warm_up)
 
@@ -168,8 +171,7 @@ class OffTopic:
         self.ctx, self.k = ctx, k
 
     def subject(self, state: DialogueState) -> str:
-        topic = state.scenario.topic
-        said = " ".join([topic.title, topic.need, *(q.question for q in topic.rubric), _utterance(state)])
+        said = " ".join([*(u for u, _ in state.history()), _utterance(state)])
         taken = {stem(w) for w in content_words(said)}
         free = [s for s in OFF_SUBJECTS if not taken & {stem(w) for w in content_words(s)}] or OFF_SUBJECTS
         return _rng(state, "offtopic").choice(free)
@@ -186,16 +188,22 @@ class OffTopic:
 
 
 class KeywordDump:
-    """The topic's title and all its rubric keywords as one comma list (the audit's
-    keyword dump: it got 5.0 before the grader capped lists that state nothing)."""
+    """The utterance's topic and the content words that recur most in its best BM25
+    passages, as one comma list (the audit's keyword dump, made from what an assistant
+    sees: it read the rubric's keywords until assistants were shown a redacted state)."""
 
-    def __init__(self, ctx: Any = None):
-        self.ctx = ctx
+    needs = ("retriever",)
+
+    def __init__(self, ctx: Any, k: int = 3, terms: int = 12):
+        self.ctx, self.k, self.terms = ctx, k, terms
 
     async def respond(self, state: DialogueState) -> AssistantReply:
-        topic = state.scenario.topic
-        keywords = [k for q in topic.rubric for k in q.keywords] or content_words(topic.need)
-        return AssistantReply(response=f"{topic.title}: {', '.join(keywords)}.")
+        utterance = _utterance(state)
+        hits = await (await self.ctx.retriever()).search(utterance, self.k)
+        counts = Counter(w for h in hits for w in content_words(h.text))
+        keywords = [w for w, _ in counts.most_common(self.terms)]
+        return AssistantReply(response=f"{topic_phrase(utterance).capitalize()}: {', '.join(keywords)}.",
+                              rewritten_query=utterance)
 
 
 class Shuffled:

@@ -13,6 +13,8 @@ Either way the session
   judges (``SimulatorTurn.grade`` / ``grade_stages``), so per-turn cost and latency are
   the turn's own;
 * checks ``max_turns``;
+* shows the assistant ``view``, not ``state``: what a real iKAT system sees (utterances,
+  its own replies, the PTKB, its memory), never the rubric, gold turns or grades (run/view.py);
 * records a closing line in ``stop.utterance``; the assistant is never called for it, and
   the stages that wrote it are filed on the last turn (they were paid for);
 * turns every failure into ``stop.reason = "error"`` with ``error.source`` (simulator,
@@ -39,6 +41,7 @@ from ..schema import (
     AssistantReply, DialogueState, ErrorInfo, GoldTurn, PluginRef, Scenario, SimulatorTurn, Stage, Stop,
     Transcript, Turn, Usage, UserTurn, utcnow,
 )
+from .view import add_turn, ask, assistant_view
 
 __all__ = ["DialogueSpec", "DialogueSession", "TurnSink"]
 
@@ -94,6 +97,8 @@ class DialogueSession:
         self.spec = spec
         self.on_turn = on_turn
         self.state = DialogueState(dialogue_id=scenario.dialogue_id, scenario=scenario, max_turns=spec.max_turns)
+        # What the assistant is shown (run/view.py): no rubric, gold or grades.
+        self.view = assistant_view(self.state)
         self.started_at = utcnow()
         self.ended_at: datetime | None = None
         self.stop: Stop | None = None
@@ -138,6 +143,7 @@ class DialogueSession:
         turn = Turn(index=len(self.state.turns) + 1, user=pending.user, assistant=reply.to_turn(),
                     stages=[*pending.stages, *reply.stages], latency_ms=round(latency_ms, 3), gold=pending.gold)
         self.state.turns.append(turn)
+        add_turn(self.view, turn)
         self.state.user, self._pending = None, None
         if self.on_turn is not None:
             self.on_turn(turn)
@@ -157,7 +163,7 @@ class DialogueSession:
                 utterance = await self.start()
                 while utterance is not None:
                     try:
-                        reply = await self._step(lambda: assistant.respond(self.state), AssistantReply)
+                        reply = await self._step(lambda: assistant.respond(self.view), AssistantReply)
                     except Exception as exc:  # a plugin's failure is recorded, the run goes on
                         self.fail(exc, "assistant")
                         break
@@ -231,6 +237,7 @@ class DialogueSession:
         user = UserTurn(utterance=said.utterance or "", rubric_id=said.rubric_id, intent=said.intent)
         self._pending = _Pending(user=user, stages=list(said.stages), gold=said.gold)
         self.state.user = user
+        ask(self.view, user)
         return user.utterance
 
     def _file_last(self, stages: list[Stage]) -> None:
@@ -239,6 +246,7 @@ class DialogueSession:
     def _end(self, stop: Stop, error: ErrorInfo | None = None) -> None:
         self.stop, self.error, self.ended_at = stop, error, utcnow()
         self.state.user, self._pending = None, None
+        ask(self.view, None)
 
     # ------------------------------------------------------------------ persistence
     def dump(self) -> dict[str, Any]:
@@ -246,7 +254,7 @@ class DialogueSession:
             dialogue_id=self.state.dialogue_id, started_at=self.started_at, ended_at=self.ended_at,
             turns=self.state.turns, pending=self._pending, loose_stages=self._loose, stop=self.stop,
             error=self.error, simulator_memory=pack_memory(self.state.simulator_memory),
-            assistant_memory=pack_memory(self.state.assistant_memory),
+            assistant_memory=pack_memory(self.view.assistant_memory),
         )
         return record.model_dump(mode="json", exclude_none=True)
 
@@ -263,4 +271,5 @@ class DialogueSession:
         state.user = record.pending.user if record.pending else None
         state.simulator_memory = unpack_memory(record.simulator_memory)
         state.assistant_memory = unpack_memory(record.assistant_memory)
+        session.view = assistant_view(state)
         return session

@@ -135,7 +135,8 @@ class EmbeddingGrader:
 
     The form caps (prose.py), on the 95 human answers of 2023 train: ``max_stop_share`` =
     0.3 is the largest share at which no human answer is taken for a list of terms (0.35
-    takes one); it catches all 96 keyword dumps and word salads of the audit.
+    takes one); it catches all 96 keyword dumps and word salads of the audit, and with the
+    question's echo left out, dumps led in by the restated question.
     ``min_scrambled`` = 2 out-of-order pairs: no human answer has even one, the answers
     with their words shuffled within each sentence have two or more in 40 of 95 (and in
     101 of 115 bm25_extractive answers).  ``max_words`` = 400 is generous for an LLM
@@ -222,13 +223,13 @@ class EmbeddingGrader:
         off = self._off_topic_share(goal, sents, [word_count(s) for s in pieces])
         grade = 5.0 * sim * (1.0 - self.off_weight * off)
         novel = len(novel_terms(answer, echo))
-        capped = self._cap_reason(response, said, novel, answer)
+        capped = self._cap_reason(response, said, novel, answer, echo)
         if capped:
             grade = min(grade, self.cap)
         return GradeParts(round(cos, 4), round(res_cos, 4), ref_sim, keywords, round(off, 4), novel, capped,
                           round(grade, 2))
 
-    def _cap_reason(self, response: str, said: list[str], novel: int, answer: str) -> str | None:
+    def _cap_reason(self, response: str, said: list[str], novel: int, answer: str, echo: str) -> str | None:
         """Why the grade is capped: too little beyond the question's words (a bare
         clarifying question, an echo, "Good luck!"), a refusal, more words than a user
         reads (``max_words``), or no prose (a list of terms, shuffled words)."""
@@ -238,7 +239,7 @@ class EmbeddingGrader:
             return "evasive"
         if word_count(response) > self.max_words:
             return "long"
-        if states_nothing(answer, self.max_stop_share):
+        if states_nothing(answer, self.max_stop_share, echo):
             return "list"
         return "scrambled" if scrambled_pairs(answer) >= self.min_scrambled else None
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from ..text import STOPWORDS, sentences, words
+from ..text import STOPWORDS, content_words, sentences, words
 
 __all__ = ["states_nothing", "scrambled_pairs", "stop_share"]
 
@@ -48,17 +48,28 @@ def stop_share(text: str) -> float:
     return sum(w in STOPWORDS for w in ws) / len(ws) if ws else 1.0
 
 
-def states_nothing(answer: str, max_stop_share: float) -> bool:
+def states_nothing(answer: str, max_stop_share: float, echo: str = "") -> bool:
     """No clause of ``answer`` states anything, and under ``max_stop_share`` of its words
-    are stop words: a list of terms, not an answer."""
-    if stop_share(answer) >= max_stop_share:
+    are stop words: a list of terms, not an answer.
+
+    Clauses whose content words all come from ``echo`` (the question and the utterance)
+    are left out first: a list led in by the question restated ("The great white shark and
+    what are its teeth like: shark, jaws, ...") has a verb, but only the user's."""
+    said = set(content_words(echo))
+    segments = [seg for seg in _SEGMENT.split(answer) if set(content_words(seg)) - said]
+    if stop_share(" ".join(segments)) >= max_stop_share:
         return False
-    for segment in _SEGMENT.split(answer):
+    for segment in segments:
         ws = words(segment)
         # A clause has a few words: a lone "include" is one more term of the list.
         if len(ws) >= 3 and ws[0] not in _WH and any(w in _VERBISH for w in ws):
             return False
-    return True
+    # A list of names ("Samsung Galaxy S22, Xiaomi 12, ...") answers a "which ...?"
+    # question: a capitalised word inside the answer, not opening it or a sentence.
+    return not _NAME.search(answer)
+
+
+_NAME = re.compile(r"(?<=[,;:(]\s)[A-Z]|(?<=[a-z0-9]\s)[A-Z]")
 
 
 def scrambled_pairs(answer: str) -> int:
