@@ -222,7 +222,13 @@ def test_prompt_swaps_roles_and_describes_the_persona_in_second_person():
     assert messages[2]["content"] == "Side effects of ibuprofen?" and messages[3]["content"] == "Stomach upset, mostly."
     assert "- You are vegetarian." in system and "- Your sister lives in Porto." in system
     assert "I am vegetarian" not in system
-    assert RUBRIC[0].question in system and "stomach" in system  # the instruction and what to focus on
+    assert RUBRIC[0].question in system
+    # The rubric keyword is the answer's word, which the user does not know (audit 15)...
+    assert "what you are after" not in system and "stomach" not in system
+    # ... until the user has said it.
+    said = SimContext(scenario=sc, history=[("My stomach hurts. Side effects of ibuprofen?", "...")])
+    again = build_messages(Action("reask", rubric=RUBRIC[0], turn=2, attempt=2), said)[0]["content"]
+    assert "(what you are after: stomach)" in again
     assert "spelling mistakes" in system and "terse" in system and "impatient" in system
     assert "frustrated" in system
 

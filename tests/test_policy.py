@@ -134,6 +134,20 @@ def test_majority_answered_ends_satisfied_even_with_a_skip():
     assert "moved past 1 (q2)" in actions[-1].end.detail
 
 
+def test_the_stop_detail_says_all_only_when_all_were_answered():
+    # Audit 15: a user who answered 2/3 and moved past one ended with "all questions covered".
+    most = run(policy(patience=20), [PASS, *[FAIL] * 3, PASS, Observation(None)])[-1].end.detail
+    assert most.startswith("most questions answered: answered 2/3, moved past 1 (q2)"), most
+    every = run(policy(patience=20), [PASS, PASS, PASS, Observation(None)])[-1].end.detail
+    assert every.startswith("all questions answered: answered 3/3"), every
+    few = run(policy(patience=20), [PASS, *[FAIL] * 6, Observation(None)])[-1].end.detail
+    assert few.startswith("most questions unanswered: answered 1/3"), few
+    rubric = [RubricQuestion(id=f"q{i}", question=f"Question number {i}?") for i in range(1, 5)]
+    half = run(RubricPolicy(rubric, Behaviour(patience=20), 7), [PASS, *[FAIL] * 3, PASS, *[FAIL] * 3])
+    assert half[-1].end.reason == "user_gave_up"
+    assert half[-1].end.detail.startswith("only half the questions answered: answered 2/4"), half[-1].end.detail
+
+
 def test_dialogues_are_bounded_by_retries_times_questions_plus_one():
     actions = run(policy(patience=20), [FAIL] * 50)
     utterances = [a for a in actions if a.kind != "end"]
@@ -219,6 +233,29 @@ async def test_simulator_answers_clarifying_questions_through_the_voice():
     state, _ = await drive(simulator([1.0, 4.0, 4.0, 4.0]), scenario(cooperativeness=1.0),
                            response="Could you tell me where you live?")
     assert state.turns[1].user.intent == "answer_clarification"
+
+
+async def test_simulator_stop_detail_names_the_questions_moved_past():
+    _, end = await drive(simulator([4.0, 1.0, 1.0, 1.0, 4.0]), scenario(patience=20))
+    assert end.end.reason == "user_satisfied"
+    assert end.end.detail.startswith("most questions answered: answered 2/3, moved past 1 (q2)"), end.end.detail
+
+
+@pytest.mark.parametrize("request_", ["Could you tell me your budget first.",
+                                      "Please tell me which part interests you most."])
+async def test_a_request_without_a_question_mark_is_a_clarifying_question(request_):
+    # Audit 15: the grader took these for asking (graded 0) but the policy, which wanted a
+    # "?", counted a failed answer and a cooperative user never answered.  One rule now.
+    from simloop.simulators import cues, graders
+
+    assert graders.is_asking is cues.is_asking and cues.assistant_question(request_) == request_
+    sim = OfflineSimulator(Context(config=None, overrides={"embedder": HashEmbedder()}))  # real voice and grader
+    state, _ = await drive(sim, scenario(cooperativeness=1.0, patience=20), response=request_)
+    assert state.turns[0].user.grade == 0.0
+    assert state.turns[1].user.intent == "answer_clarification"
+    assert state.simulator_memory["policy"]["failures"] == 0
+    uncooperative, _ = await drive(sim, scenario(cooperativeness=0.0, patience=20), response=request_)
+    assert uncooperative.turns[1].user.intent == "ignore_clarification"
 
 
 async def test_a_step_after_the_closing_line_ends_again_without_a_line():

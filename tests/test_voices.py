@@ -124,11 +124,78 @@ async def test_asks_are_mostly_reworded_but_keep_what_a_retriever_needs():
     assert any("come" in t and "?" in t for t in texts)  # and so does the second part
 
 
-async def test_reask_is_more_specific_with_the_keywords():
+async def test_reask_never_names_answer_words_the_user_does_not_have():
+    # Audit 15: a re-ask recited the rubric keywords ("I need something on on the origin of
+    # species, 1859 and naturalist"): the user handed the assistant the answer, which the
+    # grader then scored.  Keywords are named only once the user has them.
     v = voice()
-    for s in range(10):
-        text = await say(v, ask(0, 2, "reask", attempt=2), scenario(seed=s, reveal="never"))
-        assert "stomach" in text and "bleeding" in text
+    reasks = []
+    for s in range(40):
+        for i, q in enumerate(RUBRIC):
+            for attempt in (2, 3):
+                text = await say(v, ask(i, 2, "reask", attempt=attempt, mood="annoyed"), scenario(seed=s, reveal="never"))
+                reasks.append(text)
+                said = set(content_terms(text))
+                for kw in q.keywords:
+                    if not set(content_terms(kw)) <= set(content_terms(q.question)):
+                        assert not set(content_terms(kw)) & said, (kw, text)
+    assert len(set(reasks)) >= 100  # still varied
+    assert any("side effects" in t for t in reasks)  # narrows in the question's own words
+    # Once the user has said a keyword, a re-ask may name it.
+    history = [("My stomach hurts after aspirin. What are the side effects of aspirin?", "...")]
+    named = [await say(v, ask(0, 2, "reask", attempt=2), scenario(seed=s, reveal="never"), history) for s in range(20)]
+    assert any("stomach" in t for t in named) and not any("bleeding" in t for t in named)
+
+
+async def test_offline_simulator_reasks_never_leak_keywords_of_shipped_personas():
+    # Through the real offline simulator (policy, template voice, grader) and the engine, on
+    # every shipped topic, against an assistant that never answers: every re-ask is checked.
+    from simloop.run.engine import run_dialogue
+    from simloop.run.plugins import Context
+    from simloop.run.session import DialogueSpec
+    from simloop.schema import AssistantReply, PluginRef
+    from simloop.simulators.offline import OfflineSimulator
+
+    class Unhelpful:
+        async def respond(self, state):
+            return AssistantReply(response="Trains run on rails and stop at stations along the line.")
+
+    sim = OfflineSimulator(Context(config=None, overrides={"embedder": HashEmbedder()}))
+    spec = DialogueSpec(run_id="r", simulator=PluginRef(name="offline"), assistant=PluginRef(name="x"),
+                        max_turns=40, timeout_s=60)
+    reasks = 0
+    for persona in load_personas(ROOT / "personas"):
+        for topic in persona.topics[:2]:
+            behaviour = persona.behaviour.model_copy(update={"patience": 20, "cooperativeness": 0.0})
+            sc = Scenario(dialogue_id="d", persona=persona, topic=topic, behaviour=behaviour, seed=3)
+            t = await run_dialogue(sc, sim, Unhelpful(), spec)
+            rubric = {q.id: q for q in topic.rubric}
+            for k, turn in enumerate(t.turns):
+                if turn.user.intent != "reask":
+                    continue
+                reasks += 1
+                q = rubric[turn.user.rubric_id]
+                have = set(content_terms(q.question)) | set(content_terms(topic.title))
+                have |= {s for u in t.turns[:k] for s in content_terms(u.user.utterance)}
+                said = set(content_terms(turn.user.utterance))
+                for kw in q.keywords:
+                    leaked = (set(content_terms(kw)) - have) & said
+                    assert not leaked, (kw, turn.user.utterance)
+    assert reasks >= 30
+
+
+async def test_reask_names_a_keyword_as_a_phrase_never_on_on():
+    q = RubricQuestion(id="q", question="What is On the Origin of Species about?",
+                       keywords=["on the origin of species"])
+    sc = Scenario(dialogue_id="d", persona=Persona(id="p", ptkb=PTKB),
+                  topic=Topic(id="t", title="Darwin", rubric=[q]), behaviour=Behaviour(reveal="never"), seed=0)
+    v = voice()
+    texts = []
+    for s in range(30):
+        sc = sc.model_copy(update={"seed": s})
+        texts.append(await say(v, Action("reask", rubric=q, turn=2, attempt=2), sc))
+    assert not any(" on on " in f" {t.lower()} " for t in texts), texts
+    assert any("the origin of species" in t.lower() for t in texts)
 
 
 async def test_later_questions_drop_the_topic_noun_when_it_is_clear():

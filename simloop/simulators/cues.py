@@ -7,7 +7,14 @@ import re
 
 from ..text import content_terms, sentences
 
-__all__ = ["assistant_question", "mentions_statement"]
+__all__ = ["assistant_question", "is_asking", "mentions_statement"]
+
+# A request to the user written without a question mark ("Please tell me more about ...").
+_REQUEST = re.compile(
+    r"^(?:\W*)(?:please (?:tell|let|share|say|give|describe|specify|clarify)|let me know|tell me (?:more|what|which|how|if)"
+    r"|could you|can you|would you|will you|do you|are you|have you|did you)\b",
+    re.IGNORECASE,
+)
 
 # Offers that end a reply ("Do you want me to list ...?") are not clarifying questions:
 # iKAT reference responses end with them all the time and users simply go on.
@@ -18,11 +25,19 @@ _OFFER = re.compile(
 _YOU = re.compile(r"\b(you|your|yours|you're|you've)\b")
 
 
+def is_asking(sentence: str) -> bool:
+    """The sentence asks the user something (a question, or a request without "?").  The
+    one rule for both sides: the grader leaves such sentences out of the answer and the
+    policy takes them as the assistant asking back (``assistant_question``)."""
+    return sentence.rstrip().endswith("?") or bool(_REQUEST.match(sentence))
+
+
 def assistant_question(response: str) -> str | None:
-    """The clarifying question the assistant asks the user, if any: a sentence ending in
-    "?" that addresses the user and is not an offer to say more."""
+    """The clarifying question the assistant asks the user, if any: a sentence that asks
+    (``is_asking``: "?" or a request such as "Please tell me your budget."), addresses the
+    user and is not an offer to say more."""
     for sent in reversed(sentences(response)):
-        if not sent.endswith("?"):
+        if not is_asking(sent):
             continue
         low = sent.lower()
         if _YOU.search(low) and not _OFFER.search(low):

@@ -47,6 +47,7 @@ import numpy as np
 from ..schema import RubricQuestion, Stage
 from ..search.embeddings import Embedder, encode_fixed
 from ..text import content_words, sentences, stem, word_count, words
+from .cues import is_asking  # the one asking rule, shared with the policy (re-exported)
 from .policy import SimContext
 from .prose import scrambled_pairs, states_nothing
 from ..text import term_coverage
@@ -59,12 +60,6 @@ _EVASIVE = re.compile(
     r"\b(i'?m sorry|i am sorry|i don'?t know|i do not know|i'?m not sure|i am not sure|can'?t (?:really )?say|"
     r"cannot (?:say|answer|help)|not able to|unable to|no information|hard to say|it depends|depends on many|"
     r"everyone is different|i can'?t help|as an ai)\b"
-)
-# A request to the user written without a question mark ("Please tell me more about ...").
-_REQUEST = re.compile(
-    r"^(?:\W*)(?:please (?:tell|let|share|say|give|describe|specify|clarify)|let me know|tell me (?:more|what|which|how|if)"
-    r"|could you|can you|would you|will you|do you|are you|have you|did you)\b",
-    re.IGNORECASE,
 )
 # Person words swap between a user's question and a reply ("my cat" / "your cat"): never new content.
 _PERSONS = frozenset("i me my mine myself you your yours yourself we us our ours".split())
@@ -80,11 +75,6 @@ class Grader(Protocol):
 def is_evasive(response: str) -> bool:
     """A short reply built around a refusal or a non-committal phrase."""
     return bool(_EVASIVE.search(response.lower())) and len(content_words(response)) < 25
-
-
-def is_asking(sentence: str) -> bool:
-    """The sentence asks the user something (a question, or a request without "?")."""
-    return sentence.rstrip().endswith("?") or bool(_REQUEST.match(sentence))
 
 
 def residual(text: str, question: str) -> str:

@@ -28,7 +28,7 @@ from ..errors import DialogueError, EmptyCompletionError, InvalidOutputError
 from ..schema import Behaviour, RubricQuestion, Stage
 from .offline import RubricSimulator
 from .policy import Action, SimContext
-from .voices import EmbedderSource
+from .voices import EmbedderSource, known_keywords
 from ..text import looks_like_language, words
 
 __all__ = ["LLMVoice", "LLMGrader", "LLMSimulator", "second_person", "invalid_reason", "GradeReply"]
@@ -85,7 +85,9 @@ def _traits(b: Behaviour) -> list[str]:
 def _instruction(action: Action, context: SimContext) -> str:
     """What the policy wants this turn, in words for the model."""
     q = action.rubric.question if action.rubric else ""
-    focus = f" (what you are after: {', '.join(action.rubric.keywords)})" if action.rubric and action.rubric.keywords else ""
+    # Only keywords the user already has: never the answer's words (voices.known_keywords).
+    known = known_keywords(action.rubric, context) if action.rubric else []
+    focus = f" (what you are after: {', '.join(known)})" if known else ""
     mood = {"annoyed": " You are getting annoyed; let it show a little.",
             "frustrated": " You are frustrated; show it, briefly and emotionally."}.get(action.mood, "")
     kind = action.kind

@@ -29,7 +29,8 @@ Decisions this module makes (documented because evaluation depends on them):
 * End reason when the questions run out: ``user_satisfied`` only if a strict majority of the
   rubric questions were answered (grade > threshold); otherwise ``user_gave_up`` — a user who
   had to move past most of their questions did not get what they came for.  The counts go
-  into ``detail`` either way.
+  into ``detail`` either way, after what happened ("all questions answered", "most questions
+  answered", "only half the questions answered" or "most questions unanswered").
 * Ending takes one step: the closing action (``farewell`` or ``give_up``) carries ``end``,
   the simulator says its closing line and stops, and the assistant is not called for it
   (Sim.API ignores the system's reply to a farewell too).  A step after that returns
@@ -256,10 +257,16 @@ class RubricPolicy:
         total = len(self.rubric)
         # "Most were answered" = a strict majority; see the module docstring.
         reason: StopReason = "user_satisfied" if answered * 2 > total else "user_gave_up"
-        detail = (
-            f"{'all questions covered' if reason == 'user_satisfied' else 'most questions unanswered'}: "
-            f"{self._summary(m)}"
-        )
+        # The detail says what happened: "all" only when every question was answered.
+        if answered == total:
+            verdict = "all questions answered"
+        elif reason == "user_satisfied":
+            verdict = "most questions answered"
+        elif answered * 2 == total:
+            verdict = "only half the questions answered"
+        else:
+            verdict = "most questions unanswered"
+        detail = f"{verdict}: {self._summary(m)}"
         return self._closing(m, "farewell", Ending(reason, detail), grade)
 
     def _give_up(self, m: dict[str, Any], q: RubricQuestion, grade: float | None) -> Action:

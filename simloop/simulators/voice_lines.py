@@ -4,7 +4,9 @@ Pools are wide on purpose: the realism bench requires that no utterance makes up
 than 1% of a run, and that word pairs stay varied (distinct-2), so a reaction or a closing
 line must rarely recur across dialogues.  Closing lines are assembled from three parts
 (hundreds of combinations) for the same reason.  Placeholders: ``{x}`` a noun phrase or
-an embedded question, ``{kw}`` the words a re-ask is after, ``{fact}`` a persona fact.
+an embedded question, ``{kw}`` the words a re-ask is after (only words the user has:
+the question's, the topic title's or their own), ``{q}`` a question put again, ``{fact}``
+a persona fact.
 """
 
 from __future__ import annotations
@@ -40,12 +42,22 @@ LINES: dict[str, list[str]] = {
     # Connectors: "and" ones continue the thread (the question refers back), "next" ones move on.
     "and": ["And", "So", "Also,", "OK, and", "And then", "But"],
     "next": ["Now,", "Then", "One more:", "Next,", "Another thing:", "Oh, one more thing:", "OK, now"],
-    # A re-ask: what the user is after.
+    # A re-ask: what the user is after, in words the user has (never the answer's).
     "spec": [
         "I need something on {kw}.", "What about {kw}?", "I mean {kw}.", "I'm after {kw}.",
         "I was asking about {kw}.", "Anything about {kw}?", "Can you cover {kw}?", "Can you say something about {kw}?",
         "I want details on {kw}.", "Does it mention {kw}?", "Could you focus on {kw}?", "How about {kw}?",
         "Shouldn't it mention {kw}?", "Is there anything on {kw}?", "And {kw}?",
+    ],
+    # A re-ask that puts the question again ({q}: the question, lower-cased first letter).
+    "restate": [
+        "My question was: {q}", "I asked: {q}", "Again, {q}", "Simply put, {q}", "I'm asking: {q}",
+        "What I want to know is: {q}", "Let me put it again: {q}", "Just tell me: {q}", "Once more: {q}",
+    ],
+    # ... and as an embedded question ({x}: "where cinnamon comes from").
+    "restate.indirect": [
+        "I asked {x}.", "I want to know {x}.", "I was asking {x}.", "My question is {x}.",
+        "I just need to know {x}.", "All I want to know is {x}.",
     ],
     "complain.calm": [
         "That's too general.", "That's not quite it.", "That doesn't answer it.", "This isn't what I asked.",
