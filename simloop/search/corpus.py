@@ -66,7 +66,8 @@ def corpus_files(corpus: Path) -> list[Path]:
     raise DataFileError(f"{corpus}: corpus file or folder not found")
 
 
-def _check_line(path: Path, lineno: int, line: str) -> None:
+def _check_line(path: Path, lineno: int, line: str) -> str:
+    """The document's id, once its line is a valid JSONL document."""
     try:
         doc = json.loads(line)
     except json.JSONDecodeError as exc:
@@ -80,6 +81,7 @@ def _check_line(path: Path, lineno: int, line: str) -> None:
             raise DataFileError(f"{path}:{lineno}: field '{field}' must be a string")
     if not doc["id"].strip():
         raise DataFileError(f"{path}:{lineno}: field 'id' is empty")
+    return doc["id"]
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
@@ -95,17 +97,32 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
 
 def validate_corpus(corpus: Path) -> tuple[list[Path], int]:
     """Check every line before Java sees it: Anserini skips or dies on bad lines with a
-    stack trace, while users need the file, line and field.  Returns (files, documents)."""
+    stack trace, while users need the file, line and field; a duplicated id it would index
+    silently.  Returns (files, documents)."""
     files = corpus_files(corpus)
     count = 0
+    ids: set[str] = set()  # ids only: where the first one was is looked up again when needed
     for path in files:
         for lineno, line in _lines(path):
             if line.strip():  # Jackson reads JSONL as a stream of values: blank lines are fine
-                _check_line(path, lineno, line)
+                docid = _check_line(path, lineno, line)
+                if docid in ids:  # Lucene would keep both: a search could return either text
+                    raise DataFileError(f"{path}:{lineno}: duplicate id {docid!r} (first on "
+                                        f"{_first_line(files, docid, path)}); every document needs its own id")
+                ids.add(docid)
                 count += 1
     if count == 0:
         raise DataFileError(f"{corpus}: the corpus has no documents")
     return files, count
+
+
+def _first_line(files: list[Path], docid: str, here: Path) -> str:
+    """Where ``docid`` first occurs: ``line N`` in ``here``, else ``file:N``."""
+    for path in files:
+        for lineno, line in _lines(path):
+            if line.strip() and json.loads(line)["id"] == docid:
+                return f"line {lineno}" if path == here else f"{path}:{lineno}"
+    return "an earlier line"
 
 
 def wiki_source() -> Path:
