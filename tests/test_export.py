@@ -301,3 +301,10 @@ def test_export_notes_go_to_stderr(tmp_path: Path, capsys):
     printed = capsys.readouterr()
     assert "note:" not in printed.out and printed.out.strip().splitlines()[-1] == str(run / "export.sharegpt.jsonl")
     assert "note: PTKB from cited statements only" in printed.err and "note: skipped p1--t1--0" in printed.err
+
+
+def test_repeat_is_counted_from_0_in_help_and_filter(run: Path, capsys):
+    with pytest.raises(SystemExit):
+        main(["export", "--help"])
+    assert "counted from 0" in " ".join(capsys.readouterr().out.split())
+    assert export_run(run, "parquet", filt=ExportFilter(repeat=0)).dialogues == 1  # p1--t1--0, not --1

@@ -147,7 +147,8 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--persona", action="append", metavar="ID", help="only this persona (repeatable)")
     p.add_argument("--topic", action="append", metavar="ID", help="only this topic (repeatable)")
     p.add_argument("--min-judge", type=float, metavar="X", help="only dialogues whose judge overall is >= X (needs eval --judge)")
-    p.add_argument("--repeat", type=int, metavar="K", help="only repeat K of each scenario")
+    p.add_argument("--repeat", type=int, metavar="K", help="only repeat K of each scenario, counted from 0 (run --repeat 3 makes repeats 0, 1 and 2: "
+                        "the last number of a dialogue id)")
     p.add_argument("--personas", type=Path, metavar="DIR", help="persona folder (default: the one in run.json)")
     p.add_argument("--topics", type=Path, metavar="FILE", help="iKAT topic file (default: the one in run.json)")
     p.add_argument("--team-id", default="simloop", help="ikat25-run metadata.team_id (default simloop)")
