@@ -278,3 +278,33 @@ def test_trec_run_keeps_the_runs_order_under_trec_eval(tmp_path: Path):
     assert [r[4] for r in rows[:3]] == ["4.7114", "4.711399", "1.5"]  # falling scores kept, in full
     assert [r[4] for r in rows[3:]] == ["2.0", "1.0"]  # the tie became rank-based scores
     assert any("tie or rise" in n for n in res.notes)
+
+
+@pytest.mark.parametrize("bad", ["nope", "badtoml"])
+def test_a_bad_personas_flag_exits_2_naming_it(run: Path, tmp_path: Path, capsys, bad):
+    """--personas given and unusable: not a quiet fall-back to cited PTKB (nor the run's own
+    personas), but exit 2 naming the path; nothing written."""
+    path = tmp_path / bad
+    if bad == "badtoml":
+        path.mkdir()
+        (path / "p.toml").write_text('id = "p1\n')
+    assert main(["export", str(run), "--format", "openai-chat", "--personas", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("simloop: error: --personas ") and str(path) in err
+    assert not (run / "export.openai.jsonl").exists()
+
+
+def test_export_notes_go_to_stderr(tmp_path: Path, capsys):
+    bad = transcript([turn(1, response=" ")], persona="p1", topic="t1", reason="error", by="engine")
+    run = write_run(tmp_path / "r", [bad, transcript([turn(1)], persona="p1", topic="t1", repeat=1)])
+    assert main(["export", str(run), "--format", "sharegpt"]) == 0
+    printed = capsys.readouterr()
+    assert "note:" not in printed.out and printed.out.strip().splitlines()[-1] == str(run / "export.sharegpt.jsonl")
+    assert "note: PTKB from cited statements only" in printed.err and "note: skipped p1--t1--0" in printed.err
+
+
+def test_repeat_is_counted_from_0_in_help_and_filter(run: Path, capsys):
+    with pytest.raises(SystemExit):
+        main(["export", "--help"])
+    assert "counted from 0" in " ".join(capsys.readouterr().out.split())
+    assert export_run(run, "parquet", filt=ExportFilter(repeat=0)).dialogues == 1  # p1--t1--0, not --1

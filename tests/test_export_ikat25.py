@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ikat_file
+from conftest import ikat_file, simloop_cli
 from eval_helpers import PTKB, transcript, turn, write_run
 from simloop.cli import main
 from simloop.errors import BadInputError
@@ -201,3 +201,17 @@ def test_cli_not_a_replay_and_bad_flags_exit_2_one_line(tmp_path: Path, capsys):
     out = capsys.readouterr().out.strip().splitlines()
     assert out[-1] == str(replay / "export.ikat25.jsonl") and "2 turns from 1 dialogues" in out[-2]
     assert _lines(replay / "export.ikat25.jsonl")[0]["metadata"]["run_id"] == "r1"
+
+
+def test_a_replay_limited_to_part_of_the_topic_file_says_so(tmp_path: Path):
+    """`run --limit 2` replays 2 conversations: resuming or dropping filters brings no more,
+    so the refusal says the run was limited and needs a full replay (end to end)."""
+    source = ikat_file("2024", "2024_test_topics.json")
+    run = simloop_cli("run", "--simulator", "replay", "--topics", source, "--limit", "2", "--out", tmp_path,
+                      "--run-id", "l2", "--no-progress")
+    assert run.returncode == 0, run.stderr
+    p = simloop_cli("export", tmp_path / "l2", "--format", "ikat25-run")
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    assert "covers only 2 of the topic file's 17 conversations" in p.stderr and "scenarios.limit = 2" in p.stderr
+    assert "full replay" in p.stderr and "--retry-errors" not in p.stderr and "filters" not in p.stderr
+    assert not (tmp_path / "l2" / "export.ikat25.jsonl").exists()

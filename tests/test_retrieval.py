@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import simloop_cli
 from simloop.errors import BadInputError, DataFileError, IndexMissingError, RetrievalError
 from simloop.llm.config import NO_KEY, PLACEHOLDER_KEY, LLMRole
 from simloop.search import (
@@ -73,6 +74,22 @@ def test_bad_corpus_lines(tmp_path: Path, line: str, words: list[str]):
     with pytest.raises(DataFileError) as err:
         validate_corpus(corpus)
     assert all(w in str(err.value) for w in words)
+
+
+def test_duplicate_ids_are_refused_naming_both_lines(tmp_path: Path):
+    """Lucene indexes both copies: a search could cite either text under one id (end to end)."""
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"id":"d0","contents":"w"}\n{"id":"d1","contents":"x"}\n{"id":"d1","contents":"y"}\n')
+    p = simloop_cli("index", "build", "--corpus", corpus, "--out", tmp_path / "ix")
+    assert p.returncode == 2 and p.stdout == "", p.stdout
+    assert p.stderr.strip().splitlines() == [f"simloop: error: {corpus}:3: duplicate id 'd1' (first on line 2); "
+                                             "every document needs its own id"]
+    assert [x.name for x in tmp_path.iterdir()] == ["c.jsonl"]  # nothing written
+    (tmp_path / "more").mkdir()  # across the files of a folder: the first one's file and line
+    write_jsonl(tmp_path / "more" / "a.jsonl", DOCS[:1] + [{"id": "d0", "contents": "u"}])
+    second = write_jsonl(tmp_path / "more" / "b.jsonl", [{"id": "d0", "contents": "v"}])
+    with pytest.raises(DataFileError, match=f"{second}:1: duplicate id 'd0' \\(first on .*a.jsonl:2\\)"):
+        validate_corpus(tmp_path / "more")
 
 
 def test_missing_corpus_and_empty_folder(tmp_path: Path):

@@ -77,8 +77,11 @@ def cmd_show(a: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------- index/corpus
 def cmd_index_build(a: argparse.Namespace) -> int:
     from ..search import build_index
+    from .console import CountingBar, live
 
-    n = build_index(a.corpus, a.out, threads=a.threads, embeddings=a.embeddings)
+    bar = CountingBar()  # embedding takes minutes (~23 on the demo corpus): shown on a terminal
+    with live(bar.progress):
+        n = build_index(a.corpus, a.out, threads=a.threads, embeddings=a.embeddings, progress=bar)
     print(f"indexed {n} documents into {a.out}" + (" with their MiniLM vectors" if a.embeddings else ""))
     return 0
 

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from pathlib import Path
 from statistics import mean
+from contextlib import contextmanager
+from typing import Callable, Iterator
 
 from rich.console import Console
 from rich.panel import Panel
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ..config import RunConfig, ScenarioSelection
@@ -21,7 +23,8 @@ from ..run.interrupt import at_hard_exit
 from ..run.recorder import ReadReport, read_manifest, read_transcripts
 from ..schema import Transcript
 
-__all__ = ["run_with_progress", "progress_bar", "print_list", "show_run", "summary_table"]
+__all__ = ["run_with_progress", "progress_bar", "CountingBar", "run_events", "live", "print_list", "show_run",
+           "summary_table"]
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False)
@@ -39,26 +42,41 @@ def summary_table(stats: RunStats, run_dir: Path) -> Table:
     return t
 
 
-def progress_bar(enabled: bool) -> Progress:
-    """The dialogues bar of a run (local or Ray), on stderr."""
+def progress_bar(enabled: bool, counts: str = "turns {task.fields[turns]}  errors {task.fields[errors]}") -> Progress:
+    """The one live bar of every long command, on stderr: label, bar, done/total, ``counts``
+    (a format of the task's fields, or plain words), elapsed time.  Disabled, it shows nothing."""
     return Progress(
         TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TextColumn("turns {task.fields[turns]}  errors {task.fields[errors]}"), TimeElapsedColumn(),
+        TextColumn(counts), TimeElapsedColumn(),
         console=err, disable=not enabled, transient=False,
     )
 
 
-def run_with_progress(cfg: RunConfig, resume: Path | None = None, retry_errors: bool = False) -> int:
-    from ..run.runner import execute, prepare_run
-    from .outcome import finished_code, say_plain
+class CountingBar:
+    """``progress_bar`` as a ``simloop.progress.ProgressSink``, for library calls that count
+    (an index build's embedding, judge calls).  On a terminal only: piped, stderr stays as
+    it was (a final bar line there would be new output for scripts that read it).  The
+    bar appears with the first phase, so a command that never reaches one shows none.
+    Use it inside ``live(bar.progress)``."""
 
-    prep = prepare_run(cfg, resume=resume, retry_errors=retry_errors)
-    for line in (prep.repaired or ReadReport()).repair_notes(prep.run_dir, prep.recorder.retried):
-        say_plain(f"note: {line}")
-    todo = prep.total - len(prep.done)
-    if resume is not None:
-        say_plain(f"resuming {prep.run_dir}: {len(prep.done)} recorded, {todo} to go")
-    progress = progress_bar(cfg.progress)
+    def __init__(self, enabled: bool | None = None):
+        self.progress = progress_bar(err.is_terminal if enabled is None else enabled, counts="")
+        self.task: TaskID | None = None
+
+    def phase(self, label: str, total: int | None = None) -> None:
+        if self.task is None:
+            self.task = self.progress.add_task(label, total=total)
+        else:  # a new phase counts from 0 and times itself
+            self.progress.reset(self.task, total=total, description=label)
+
+    def advance(self, n: int = 1) -> None:
+        if self.task is not None:
+            self.progress.update(self.task, advance=n)
+
+
+def run_events(progress: Progress, todo: int | None) -> Callable[[Event], None]:
+    """The engine's events on the dialogues bar (``run``, ``rehearse``): ``preparing:``
+    phases while plugins warm up, then dialogues done, turns and errors."""
     task = progress.add_task("dialogues", total=todo, turns=0, errors=0)
     counters = {"turns": 0, "errors": 0}
 
@@ -79,12 +97,34 @@ def run_with_progress(cfg: RunConfig, resume: Path | None = None, retry_errors: 
             counters["errors"] += ev.transcript is not None and ev.transcript.error is not None
             progress.update(task, advance=1, errors=counters["errors"])
 
+    return on_event
+
+
+@contextmanager
+def live(progress: Progress) -> Iterator[Progress]:
+    """The bar live for the block; a second Ctrl-C (a hard exit) still restores the terminal."""
     forget = at_hard_exit(lambda: _restore_terminal(progress))
     try:
         with progress:
-            stats = run_loop(execute(prep, events=on_event))
+            yield progress
     finally:
         forget()
+
+
+def run_with_progress(cfg: RunConfig, resume: Path | None = None, retry_errors: bool = False) -> int:
+    from ..run.runner import execute, prepare_run
+    from .outcome import finished_code, say_plain
+
+    prep = prepare_run(cfg, resume=resume, retry_errors=retry_errors)
+    for line in (prep.repaired or ReadReport()).repair_notes(prep.run_dir, prep.recorder.retried):
+        say_plain(f"note: {line}")
+    todo = prep.total - len(prep.done)
+    if resume is not None:
+        say_plain(f"resuming {prep.run_dir}: {len(prep.done)} recorded, {todo} to go")
+    progress = progress_bar(cfg.progress)
+    on_event = run_events(progress, todo)
+    with live(progress):
+        stats = run_loop(execute(prep, events=on_event))
     out.print(summary_table(stats, prep.run_dir))
     if stats.interrupted:
         err.print(f"[yellow]interrupted[/]: {prep.recorder.written} dialogues recorded; "

@@ -35,11 +35,14 @@ def _positive(name: str, value: int | float | None) -> None:
 def cmd_eval(a: argparse.Namespace) -> int:
     from ..evaluate.summary import EvalOptions, check_options, evaluate_run, write_evaluation
     from ..evaluate.tables import rich_summary
+    from .console import CountingBar, live
 
     opts = EvalOptions(qrels=a.qrels, ptkb_qrels=a.ptkb_qrels, judge=a.judge, judge_base_url=a.judge_base_url,
                        judge_model=a.judge_model, judge_concurrency=a.judge_concurrency)
     check_options(opts)
-    ev = evaluate_run(a.run_dir, opts)
+    bar = CountingBar()  # judge calls take minutes: counted on a terminal; without --judge, no bar
+    with live(bar.progress):
+        ev = evaluate_run(a.run_dir, opts, progress=bar)
     scores, summary = write_evaluation(a.run_dir, ev)
     out = _console()
     for table in rich_summary(ev.summary):
@@ -103,9 +106,9 @@ def cmd_export(a: argparse.Namespace) -> int:
                         personas=a.persona or [], topics=a.topic or [], min_judge=a.min_judge, repeat=a.repeat)
     tag = RunTag(team_id=a.team_id, run_id=a.ikat_run_id, run_type=a.run_type)
     res = export_run(a.run_dir, a.format, a.out, filt, personas_dir=a.personas, topics=a.topics, tag=tag)
-    out = _console()
-    for note in res.notes:
-        out.print(f"[yellow]note:[/] {note}")
+    out, err = _console(), _console(stderr=True)
+    for note in res.notes:  # notes are logs: stderr (stdout keeps the count and, last, the file)
+        err.print(f"[yellow]note:[/] {note}")
     out.print(f"{res.rows} {res.unit} from {res.dialogues} dialogues"
               + (f" ({res.skipped} skipped)" if res.skipped else ""))
     print(res.path)  # last line: the file, for scripts (tail -n 1)
@@ -144,7 +147,8 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--persona", action="append", metavar="ID", help="only this persona (repeatable)")
     p.add_argument("--topic", action="append", metavar="ID", help="only this topic (repeatable)")
     p.add_argument("--min-judge", type=float, metavar="X", help="only dialogues whose judge overall is >= X (needs eval --judge)")
-    p.add_argument("--repeat", type=int, metavar="K", help="only repeat K of each scenario")
+    p.add_argument("--repeat", type=int, metavar="K", help="only repeat K of each scenario, counted from 0 (run --repeat 3 makes repeats 0, 1 and 2: "
+                        "the last number of a dialogue id)")
     p.add_argument("--personas", type=Path, metavar="DIR", help="persona folder (default: the one in run.json)")
     p.add_argument("--topics", type=Path, metavar="FILE", help="iKAT topic file (default: the one in run.json)")
     p.add_argument("--team-id", default="simloop", help="ikat25-run metadata.team_id (default simloop)")

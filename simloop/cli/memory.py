@@ -46,18 +46,15 @@ def _params(pairs: list[str] | None) -> dict[str, Any]:
 
 def _progress(test: "MemoryTest", enabled: bool):
     """A turn-level bar over every strategy (dialogues are long; a dialogue bar would stall)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from .console import progress_bar
 
-    from .console import err
-
-    progress = Progress(TextColumn("[bold]{task.fields[strategy]}"), BarColumn(), MofNCompleteColumn(),
-                        TextColumn("turns"), TimeElapsedColumn(), console=err, disable=not enabled)
-    task = progress.add_task("memory", total=test.total_turns, strategy=test.cfg.strategies[0])
+    progress = progress_bar(enabled, counts="turns")
+    task = progress.add_task(test.cfg.strategies[0], total=test.total_turns)
     planned = {p.dialogue_id: p.probe_turn for s in test.strategies for _, p in s.plans}
 
     def on_event(strategy: str, ev: "Event") -> None:
         if ev.kind == "turn":
-            progress.update(task, advance=1, strategy=strategy)
+            progress.update(task, advance=1, description=strategy)
         elif ev.kind == "ended" and ev.transcript is not None:  # a dialogue cut short: skip its missing turns
             progress.update(task, advance=max(0, planned.get(ev.dialogue_id, 0) - len(ev.transcript.turns)))
 
@@ -84,7 +81,7 @@ def _query_table(memory: "MemoryResults"):
 def cmd_memory(a: argparse.Namespace) -> int:
     from ..evaluate.tables import rich_memory
     from ..memorytest.run import MemoryTest, parse_config
-    from .console import err, out
+    from .console import err, live, out
 
     cfg = parse_config({
         "strategies": _csv(a.strategies, "--strategies"), "distances": _csv(a.distances, "--distances", int),
@@ -97,7 +94,7 @@ def cmd_memory(a: argparse.Namespace) -> int:
         err.print("[yellow]note:[/] no LLM configured (--base-url/--model): the summary strategy uses the "
                   "offline extractive summariser")
     progress, on_event = _progress(test, a.progress is not False)
-    with progress:
+    with live(progress):
         memory = run_loop(test.run(on_event))
     if memory.strategies:  # none when the first strategy was interrupted
         out.print(rich_memory(test.run_id, memory))

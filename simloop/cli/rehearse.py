@@ -120,7 +120,7 @@ def cmd_rehearse(a: argparse.Namespace) -> int:
     from datetime import datetime, timezone
 
     from ..run.runner import execute, prepare_run
-    from .console import out, summary_table
+    from .console import err, live, out, progress_bar, run_events, summary_table
 
     _check_flags(a)
     a.run_id = a.run_id or "rehearse-" + datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
@@ -136,7 +136,12 @@ def cmd_rehearse(a: argparse.Namespace) -> int:
     if a.concurrency > 1:
         print(f"simloop rehearse: {a.concurrency} parallel runs; each counts against the run budget",
               file=sys.stderr)
-    stats = run_loop(execute(prep))
+    # The bar on a terminal only: piped, stderr keeps its lines (the server sets how many
+    # sessions there are, so the bar counts them without a total).
+    progress = progress_bar(err.is_terminal)
+    on_event = run_events(progress, None)
+    with live(progress):
+        stats = run_loop(execute(prep, events=on_event))
     _print_lanes(prep.simulator.results())
     out.print(summary_table(stats, prep.run_dir))
     if stats.interrupted:

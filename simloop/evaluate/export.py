@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence, get_args
 
@@ -286,9 +286,11 @@ def _replayed_topics(run_dir: Path, manifest: RunManifest | None, topics: Path |
 
 
 def _ikat25(run_dir: Path, manifest: RunManifest | None, ts: Sequence[Transcript], topics: Path | None,
-            tag: RunTag, notes: list[str]) -> list[str]:
+            tag: RunTag, notes: list[str], filt: ExportFilter) -> list[str]:
     replayed = _replayed_topics(run_dir, manifest, topics)
-    return ikat25_run(ts, replayed, tag, manifest.run_id if manifest else run_dir.name, str(run_dir), notes)
+    limit = ((manifest.config.get("scenarios") or {}).get("limit")) if manifest is not None else None
+    return ikat25_run(ts, replayed, tag, manifest.run_id if manifest else run_dir.name, str(run_dir), notes,
+                      limit=limit, filtered=replace(filt, repeat=None) != ExportFilter())  # --repeat drops no topic
 
 
 def export_run(run_dir: Path, fmt: str, out: Path | None = None, filt: ExportFilter | None = None,
@@ -306,7 +308,8 @@ def export_run(run_dir: Path, fmt: str, out: Path | None = None, filt: ExportFil
     notes: list[str] = []
     writers: dict[str, Callable[[], tuple[int, str]]] = {
         "ikat": lambda: _write_json(_ikat(ts, scenario_sources(run_dir, manifest, personas_dir, topics)), out),
-        "ikat25-run": lambda: _write_lines(_ikat25(run_dir, manifest, ts, topics, tag or RunTag(), notes), out, "turns"),
+        "ikat25-run": lambda: _write_lines(_ikat25(run_dir, manifest, ts, topics, tag or RunTag(), notes, filt),
+                                            out, "turns"),
         "trec-run": lambda: _write_lines(_trec_run(ts, False, notes), out, "lines"),
         "ptkb-run": lambda: _write_lines(_trec_run(ts, True, notes), out, "lines"),
         "openai-chat": lambda: _write_lines(chats(ts, _soft_sources(run_dir, manifest, personas_dir, topics, notes),
@@ -321,10 +324,16 @@ def export_run(run_dir: Path, fmt: str, out: Path | None = None, filt: ExportFil
 
 
 def _soft_sources(run_dir: Path, manifest, personas_dir, topics, notes: list[str]) -> dict[str, Persona] | None:
-    """Chat formats can live without the source: the system prompt then lists only cited facts."""
+    """Chat formats can live without the source: the system prompt then lists only cited
+    facts.  Only when the run's own record leads nowhere: a ``--personas`` or ``--topics``
+    the user gave must load (a typo would otherwise quietly drop the PTKB from every prompt)."""
     try:
         return scenario_sources(run_dir, manifest, personas_dir, topics)
     except DataFileError as exc:
+        if topics or personas_dir:  # the topic file wins when both are given (scenario_sources)
+            flag, path = ("--topics", topics) if topics else ("--personas", personas_dir)
+            named = str(exc) if str(path) in str(exc) else f"{path}: {exc}"  # the path once
+            raise DataFileError(f"{flag} {named}") from None
         notes.append(f"PTKB from cited statements only ({exc})")
         return None
 

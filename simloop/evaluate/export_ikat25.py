@@ -250,12 +250,23 @@ def _by_turn_id(ts: Sequence[Transcript], source: str) -> dict[str, tuple[Transc
     return out
 
 
-def _why_missing(ts: Sequence[Transcript], turn_id: str) -> str:
+def _why_missing(ts: Sequence[Transcript], turn_id: str, topics: int, limit: int | None, filtered: bool) -> str:
+    """Why the first missing turn has no answer, and the one thing that brings it: resuming
+    helps a dialogue that failed or never ran, not a run limited to part of the topic file."""
     topic = turn_id.rsplit("_", 1)[0]
     t = next((t for t in ts if t.scenario.topic_id == topic), None)
-    if t is None:
-        return f"no dialogue of topic {topic} in the export"
-    return f"its dialogue ended early: {t.stop.reason}" + (f", {t.error.type}" if t.error is not None else "")
+    if t is not None:
+        why = f"its dialogue ended early: {t.stop.reason}" + (f", {t.error.type}" if t.error is not None else "")
+        return f"{why}); finish the run (`simloop run --resume RUN --retry-errors`)"
+    if filtered:
+        return f"no dialogue of topic {topic} in the export); export without --persona, --topic and the other filters"
+    ran = len({t.scenario.topic_id for t in ts})
+    if limit is not None:
+        return (f"topic {topic} was not run); the run covers only {ran} of the topic file's {topics} conversations "
+                f"(it was limited: scenarios.limit = {limit} in run.json): ikat25-run needs a full replay, "
+                "without --limit")
+    return (f"topic {topic} has no dialogue in the run); the run covers {ran} of the topic file's {topics} "
+            "conversations: finish it (`simloop run --resume RUN`) or replay the whole file")
 
 
 @dataclass
@@ -277,17 +288,18 @@ class RunTag:
 
 
 def ikat25_run(ts: Sequence[Transcript], topics: dict[str, Persona], tag: RunTag, default_run_id: str, source: str,
-               notes_out: list[str]) -> list[str]:
+               notes_out: list[str], limit: int | None = None, filtered: bool = False) -> list[str]:
     """The run's lines in topic-file order (``topics``: the replayed file's conversations),
-    checked by ``validate_ikat25`` before they are returned."""
+    checked by ``validate_ikat25`` before they are returned.  ``limit`` (the run's
+    ``scenarios.limit``) and ``filtered`` (export filters were given) say why turns may be missing."""
     meta = tag.metadata(default_run_id)
     expected = expected_turn_ids(topics)
     answered = _by_turn_id(ts, source)
     missing = [tid for tid in expected if tid not in answered]
     if missing:
         raise BadInputError(f"{source}: {len(missing)} of {len(expected)} turns of the topic file have no answer "
-                            f"in the run (first: {missing[0]}, {_why_missing(ts, missing[0])}); finish the run "
-                            "(`simloop run --resume RUN --retry-errors`) or export without filters")
+                            f"in the run (first: {missing[0]}, "
+                            f"{_why_missing(ts, missing[0], len(topics), limit, filtered)}")
     extra = sorted(set(answered) - set(expected))
     if extra:
         raise BadInputError(f"{source}: the run answers {len(extra)} turn(s) that are not in the topic file "

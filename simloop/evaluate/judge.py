@@ -24,6 +24,7 @@ from typing import Any, Protocol, Sequence
 from pydantic import BaseModel, Field
 
 from ..errors import LLMError, SimloopError
+from ..progress import NO_PROGRESS, ProgressSink
 from ..schema import Stage, Transcript, Turn, Usage
 
 __all__ = [
@@ -179,9 +180,10 @@ def _r(x: float | None) -> float | None:
 class Judge:
     """Runs the judge calls of many dialogues, at most ``concurrency`` at a time."""
 
-    def __init__(self, chat: ChatLike, concurrency: int = 8):
+    def __init__(self, chat: ChatLike, concurrency: int = 8, progress: ProgressSink = NO_PROGRESS):
         self.chat = chat
         self._sem = asyncio.Semaphore(max(1, concurrency))
+        self.progress = progress  # one count per call answered or failed
 
     async def _ask(self, messages: list[dict], schema: type, stage: str, out: DialogueJudgement) -> Any:
         async with self._sem:
@@ -192,6 +194,8 @@ class Judge:
                 if isinstance(exc, LLMError) and exc.stage is not None:  # what the failed attempt cost
                     out.stages.append(exc.stage)
                 return None
+            finally:
+                self.progress.advance()
         out.stages.append(st)
         return verdict
 
@@ -253,9 +257,16 @@ def summarise(judgements: dict[str, DialogueJudgement], model: str | None = None
     }
 
 
+def judge_calls(transcripts: Sequence[Transcript]) -> int:
+    """How many calls ``judge_transcripts`` makes: per dialogue with turns, one for the
+    dialogue and one per rubric group."""
+    return sum(1 + len(rubric_groups(t)) for t in transcripts if t.turns)
+
+
 async def judge_transcripts(transcripts: Sequence[Transcript], chat: ChatLike, concurrency: int = 8,
-                            model: str | None = None) -> JudgeResult:
-    judge = Judge(chat, concurrency)
+                            model: str | None = None, progress: ProgressSink = NO_PROGRESS) -> JudgeResult:
+    progress.phase("judge calls", judge_calls(transcripts))
+    judge = Judge(chat, concurrency, progress)
     results = await asyncio.gather(*(judge.judge(t) for t in transcripts))
     judgements = {t.dialogue_id: j for t, j in zip(transcripts, results)}
     return JudgeResult(summarise(judgements, model), {k: j.as_dict() for k, j in judgements.items()})

@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from ..errors import BadInputError, ConfigError, DataFileError, first_error
 from ..files import atomic_write, check_in_file, check_run_dir, file_sha256
 from ..loop import run as run_loop
+from ..progress import NO_PROGRESS, ProgressSink
 from ..run.recorder import DIALOGUES, ReadReport, read_manifest, read_transcripts
 from ..schema import RunManifest, Transcript
 from .formats import (
@@ -165,7 +166,7 @@ def _judge_chat(manifest: RunManifest, opts: EvalOptions):
 
 
 async def _run_judge(transcripts: Sequence[Transcript], manifest: RunManifest, opts: EvalOptions,
-                     chat: Any | None) -> tuple[dict, dict]:
+                     chat: Any | None, progress: ProgressSink) -> tuple[dict, dict]:
     from .judge import judge_transcripts
 
     pool = None
@@ -173,7 +174,7 @@ async def _run_judge(transcripts: Sequence[Transcript], manifest: RunManifest, o
     if chat is None:
         pool, chat, model = _judge_chat(manifest, opts)
     try:
-        result = await judge_transcripts(transcripts, chat, opts.judge_concurrency, model=model)
+        result = await judge_transcripts(transcripts, chat, opts.judge_concurrency, model=model, progress=progress)
     finally:
         close = getattr(pool, "aclose", None)
         if close is not None:
@@ -183,11 +184,11 @@ async def _run_judge(transcripts: Sequence[Transcript], manifest: RunManifest, o
 
 async def evaluate_transcripts(transcripts: Sequence[Transcript], opts: EvalOptions,
                                manifest: RunManifest | None = None, chat: Any | None = None,
-                               run_dir: Path | None = None) -> Evaluation:
+                               run_dir: Path | None = None, progress: ProgressSink = NO_PROGRESS) -> Evaluation:
     """Everything ``simloop eval`` computes, without touching the disk (the report uses it too).
 
     ``chat`` lets tests and callers hand in a ready judge model; otherwise it is built from
-    the run's config.
+    the run's config.  ``progress`` counts the judge's calls (minutes on a large run).
     """
     summary = RunSummary(stats=RunStats.model_validate(run_stats(transcripts)))
     ptkb_qrels = read_ptkb_qrels(opts.ptkb_qrels) if opts.ptkb_qrels else None
@@ -212,7 +213,7 @@ async def evaluate_transcripts(transcripts: Sequence[Transcript], opts: EvalOpti
     if opts.judge:
         if manifest is None and chat is None:
             raise BadInputError("--judge needs the run's run.json (for the judge model) or --judge-model/--judge-base-url")
-        judged, judge_per = await _run_judge(transcripts, manifest, opts, chat)
+        judged, judge_per = await _run_judge(transcripts, manifest, opts, chat, progress)
         summary.judge = JudgeSummary.model_validate(judged)
     return Evaluation(summary, _score_lines(transcripts, ptkb.per_turn, psg_per, judge_per))
 
@@ -251,13 +252,14 @@ def load_run(run_dir: Path) -> tuple[RunManifest | None, list[Transcript], ReadR
     return manifest, transcripts, report
 
 
-def evaluate_run(run_dir: Path, opts: EvalOptions, chat: Any | None = None) -> Evaluation:
+def evaluate_run(run_dir: Path, opts: EvalOptions, chat: Any | None = None,
+                 progress: ProgressSink = NO_PROGRESS) -> Evaluation:
     # The digest before the read: a run still writing then looks stale later, never fresh.
     digest = file_sha256(Path(run_dir) / DIALOGUES)
     manifest, transcripts, report = load_run(run_dir)
     if opts.judge and chat is None and manifest is not None:
         check_judge(manifest, opts)
-    ev = run_loop(evaluate_transcripts(transcripts, opts, manifest, chat, Path(run_dir)))
+    ev = run_loop(evaluate_transcripts(transcripts, opts, manifest, chat, Path(run_dir), progress))
     evaluated = EvaluatedInput(dialogues=len(transcripts), dialogues_sha256=digest, qrels=_absolute(opts.qrels),
                                ptkb_qrels=_absolute(opts.ptkb_qrels), judge=opts.judge)
     ev.summary = _with_header(ev.summary, Path(run_dir), manifest, report, evaluated)

@@ -22,6 +22,7 @@ from typing import Iterator
 
 from ..errors import BadInputError, DataFileError, RetrievalError, SimloopError
 from ..files import atomic_open, check_out_file
+from ..progress import NO_PROGRESS, ProgressSink
 from .jvm import boot_jvm
 
 __all__ = [
@@ -65,7 +66,8 @@ def corpus_files(corpus: Path) -> list[Path]:
     raise DataFileError(f"{corpus}: corpus file or folder not found")
 
 
-def _check_line(path: Path, lineno: int, line: str) -> None:
+def _check_line(path: Path, lineno: int, line: str) -> str:
+    """The document's id, once its line is a valid JSONL document."""
     try:
         doc = json.loads(line)
     except json.JSONDecodeError as exc:
@@ -79,6 +81,7 @@ def _check_line(path: Path, lineno: int, line: str) -> None:
             raise DataFileError(f"{path}:{lineno}: field '{field}' must be a string")
     if not doc["id"].strip():
         raise DataFileError(f"{path}:{lineno}: field 'id' is empty")
+    return doc["id"]
 
 
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
@@ -94,17 +97,32 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
 
 def validate_corpus(corpus: Path) -> tuple[list[Path], int]:
     """Check every line before Java sees it: Anserini skips or dies on bad lines with a
-    stack trace, while users need the file, line and field.  Returns (files, documents)."""
+    stack trace, while users need the file, line and field; a duplicated id it would index
+    silently.  Returns (files, documents)."""
     files = corpus_files(corpus)
     count = 0
+    ids: set[str] = set()  # ids only: where the first one was is looked up again when needed
     for path in files:
         for lineno, line in _lines(path):
             if line.strip():  # Jackson reads JSONL as a stream of values: blank lines are fine
-                _check_line(path, lineno, line)
+                docid = _check_line(path, lineno, line)
+                if docid in ids:  # Lucene would keep both: a search could return either text
+                    raise DataFileError(f"{path}:{lineno}: duplicate id {docid!r} (first on "
+                                        f"{_first_line(files, docid, path)}); every document needs its own id")
+                ids.add(docid)
                 count += 1
     if count == 0:
         raise DataFileError(f"{corpus}: the corpus has no documents")
     return files, count
+
+
+def _first_line(files: list[Path], docid: str, here: Path) -> str:
+    """Where ``docid`` first occurs: ``line N`` in ``here``, else ``file:N``."""
+    for path in files:
+        for lineno, line in _lines(path):
+            if line.strip() and json.loads(line)["id"] == docid:
+                return f"line {lineno}" if path == here else f"{path}:{lineno}"
+    return "an earlier line"
 
 
 def wiki_source() -> Path:
@@ -212,15 +230,16 @@ def _install(built: Path, out: Path, scratch: Path) -> None:
     os.rename(built, out)
 
 
-def build_index(corpus: Path, out: Path, threads: int = 2, embeddings: bool = False) -> int:
+def build_index(corpus: Path, out: Path, threads: int = 2, embeddings: bool = False,
+                progress: ProgressSink = NO_PROGRESS) -> int:
     """Index a JsonCollection corpus (a .jsonl file or a folder of them) into ``out``.
 
     The corpus is validated first (DataFileError names file, line and field); the index is
     built in a temp folder next to ``out`` and renamed into place, so a failure leaves
     nothing half-written.  ``embeddings``: also store every passage's MiniLM vector and
     every sentence's in the index folder (``search/vectors.py``; ~20-50 ms of CPU per
-    passage, ~10 ms per sentence, once).  Returns the
-    number of documents indexed.
+    passage, ~10 ms per sentence, once).  ``progress`` hears each phase and counts the
+    embedded texts (minutes on a large corpus).  Returns the number of documents indexed.
     """
     if threads < 1:  # was silently raised to 1: a typo should not pass as a setting
         raise BadInputError(f"--threads {threads}: must be at least 1")
@@ -233,9 +252,10 @@ def build_index(corpus: Path, out: Path, threads: int = 2, embeddings: bool = Fa
     try:
         _stage_inputs(files, scratch / "input")
         log.info("indexing %d documents from %s", lines, corpus)
+        progress.phase("indexing (BM25)")  # Anserini reports nothing while it runs
         count = _run_indexer(scratch / "input", scratch / "index", threads)
         if embeddings:
-            _embed(files, scratch / "index")
+            _embed(files, scratch / "index", progress)
         _install(scratch / "index", out, scratch)
     except SimloopError:
         raise
@@ -247,22 +267,23 @@ def build_index(corpus: Path, out: Path, threads: int = 2, embeddings: bool = Fa
     return count
 
 
-def _embed(files: list[Path], index: Path) -> None:
+def _embed(files: list[Path], index: Path, progress: ProgressSink = NO_PROGRESS) -> None:
     """Passage vectors (re-ranking) and sentence vectors (extractive answers), whichever is missing."""
     from .embeddings import load_minilm
     from .minilm import blas_threads
     from .vectors import encode_blocking, has_sentence_vectors, has_vectors, write_sentence_vectors, write_vectors
 
+    progress.phase("preparing: MiniLM")
     encode = encode_blocking(load_minilm())
     # A build is one long batch job with nothing else to share the cores with, unlike a run
     # (where MiniLM keeps to one thread): every core here, ~1.5x faster on 2.
     with blas_threads(os.cpu_count() or 1):
         if not has_vectors(index):
             log.info("embedding the passages of %s (MiniLM, once)", index)
-            write_vectors(index, files, encode)
+            write_vectors(index, files, encode, progress=progress)
         if not has_sentence_vectors(index):
             log.info("embedding the sentences of %s (MiniLM, once; a few minutes)", index)
-            write_sentence_vectors(index, files, encode)
+            write_sentence_vectors(index, files, encode, progress=progress)
 
 
 def demo_index_path(cache_dir: Path | None = None) -> Path:

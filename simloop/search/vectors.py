@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import sys
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -28,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ..errors import DataFileError
 from ..files import atomic_open, atomic_write
+from ..progress import NO_PROGRESS, ProgressSink
 from ..text import sentences, word_count
 
 __all__ = ["RERANK_CHARS", "VECTORS_FILE", "META_FILE", "VectorsMeta", "PassageVectors", "passage_text",
@@ -81,12 +81,22 @@ def _has(index_dir: Path, rows_file: str, meta_file: str) -> bool:
     return (Path(index_dir) / meta_file).is_file() and (Path(index_dir) / rows_file).is_file()
 
 
-def _encode_all(texts: list[str], encode: Callable[[list[str]], np.ndarray], chunk: int, what: str) -> np.ndarray:
-    parts = []
+def _encode_all(texts: list[str], encode: Callable[[list[str]], np.ndarray], chunk: int, what: str,
+                progress: ProgressSink = NO_PROGRESS) -> np.ndarray:
+    """Rows for ``texts`` in their order, encoded ``chunk`` at a time, shortest first: a chunk
+    of similar lengths pads little, and a small chunk lets ``progress`` move (it counts texts)."""
+    progress.phase(f"embedding {what}", len(texts))
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    out = None
     for start in range(0, len(texts), chunk):
-        parts.append(np.asarray(encode(texts[start:start + chunk]), dtype=np.float32))
+        rows = order[start:start + chunk]
+        vectors = np.asarray(encode([texts[i] for i in rows]), dtype=np.float32)
+        if out is None:
+            out = np.empty((len(texts), vectors.shape[1]), dtype=np.float32)
+        out[rows] = vectors
+        progress.advance(len(rows))
         log.info("embedded %d of %d %s", min(start + chunk, len(texts)), len(texts), what)
-    return np.concatenate(parts) if parts else np.zeros((0, 384), dtype=np.float32)
+    return out if out is not None else np.zeros((0, 384), dtype=np.float32)
 
 
 def _store(index_dir: Path, rows_file: str, meta_file: str, vectors: np.ndarray, meta: BaseModel) -> None:
@@ -129,12 +139,12 @@ def _corpus_passages(files: Iterable[Path], chars: int) -> tuple[list[str], list
 
 
 def write_vectors(index_dir: Path, files: Sequence[Path], encode: Callable[[list[str]], np.ndarray],
-                  chars: int = RERANK_CHARS, chunk: int = 1024) -> int:
+                  chars: int = RERANK_CHARS, chunk: int = 256, progress: ProgressSink = NO_PROGRESS) -> int:
     """Embed every passage of the corpus ``files`` with ``encode`` (blocking, normalised rows)
     and store the vectors in ``index_dir``.  The meta file is written last: a folder with
     it has complete vectors.  Returns the number of rows."""
     docids, texts = _corpus_passages(files, chars)
-    vectors = _encode_all(texts, encode, chunk, "passages")
+    vectors = _encode_all(texts, encode, chunk, "passages", progress)
     meta = VectorsMeta(model=MODEL, dim=int(vectors.shape[1]), chars=chars, docids=docids,
                        digests=[text_digest(t) for t in texts])
     _store(index_dir, VECTORS_FILE, META_FILE, vectors, meta)
@@ -169,14 +179,11 @@ class PassageVectors:
 
 
 def encode_blocking(model: Any) -> Callable[[list[str]], np.ndarray]:
-    """``texts -> normalised float32 rows`` over MiniLM (``search/minilm.py``; for index builds).
-
-    An index build embeds tens of thousands of texts (minutes): on a terminal it shows
-    a progress bar on stderr; in a log or a pipe it stays quiet."""
-    shown = sys.stderr.isatty()
+    """``texts -> normalised float32 rows`` over MiniLM (``search/minilm.py``; for index builds,
+    whose progress ``_encode_all`` reports, chunk by chunk)."""
 
     def encode(texts: list[str]) -> np.ndarray:
-        return np.asarray(model.encode(texts, batch_size=64, show_progress_bar=shown, normalize_embeddings=True,
+        return np.asarray(model.encode(texts, batch_size=64, normalize_embeddings=True,
                                        convert_to_numpy=True), dtype=np.float32)
     return encode
 
@@ -215,11 +222,11 @@ def corpus_sentences(files: Iterable[Path]) -> list[str]:
 
 
 def write_sentence_vectors(index_dir: Path, files: Sequence[Path], encode: Callable[[list[str]], np.ndarray],
-                           chunk: int = 2048) -> int:
+                           chunk: int = 256, progress: ProgressSink = NO_PROGRESS) -> int:
     """Embed every sentence of the corpus ``files`` (sorted by length, so each model batch
     pads little) and store them in ``index_dir``; the meta file is written last."""
     texts = sorted(corpus_sentences(files), key=len)
-    vectors = _encode_all(texts, encode, chunk, "sentences")
+    vectors = _encode_all(texts, encode, chunk, "sentences", progress)
     meta = SentencesMeta(model=MODEL, dim=int(vectors.shape[1]), digests=[text_digest(t) for t in texts])
     _store(index_dir, SENTENCES_FILE, SENTENCES_META, vectors, meta)
     return len(texts)
