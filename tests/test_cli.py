@@ -105,3 +105,19 @@ def test_verbose_is_accepted_after_the_command_too():
     assert parser.parse_args(["list", "-v"]).verbose is True
     assert parser.parse_args(["index", "build", "--corpus", "c", "--out", "o", "--verbose"]).verbose is True
     assert parser.parse_args(["list"]).verbose is False
+
+
+def test_a_corrupt_line_reads_alike_in_show_eval_and_export(tmp_path):
+    """One format for the same warning, whichever command reads the run (audit 15)."""
+    from conftest import simloop_cli
+
+    proc = simloop_cli("run", "--limit", "1", "--max-turns", "1", "--no-progress", "--out", tmp_path, "--run-id", "r")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    run = tmp_path / "r"
+    with open(run / "dialogues.jsonl", "a") as f:
+        f.write("{bad json\n")
+    lines = []
+    for args in (["show", run], ["eval", run], ["export", run, "--format", "sharegpt", "--out", tmp_path / "x.jsonl"]):
+        proc = simloop_cli(*args)
+        lines.append(next(ln for ln in proc.stderr.splitlines() if "corrupt line" in ln))
+    assert all(ln.startswith(f"simloop: warning: {run}/dialogues.jsonl:2: corrupt line skipped") for ln in lines), lines

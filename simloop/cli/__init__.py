@@ -190,6 +190,10 @@ def _main(argv: list[str] | None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    if not args.verbose:  # a user's warning reads like every other line of ours (-v: where it came from)
+        for handler in logging.getLogger().handlers:
+            handler.setFormatter(logging.Formatter("simloop: %(levelname_lower)s: %(message)s"))
+            handler.addFilter(_lower_level)
     for handler in logging.getLogger().handlers:  # -v shows httpx's lines, each with a full URL
         handler.addFilter(RedactURLs())
     try:
@@ -217,6 +221,11 @@ def _main(argv: list[str] | None) -> int:
         where = f"{exc.filename}: " if exc.filename else ""
         print(f"simloop: {type(exc).__name__}: {where}{exc.strerror or exc}", file=sys.stderr)
         return 1
+
+
+def _lower_level(record: logging.LogRecord) -> bool:
+    record.levelname_lower = record.levelname.lower()
+    return True
 
 
 def _command(args: argparse.Namespace) -> int:

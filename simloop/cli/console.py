@@ -251,6 +251,6 @@ def show_run(run_dir: Path, dialogue: str | None) -> int:
             raise BadInputError(f"no dialogue {dialogue!r} in {run_dir} (see `simloop show {run_dir}`)")
         _dialogue(match[0])
     for note in report.notes(run_dir / "dialogues.jsonl"):  # a corrupt line is never skipped without a word
-        err.print(f"{note}; resume the run to move it to dialogues.rejected.jsonl",
+        err.print(f"simloop: warning: {note}; resume the run to move it to dialogues.rejected.jsonl",
                   style="yellow", markup=False, highlight=False, soft_wrap=True)
     return 0
