@@ -22,7 +22,7 @@ from .search.config import RetrievalConfig
 from .traits import check_trait
 
 __all__ = ["PluginSpec", "ScenarioSelection", "RunConfig", "load_config", "validate_config", "apply_overrides",
-           "merge_trees", "config_hash", "config_diff", "describe_validation_error"]
+           "merge_trees", "config_hash", "config_diff", "describe_validation_error", "with_absolute_paths"]
 
 ENV_PREFIX = "SIMLOOP_"
 # Fields that change how fast or where a run goes, not what it produces: excluded from the
@@ -185,6 +185,20 @@ def apply_overrides(cfg: RunConfig, overrides: Mapping[str, Any], source: str = 
     """A new config: ``cfg`` with nested ``overrides`` on top, validated again (what was
     left at its default stays so: ``model_fields_set`` keeps meaning "given")."""
     return validate_config(merge_trees(cfg.model_dump(exclude_unset=True), overrides), source)
+
+
+def with_absolute_paths(cfg: RunConfig) -> RunConfig:
+    """``cfg`` with its input paths (persona folder, topic file, index, LLM cache) made
+    absolute against the current folder, resolved.  A new run records them so (run.json),
+    so that ``--resume`` and a Ray worker read the same files from any folder, and a path
+    given again on resume compares by where it points, not how it is spelled."""
+    sel, ret, llm = cfg.scenarios, cfg.retrieval, cfg.llm
+    return cfg.model_copy(update={
+        "scenarios": sel.model_copy(update={"personas_dir": sel.personas_dir.resolve(),
+                                            "topics": sel.topics and sel.topics.resolve()}),
+        "retrieval": ret.model_copy(update={"index": ret.index and ret.index.resolve()}),
+        "llm": llm.model_copy(update={"cache": llm.cache and llm.cache.resolve()}),
+    })
 
 
 def config_hash(cfg: RunConfig) -> str:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import copy
 import errno
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 if TYPE_CHECKING:  # a type only: the error tree loads before (and without) the models
     from .schema import Stage
@@ -58,6 +58,7 @@ __all__ = [
     "first_error",
     "error_source",
     "check_port",
+    "check_known",
     "listen_error",
 ]
 
@@ -198,6 +199,15 @@ def first_error(exc) -> tuple[str, str]:
     err = exc.errors(include_url=False)[0]
     msg = " ".join(str(err["msg"]).split()).removeprefix("Value error, ")
     return ".".join(str(p) for p in err["loc"]), msg
+
+
+def check_known(flag: str, given: "Sequence[str]", known: "Sequence[str]") -> None:
+    """A value that names nothing is a typo: one line naming the first such value and what
+    is known (the first 20 of them), instead of an empty selection."""
+    unknown = [g for g in given if g not in known]
+    if unknown:
+        shown = ", ".join(known[:20]) + (f" ... ({len(known)} in all)" if len(known) > 20 else "")
+        raise BadInputError(f"unknown {flag} {unknown[0]!r} (known: {shown or 'none'})")
 
 
 def check_port(port: int, who: str = "") -> None:

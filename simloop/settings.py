@@ -1,5 +1,5 @@
 """Process settings chosen by environment variable (``SIMLOOP_EVENT_LOOP``,
-``SIMLOOP_LLM_HTTP``, ``SIMLOOP_EMBED_THREADS``, ``SIMLOOP_EMBED_RUNTIME``): one way to read them and one message for a
+``SIMLOOP_LLM_HTTP``, ``SIMLOOP_EMBED_THREADS``, ``SIMLOOP_EMBED_RUNTIME``, ``SIMLOOP_DEMO_VECTORS``): one way to read them and one message for a
 bad value, which the CLI reports as one line and exit 2 before any command writes a file."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from typing import Sequence
 
 from .errors import ConfigError
 
-__all__ = ["choice", "count", "embed_runtime", "embed_threads"]
+__all__ = ["choice", "count", "embed_runtime", "embed_threads", "check_demo_vectors"]
 
 
 def choice(env: str, choices: Sequence[str], default: str, wanted: str | None = None, *, arg: str) -> str:
@@ -46,3 +46,13 @@ def embed_runtime() -> str:
     1.5-1.9x less CPU per short sentence) or ``numpy`` (``SIMLOOP_EMBED_RUNTIME``;
     ``search/onnx_layers.py``)."""
     return choice("SIMLOOP_EMBED_RUNTIME", ("onnx", "numpy"), "onnx", arg="SIMLOOP_EMBED_RUNTIME")
+
+
+def check_demo_vectors() -> None:
+    """``SIMLOOP_DEMO_VECTORS`` is ``0`` (no MiniLM vectors in the demo index) or ``1``; the
+    demo index reads it as "anything but 0 is on" (search/corpus.py), so a typo such as
+    ``no`` or ``false`` would build the vectors it meant to skip: refuse it instead."""
+    raw = os.environ.get("SIMLOOP_DEMO_VECTORS", "")
+    if raw not in ("", "0", "1"):
+        raise ConfigError(f"SIMLOOP_DEMO_VECTORS={raw!r}: expected 0 (the demo index without MiniLM vectors) "
+                          "or 1 (with them, the default)")

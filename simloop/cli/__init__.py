@@ -17,11 +17,11 @@ from typing import Callable
 from ..errors import BadInputError, SimloopError
 from ..llm.transport import transport_name
 from ..loop import loop_name
-from ..settings import embed_runtime, embed_threads
+from ..settings import check_demo_vectors, embed_runtime, embed_threads
 from ..urls import RedactURLs
 from ..run.interrupt import INTERRUPTED, exit_now, sigterm_as_sigint
 from .args import Parser
-from .flags import RUN_FLAGS, add_flags, config_from_flags, resumed_config
+from .flags import RUN_FLAGS, add_flags, check_sources_named, config_from_flags, given_llm_flags, resumed_config
 
 __all__ = ["main", "build_parser"]
 
@@ -44,11 +44,15 @@ def cmd_run(a: argparse.Namespace) -> int:
     from .console import run_with_progress
 
     cfg = _load_run_config(a)
+    llm_flags: tuple[str, ...] = ()
+    if a.resume is None:  # a resumed run's flags equal its own: checked when it started
+        check_sources_named(a, cfg)
+        llm_flags = given_llm_flags(a)
     if cfg.backend == "ray":
         from .ray import run_ray
 
-        return run_ray(cfg, resume=a.resume, retry_errors=a.retry_errors)
-    return run_with_progress(cfg, resume=a.resume, retry_errors=a.retry_errors)
+        return run_ray(cfg, resume=a.resume, retry_errors=a.retry_errors, llm_flags=llm_flags)
+    return run_with_progress(cfg, resume=a.resume, retry_errors=a.retry_errors, llm_flags=llm_flags)
 
 
 def _add_run(sub: argparse._SubParsersAction) -> None:
@@ -157,7 +161,18 @@ def build_parser() -> argparse.ArgumentParser:
     for module in _EXTRA_COMMANDS:
         __import__(f"simloop.{module}", fromlist=["add_commands"]).add_commands(sub)
     _verbose_everywhere(parser)
+    _name_subcommands(parser)
     return parser
+
+
+def _name_subcommands(parser: argparse.ArgumentParser) -> None:
+    """A missing sub-command is named by its choices (``required: {build}``), not by the
+    internal dest (``required: index_cmd``); help shows the same braces as before."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            action.metavar = action.metavar or "{" + ",".join(action.choices) + "}"
+            for child in {id(p): p for p in action.choices.values()}.values():
+                _name_subcommands(child)
 
 
 def _verbose_everywhere(parser: argparse.ArgumentParser) -> None:
@@ -233,6 +248,7 @@ def _command(args: argparse.Namespace) -> int:
     transport_name()  # SIMLOOP_EMBED_RUNTIME is reported before any file is written
     embed_threads()
     embed_runtime()
+    check_demo_vectors()
     return int(args.func(args) or 0)
 
 

@@ -111,11 +111,12 @@ def live(progress: Progress) -> Iterator[Progress]:
         forget()
 
 
-def run_with_progress(cfg: RunConfig, resume: Path | None = None, retry_errors: bool = False) -> int:
+def run_with_progress(cfg: RunConfig, resume: Path | None = None, retry_errors: bool = False,
+                      llm_flags: tuple[str, ...] = ()) -> int:
     from ..run.runner import execute, prepare_run
     from .outcome import finished_code, say_plain
 
-    prep = prepare_run(cfg, resume=resume, retry_errors=retry_errors)
+    prep = prepare_run(cfg, resume=resume, retry_errors=retry_errors, llm_flags=llm_flags)
     for line in (prep.repaired or ReadReport()).repair_notes(prep.run_dir, prep.recorder.retried):
         say_plain(f"note: {line}")
     todo = prep.total - len(prep.done)
@@ -125,7 +126,14 @@ def run_with_progress(cfg: RunConfig, resume: Path | None = None, retry_errors: 
     on_event = run_events(progress, todo)
     with live(progress):
         stats = run_loop(execute(prep, events=on_event))
-    out.print(summary_table(stats, prep.run_dir))
+    if resume is not None and todo == 0 and not stats.interrupted:
+        out.print(f"nothing to do: {len(prep.done)} dialogues already recorded")
+    else:
+        out.print(summary_table(stats, prep.run_dir))
+    if resume is not None:  # the table counts this resume's dialogues; the run's are in run.json
+        whole = read_manifest(prep.run_dir).counts
+        out.print(f"whole run: {whole.get('dialogues', 0)} dialogues, {whole.get('turns', 0)} turns, "
+                  f"{whole.get('errors', 0)} errors")
     if stats.interrupted:
         err.print(f"[yellow]interrupted[/]: {prep.recorder.written} dialogues recorded; "
                   f"resume with: simloop run --resume {prep.run_dir}", soft_wrap=True)  # one line to copy

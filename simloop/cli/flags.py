@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from ..config import RunConfig, apply_overrides, config_diff, load_config, merge_trees
+from ..config import RunConfig, apply_overrides, config_diff, load_config, merge_trees, with_absolute_paths
 from ..errors import BadInputError, ConfigError, ResumeError
 from ..llm.config import role_setting
 from ..traits import check_trait
 from .args import parse_param, parse_params
 
 __all__ = ["RUN_FLAGS", "RESUME_MAY_CHANGE", "EVERY_ROLE", "CLEAR", "add_flags", "config_from_flags", "flag_overrides",
-           "resumed_config", "check_range"]
+           "resumed_config", "check_range", "check_params_named", "given_llm_flags", "check_sources_named"]
 
 EVERY_ROLE = "llm.*."  # "llm.*.model": the default role and every role override
 CLEAR = "\0clear"  # a flag value (store_const) that sets its field to None, e.g. --no-cache
@@ -101,6 +102,36 @@ def check_range(flag: str, value: float | None, least: float, accepts: str, *, a
         raise BadInputError(f"{flag} {value:g}: {accepts}")
 
 
+def check_params_named(kind: str, params_given: bool, name_given: bool) -> None:
+    """``--assistant-param`` without ``--assistant``: parameters for whichever plugin is the
+    default would be a guess (and ignored by another), so say which flag is missing."""
+    if params_given and not name_given:
+        raise ConfigError(f"--{kind}-param needs --{kind} NAME: the parameters are for one {kind}")
+
+
+# The flags that only configure LLM calls (``--no-cache`` is not one: "no cache" is true offline too).
+_LLM_DESTS = ("base_url", "model", "rpm", "cache")
+
+
+def given_llm_flags(args: argparse.Namespace) -> tuple[str, ...]:
+    """The LLM flags given on the command line (not a config file's settings, which may be
+    shared with LLM runs): a run whose plugins call no LLM refuses them (run/runner.py)."""
+    return tuple(_OPTIONS[d][0] for d in _LLM_DESTS if getattr(args, d, None) not in (None, CLEAR))
+
+
+def check_sources_named(args: argparse.Namespace, cfg: RunConfig) -> None:
+    """With a topic file the personas folder is not read: ``--personas`` then is refused; a
+    config file's ``personas_dir`` (a file shared with persona runs) gets one warning line."""
+    if cfg.scenarios.topics is None:
+        return
+    if getattr(args, "personas", None) is not None:
+        raise BadInputError(f"--personas {args.personas}: not read when a topic file is given "
+                            f"({cfg.scenarios.topics}): the scenarios come from the topic file; drop one of them")
+    if "personas_dir" in cfg.scenarios.model_fields_set:
+        print(f"simloop: warning: scenarios.personas_dir ({cfg.scenarios.personas_dir}) is not read: "
+              f"the scenarios come from the topic file {cfg.scenarios.topics}", file=sys.stderr)
+
+
 def _put(tree: dict[str, Any], path: str, value: Any) -> None:
     *parents, leaf = path.split(".")
     for p in parents:
@@ -162,8 +193,7 @@ def config_from_flags(args: argparse.Namespace, mapping: Mapping[str, str], *, c
     for kind in ("simulator", "assistant"):
         section = tree.get(kind) or {}
         named_elsewhere = base is not None or config is not None or f"SIMLOOP_{kind.upper()}__NAME" in env
-        if "params" in section and "name" not in section and not named_elsewhere:
-            raise ConfigError(f"--{kind}-param needs --{kind} NAME: the parameters are for one {kind}")
+        check_params_named(kind, "params" in section, "name" in section or named_elsewhere)
     if base is not None:
         if config is not None:
             raise BadInputError("a config file cannot be combined with a resumed run's config")
@@ -192,9 +222,11 @@ def resumed_config(args: argparse.Namespace, mapping: Mapping[str, str], run_dir
         candidate = config_from_flags(given, mapping, config=config, environ=environ)
     else:
         candidate = config_from_flags(given, mapping, base=base)
-    differ = config_diff(base, candidate)
+    # Paths compare by where they point: `--personas ../x` names the folder run.json records absolute.
+    placed, candidate_placed = with_absolute_paths(base), with_absolute_paths(candidate)
+    differ = config_diff(placed, candidate_placed)
     if differ:
-        old, new = base.model_dump(mode="json"), candidate.model_dump(mode="json")
+        old, new = placed.model_dump(mode="json"), candidate_placed.model_dump(mode="json")
 
         def at(tree: Any, dotted: str) -> Any:
             for part in dotted.split("."):
@@ -207,7 +239,8 @@ def resumed_config(args: argparse.Namespace, mapping: Mapping[str, str], run_dir
                           "drop those flags, or start a new run")
     out, run_id = getattr(args, "out", None), getattr(args, "run_id", None)
     if out is not None or run_id is not None:
-        named = Path(out if out is not None else base.out) / (run_id or base.run_id or "")
+        # Without --out, the run's own folder holds it (base.out may be relative to another folder).
+        named = (Path(out) if out is not None else Path(run_dir).parent) / (run_id or base.run_id or "")
         if named.resolve() != Path(run_dir).resolve():
             raise ResumeError(f"--out/--run-id name {named}, but --resume names {run_dir}; give only --resume")
     may = {d: mapping[d] for d in RESUME_MAY_CHANGE if d in mapping}

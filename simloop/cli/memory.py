@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import BadInputError
 from ..loop import run as run_loop
 from .args import parse_params
-from .flags import RUN_FLAGS, add_flags, config_from_flags
+from .flags import RUN_FLAGS, add_flags, check_params_named, config_from_flags
 
 if TYPE_CHECKING:
     from ..memorytest.formats import MemoryResults
@@ -83,6 +83,7 @@ def cmd_memory(a: argparse.Namespace) -> int:
     from ..memorytest.run import MemoryTest, parse_config
     from .console import err, live, out
 
+    check_params_named("assistant", bool(a.assistant_param), a.assistant is not None)
     cfg = parse_config({
         "strategies": _csv(a.strategies, "--strategies"), "distances": _csv(a.distances, "--distances", int),
         "reveal_turn": a.reveal_turn, "facts": _csv(a.facts, "--facts"),

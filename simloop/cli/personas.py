@@ -8,12 +8,17 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ..errors import BadInputError
+
 __all__ = ["add_commands", "cmd_from_ikat"]
 
 
 def cmd_from_ikat(a: argparse.Namespace) -> int:
     from ..inputs.from_ikat import personas_from_ikat, write_personas
 
+    if not a.out.strip():  # Path('') is the current folder: an unset shell variable would write there
+        raise BadInputError("--out '': an empty path; give a folder for the persona files ('.' for the current folder)")
+    a.out = Path(a.out)
     personas = personas_from_ikat(a.topics, prefix=a.prefix)
     written = write_personas(personas, a.out, source=a.topics.name)
     questions = sum(len(t.rubric) for p in personas for t in p.topics)
@@ -30,6 +35,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     cmds = p.add_subparsers(dest="personas_cmd", required=True)
     c = cmds.add_parser("from-ikat", help="iKAT topics (2023/2024/2025) -> persona TOML with rubric questions")
     c.add_argument("topics", type=Path, metavar="TOPICS.json", help="an iKAT topic file")
-    c.add_argument("--out", type=Path, required=True, metavar="DIR", help="folder for the persona files")
+    # A string, made a Path once checked: Path('') would already be '.', and '' must be refused.
+    c.add_argument("--out", required=True, metavar="DIR", help="folder for the persona files")
     c.add_argument("--prefix", default="", help="prepended to persona and topic ids (default: the iKAT number alone)")
     c.set_defaults(func=cmd_from_ikat)

@@ -14,12 +14,13 @@ from .console import err, out, progress_bar, summary_table
 __all__ = ["run_ray"]
 
 
-def run_ray(cfg: RunConfig, resume: Path | None = None, retry_errors: bool = False) -> int:
+def run_ray(cfg: RunConfig, resume: Path | None = None, retry_errors: bool = False,
+            llm_flags: tuple[str, ...] = ()) -> int:
     """Run over Ray; returns the exit code (0 finished, 130 interrupted, 1 failed or too many errors)."""
     from ..distributed.driver import run_ray as drive
     from .outcome import finished_code, say_plain
 
-    done = drive(cfg, resume=resume, retry_errors=retry_errors, progress=progress_bar(cfg.progress),
+    done = drive(cfg, resume=resume, retry_errors=retry_errors, llm_flags=llm_flags, progress=progress_bar(cfg.progress),
                  notice=lambda line: err.print(line, style="yellow", markup=False))
     if done.stats is not None:
         out.print(summary_table(done.stats, done.run_dir))

@@ -281,7 +281,7 @@ class RayRun:
 
 
 def run_ray(cfg: RunConfig, resume: Path | None = None, workers: int | None = None, progress: Any = None,
-            notice: Notice = log.warning, retry_errors: bool = False) -> RayRun:
+            notice: Notice = log.warning, retry_errors: bool = False, llm_flags: tuple[str, ...] = ()) -> RayRun:
     """``simloop run --backend ray``: a prepared run over Ray workers (the CLI reports it).
 
     ``workers``: worker actors (default: 2 on a local cluster, one per CPU on a given one).
@@ -293,7 +293,7 @@ def run_ray(cfg: RunConfig, resume: Path | None = None, workers: int | None = No
         raise ConfigError("--backend ray needs Ray: pip install 'simloop[ray]'")
     from ..run.runner import prepare_run
 
-    prep = prepare_run(cfg, resume=resume, retry_errors=retry_errors)
+    prep = prepare_run(cfg, resume=resume, retry_errors=retry_errors, llm_flags=llm_flags)
     ids = [s.dialogue_id for s in prep.pending()]
     for line in prep.repaired.repair_notes(prep.run_dir, prep.recorder.retried) if prep.repaired else []:
         notice(f"note: {line}")

@@ -11,7 +11,7 @@ import asyncio
 import time
 from typing import Any, AsyncIterator, Iterator
 
-from ..config import RunConfig
+from ..config import RunConfig, with_absolute_paths
 from ..run.engine import Engine, Event
 from ..run.session import DialogueSpec
 from ..llm.limits import Permit
@@ -24,18 +24,17 @@ TICK_S = 0.2  # how often a worker sends what finished: batches lines, bounds pr
 
 def worker_config(cfg: RunConfig, workers: int) -> RunConfig:
     """The config a worker builds from: input paths made absolute, tpm split between workers."""
-    sel, ret, llm = cfg.scenarios, cfg.retrieval, cfg.llm
+    llm = cfg.llm
 
     def share(tpm: int | None) -> int | None:
         return None if tpm is None else max(1, tpm // workers)
 
     roles = {name: over.model_copy(update={"tpm": share(over.tpm)}) if over.tpm else over
              for name, over in llm.roles.items()}
+    cfg = with_absolute_paths(cfg)
+    llm = cfg.llm
     return cfg.model_copy(update={
-        "scenarios": sel.model_copy(update={"personas_dir": sel.personas_dir.resolve(),
-                                            "topics": sel.topics and sel.topics.resolve()}),
-        "retrieval": ret.model_copy(update={"index": ret.index and ret.index.resolve()}),
-        "llm": llm.model_copy(update={"cache": llm.cache and llm.cache.resolve(), "roles": roles,
+        "llm": llm.model_copy(update={"roles": roles,
                                       "default": llm.default.model_copy(update={"tpm": share(llm.default.tpm)})}),
     })
 

@@ -45,7 +45,9 @@ def load_personas(path: Path | str) -> list[Persona]:
     elif path.exists():
         raise DataFileError(f"{path}: not a file or folder of persona TOML files")
     else:
-        raise DataFileError(f"{path}: no such persona file or folder")
+        # A relative default (personas/) is read from the current folder: show where that is.
+        raise DataFileError(f"{path.absolute()}: no such persona file or folder; pass --personas DIR or --topics FILE "
+                            "(the demo personas are in the simloop checkout's personas/)")
     loaded = [(f, load_persona_file(f, check_stem=False)) for f in files]
     _check_unique(loaded)
     for f, persona in loaded:

@@ -296,6 +296,11 @@ def check_params(kind: str, name: str, cls: type, params: dict[str, Any]) -> dic
                                 f"{key} takes {_describe(hint)}") from None
         except Exception:  # a hint pydantic cannot build a validator for: the plugin checks it
             continue
+    missing = [k for k, p in named.items() if p.default is p.empty and k not in out]
+    if missing:  # else the constructor's TypeError ("__init__() missing 1 required positional argument")
+        how = getattr(cls, "HOW_TO_RUN", None) or \
+            f"give {' '.join(f'--{kind}-param {k}=VALUE' for k in missing)}"
+        raise BadInputError(f"{kind} {name!r} needs the parameter(s) {', '.join(missing)}; {how}")
     return out
 
 

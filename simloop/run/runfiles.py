@@ -165,7 +165,8 @@ def read_manifest(run_dir: Path) -> RunManifest:
     try:
         return RunManifest.model_validate_json(check_in_file(path, error=DataFileError).read_bytes())
     except ValidationError as exc:
-        raise DataFileError(f"{path}: not a simloop run manifest: {first_error(exc)[1]}") from None
+        where, msg = first_error(exc)
+        raise DataFileError(f"{path}: not a simloop run manifest: {where or '(top level)'}: {msg}") from None
 
 
 def _append_lines(path: Path, lines: list[bytes]) -> None:

@@ -20,8 +20,8 @@ from typing import Any, Callable, Mapping
 
 from pydantic import ValidationError
 
-from ..config import RunConfig, config_hash, describe_validation_error
-from ..errors import ConfigError, IndexMissingError, ResumeError
+from ..config import RunConfig, config_hash, describe_validation_error, with_absolute_paths
+from ..errors import ConfigError, IndexMissingError, ResumeError, SimloopError
 from ..llm.preflight import check_endpoints
 from ..schema import PluginRef
 from ..search.corpus import is_lucene_index
@@ -97,18 +97,29 @@ def resume_config(run_dir: Path) -> RunConfig:
 
 def prepare_run(cfg: RunConfig, resume: Path | None = None, overrides: dict[str, Any] | None = None,
                 secrets: Mapping[str, str] | None = None, retry_errors: bool = False,
-                preflight: bool = True, remote_check: Callable[[], None] | None = None) -> PreparedRun:
+                preflight: bool = True, remote_check: Callable[[], None] | None = None,
+                llm_flags: tuple[str, ...] = ()) -> PreparedRun:
     """Validate everything, then create (or reopen, ``resume``) the run directory.
 
     ``preflight``: ask each LLM endpoint the plugins need for an answer first (exit 2 if
     one does not); tests with fake chat models at the seams turn it off.  ``remote_check``
     runs last before anything is written, after every local input is checked (rehearse:
-    does the Sim.API server answer and take the token)."""
+    does the Sim.API server answer and take the token).  ``llm_flags``: the LLM flags the
+    user gave (``--model``...), refused when no plugin calls an LLM (they would do nothing)."""
     if resume is None:
         check_out_dir(cfg.out)
+        # Recorded absolute (run.json, the config hash): a resume from another folder reads the same files.
+        cfg = with_absolute_paths(cfg)
+    else:
+        cfg = _paths_as_recorded(cfg, resume)
     ctx = Context(cfg, overrides=overrides or {}, secrets=dict(secrets or {}))
     simulator = load_plugin("simulator", cfg.simulator.name, cfg.simulator.params, ctx)
     assistant = load_plugin("assistant", cfg.assistant.name, cfg.assistant.params, ctx)
+    if llm_flags and not llm_roles(simulator, assistant):
+        raise ConfigError(
+            f"{', '.join(llm_flags)}: neither the simulator {cfg.simulator.name!r} nor the assistant "
+            f"{cfg.assistant.name!r} calls an LLM, so this would change nothing; drop it, or choose an LLM plugin "
+            "(--simulator llm, --assistant genaius, ...)")
     remote = chooses_scenarios(simulator)
     personas = [] if remote else load_sources(cfg)
     total = None if remote else count_scenarios(cfg, personas)
@@ -143,6 +154,18 @@ def prepare_run(cfg: RunConfig, resume: Path | None = None, overrides: dict[str,
     )
     recorder = Recorder.create(cfg.out, manifest)
     return PreparedRun(cfg, ctx, simulator, assistant, recorder, set(), total, personas)
+
+
+def _paths_as_recorded(cfg: RunConfig, run_dir: Path) -> RunConfig:
+    """A resume's config with absolute input paths when the run recorded them so (a command
+    that rebuilds its config, as ``rehearse`` does, gives them relative); a run that
+    recorded relative paths (older simloop) keeps them, so its config hash still matches."""
+    placed = with_absolute_paths(cfg)
+    try:
+        recorded = read_manifest(run_dir).config_hash
+    except SimloopError:  # Recorder.resume reports it, after the other inputs are checked
+        return cfg
+    return placed if config_hash(placed) == recorded else cfg
 
 
 async def execute(prep: PreparedRun, events: EventSink | None = None,
@@ -199,6 +222,8 @@ _WARMABLE = {"retriever": "search index (JVM)", "embedder": "embedder (MiniLM)",
 
 # --------------------------------------------------------------------------- interruption
 async def _work(prep: PreparedRun, engine: Engine, events: EventSink | None) -> RunStats:
+    if prep.total is not None and prep.total <= len(prep.done):
+        return engine.stats  # a resume with nothing left: no JVM boot or model load for zero dialogues
     await warm_up(prep, events)
     log.info("ready: dialogues start")
     if events:

@@ -12,7 +12,7 @@ import hashlib
 from typing import Iterator
 
 from ..config import RunConfig
-from ..errors import BadInputError
+from ..errors import check_known
 from ..schema import Persona, Scenario
 
 __all__ = ["load_sources", "iter_scenarios", "dialogue_id", "count_scenarios"]
@@ -39,15 +39,10 @@ def load_sources(cfg: RunConfig) -> list[Persona]:
 
         personas = load_personas(sel.personas_dir)
     if sel.persona_ids:
-        unknown = set(sel.persona_ids) - {p.id for p in personas}
-        if unknown:
-            raise BadInputError(f"unknown persona id(s): {', '.join(sorted(unknown))}")
+        check_known("--persona", sel.persona_ids, [p.id for p in personas])
         personas = [p for p in personas if p.id in sel.persona_ids]
     if sel.topic_ids:
-        known = {t.id for p in personas for t in p.topics}
-        unknown = set(sel.topic_ids) - known
-        if unknown:
-            raise BadInputError(f"unknown topic id(s): {', '.join(sorted(unknown))}")
+        check_known("--topic", sel.topic_ids, [t.id for p in personas for t in p.topics])
     return personas
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import DialogueError
+from ..errors import BadInputError, DialogueError
 from ..schema import DialogueState, GoldTurn, Scenario, SimulatorTurn
 
 __all__ = ["ReplaySimulator"]
@@ -20,6 +20,21 @@ class ReplaySimulator:
 
     def __init__(self, ctx: Any = None):
         self.ctx = ctx  # unused: replay needs no model, but plugins are built as Cls(ctx)
+
+    def check_sources(self, personas: list, cfg: Any) -> None:
+        """Before the run: every selected topic needs gold turns (personas' topics have none),
+        and run-wide behaviour traits would change nothing (the turns are the file's)."""
+        only = set(cfg.scenarios.topic_ids)
+        bare = [t.id for p in personas for t in p.topics if not t.gold_turns and (not only or t.id in only)]
+        if bare:
+            raise BadInputError(
+                f"the replay simulator replays the user turns of an iKAT topic file, but {len(bare)} topic(s) in "
+                f"{cfg.scenarios.topics or cfg.scenarios.personas_dir} have none (first: {bare[0]}); pass --topics "
+                "FILE (2023/2024/2025), or use --simulator offline or llm for personas")
+        if cfg.scenarios.behaviour:
+            raise BadInputError(
+                f"--behaviour {', '.join(cfg.scenarios.behaviour)}: the replay simulator says the recorded turns "
+                "whatever the traits, so they would change nothing; drop --behaviour (or use --simulator offline or llm)")
 
     async def open(self, state: DialogueState) -> SimulatorTurn:
         return _say(_gold_turns(state.scenario)[0])

@@ -222,6 +222,10 @@ class _Lane:
 class SimApiSimulator:
     """A remote Sim.API server as the user; see the module docstring."""
 
+    # What `run --simulator simapi` without its parameters says (run/plugins.py check_params).
+    HOW_TO_RUN = ("it is what `simloop rehearse --api URL --token-env VAR --assistant NAME` runs "
+                  "against a Sim.API server: use that command")
+
     def __init__(self, ctx: Any, api: str, run_id: str | None = None, token_env: str = DEFAULT_TOKEN_ENV,
                  description: str = "simloop rehearsal", debug: bool = False, track_persona: bool = False,
                  runs: int = 1, limit: int | None = None, state_dir: str | None = None,
