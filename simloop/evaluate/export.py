@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence, get_args
 
-from ..errors import BadInputError, DataFileError
+from ..errors import BadInputError, DataFileError, check_known
 from .provenance import ikat_qid
 from .stats import mean_grade
 from ..files import atomic_open, atomic_write, check_out_file, check_run_dir
@@ -83,20 +83,13 @@ def _passes(judge: dict[str, float | None] | None, dialogue_id: str, threshold: 
     return score is not None and score >= threshold  # unjudged (a failed judge call) never passes
 
 
-def _known(flag: str, given: Sequence[str], known: Sequence[str]) -> None:
-    unknown = [g for g in given if g not in known]
-    if unknown:
-        shown = ", ".join(known[:20]) + (f" ... ({len(known)} in all)" if len(known) > 20 else "")
-        raise BadInputError(f"unknown {flag} {unknown[0]!r} (known: {shown or 'none'})")
-
-
 def check_filter(transcripts: Sequence[Transcript], f: ExportFilter) -> None:
     """A filter value that can never match is a typo, not an empty selection: say so."""
-    _known("--stop-reason", f.stop_reasons, list(get_args(StopReason)))
-    _known("--persona", f.personas, sorted({t.scenario.persona_id for t in transcripts}, key=_natural))
-    _known("--topic", f.topics, sorted({t.scenario.topic_id for t in transcripts}, key=_natural))
+    check_known("--stop-reason", f.stop_reasons, list(get_args(StopReason)))
+    check_known("--persona", f.personas, sorted({t.scenario.persona_id for t in transcripts}, key=_natural))
+    check_known("--topic", f.topics, sorted({t.scenario.topic_id for t in transcripts}, key=_natural))
     repeats = sorted({r for t in transcripts if (r := _repeat_of(t)) is not None})
-    _known("--repeat", [] if f.repeat is None else [str(f.repeat)], [str(r) for r in repeats])
+    check_known("--repeat", [] if f.repeat is None else [str(f.repeat)], [str(r) for r in repeats])
     _on_scale("--min-grade", f.min_grade, GRADE_SCALE, "user grades")
     _on_scale("--min-judge", f.min_judge, (0.0, 1.0), "normalised judge scores")
     if f.min_grade is not None and not any(mean_grade(t) is not None for t in transcripts):
