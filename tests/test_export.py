@@ -308,3 +308,20 @@ def test_repeat_is_counted_from_0_in_help_and_filter(run: Path, capsys):
         main(["export", "--help"])
     assert "counted from 0" in " ".join(capsys.readouterr().out.split())
     assert export_run(run, "parquet", filt=ExportFilter(repeat=0)).dialogues == 1  # p1--t1--0, not --1
+
+
+def test_a_copied_run_finds_its_sources_by_the_tails_of_their_recorded_paths(tmp_path):
+    """run.json records input paths absolute; a run copied to another checkout still finds
+    its personas and topic file there (export falls back to cited statements otherwise)."""
+    from simloop.evaluate.summary import resolve_source
+
+    repo, run = tmp_path / "new" / "simloop", tmp_path / "new" / "simloop" / "transcripts" / "r"
+    run.mkdir(parents=True)
+    (repo / "personas").mkdir()
+    topics = tmp_path / "new" / "shared" / "data" / "t.json"
+    topics.parent.mkdir(parents=True)
+    topics.write_text("[]")
+    assert resolve_source("/gone/old/simloop/personas", run) == repo / "personas"
+    assert resolve_source("/gone/old/shared/data/t.json", run) == topics
+    assert resolve_source("/gone/old/nothing/here.json", run) is None
+    assert resolve_source(repo / "personas", run) == repo / "personas"  # present: as recorded

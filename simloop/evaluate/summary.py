@@ -74,13 +74,18 @@ class Evaluation:
 
 
 def resolve_source(path: str | Path, run_dir: Path) -> Path | None:
-    """A path recorded in run.json: as written (relative to where the run started), else
-    relative to the folder holding ``transcripts/`` (runs usually start at the repo root)."""
+    """A path recorded in run.json: as written (relative to where the run started; runs
+    since 2026-11-24 record it absolute), else relative to the folder holding
+    ``transcripts/`` (runs usually start at the repo root) or the run folder.  A run
+    copied to another checkout or machine records paths that are not there: the path's
+    tails are then tried under the repo root and the folder beside it
+    (``/old/simloop/personas`` -> ``ROOT/personas``, ``/old/shared/data/x.json`` ->
+    ``ROOT/../shared/data/x.json``), the longest first."""
     p = Path(path)
-    for cand in (p, Path(run_dir).resolve().parent.parent / p, Path(run_dir) / p):
-        if cand.exists():
-            return cand
-    return None
+    root = Path(run_dir).resolve().parent.parent
+    tails = [Path(*p.parts[i:]) for i in range(1, len(p.parts))] if p.is_absolute() else []
+    cands = [p, root / p, Path(run_dir) / p] + [base / tail for tail in tails for base in (root, root.parent)]
+    return next((cand for cand in cands if cand.exists()), None)
 
 
 def _topic_file_year(path: Path) -> int | None:
