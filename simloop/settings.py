@@ -9,7 +9,7 @@ from typing import Sequence
 
 from .errors import ConfigError
 
-__all__ = ["choice", "count", "embed_runtime", "embed_threads", "check_demo_vectors"]
+__all__ = ["choice", "count", "embed_runtime", "embed_threads", "demo_vectors"]
 
 
 def choice(env: str, choices: Sequence[str], default: str, wanted: str | None = None, *, arg: str) -> str:
@@ -48,11 +48,12 @@ def embed_runtime() -> str:
     return choice("SIMLOOP_EMBED_RUNTIME", ("onnx", "numpy"), "onnx", arg="SIMLOOP_EMBED_RUNTIME")
 
 
-def check_demo_vectors() -> None:
-    """``SIMLOOP_DEMO_VECTORS`` is ``0`` (no MiniLM vectors in the demo index) or ``1``; the
-    demo index reads it as "anything but 0 is on" (search/corpus.py), so a typo such as
-    ``no`` or ``false`` would build the vectors it meant to skip: refuse it instead."""
+def demo_vectors() -> bool:
+    """Does the demo index get MiniLM vectors: ``SIMLOOP_DEMO_VECTORS`` ``1`` (the default)
+    or ``0``.  Anything else is refused, not read as on: a typo such as ``no`` or ``false``
+    would build the vectors it meant to skip (the CLI checks it before any command)."""
     raw = os.environ.get("SIMLOOP_DEMO_VECTORS", "")
     if raw not in ("", "0", "1"):
         raise ConfigError(f"SIMLOOP_DEMO_VECTORS={raw!r}: expected 0 (the demo index without MiniLM vectors) "
                           "or 1 (with them, the default)")
+    return raw != "0"

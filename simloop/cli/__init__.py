@@ -17,7 +17,7 @@ from typing import Callable
 from ..errors import BadInputError, SimloopError
 from ..llm.transport import transport_name
 from ..loop import loop_name
-from ..settings import check_demo_vectors, embed_runtime, embed_threads
+from ..settings import demo_vectors, embed_runtime, embed_threads
 from ..urls import RedactURLs
 from ..run.interrupt import INTERRUPTED, exit_now, sigterm_as_sigint
 from .args import Parser
@@ -248,7 +248,7 @@ def _command(args: argparse.Namespace) -> int:
     transport_name()  # SIMLOOP_EMBED_RUNTIME is reported before any file is written
     embed_threads()
     embed_runtime()
-    check_demo_vectors()
+    demo_vectors()
     return int(args.func(args) or 0)
 
 

@@ -131,7 +131,7 @@ def run_with_progress(cfg: RunConfig, resume: Path | None = None, retry_errors: 
     else:
         out.print(summary_table(stats, prep.run_dir))
     if resume is not None:  # the table counts this resume's dialogues; the run's are in run.json
-        whole = read_manifest(prep.run_dir).counts
+        whole = prep.recorder.manifest.counts  # what the recorder just wrote to run.json
         out.print(f"whole run: {whole.get('dialogues', 0)} dialogues, {whole.get('turns', 0)} turns, "
                   f"{whole.get('errors', 0)} errors")
     if stats.interrupted:

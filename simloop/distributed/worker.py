@@ -24,6 +24,7 @@ TICK_S = 0.2  # how often a worker sends what finished: batches lines, bounds pr
 
 def worker_config(cfg: RunConfig, workers: int) -> RunConfig:
     """The config a worker builds from: input paths made absolute, tpm split between workers."""
+    cfg = with_absolute_paths(cfg)
     llm = cfg.llm
 
     def share(tpm: int | None) -> int | None:
@@ -31,8 +32,6 @@ def worker_config(cfg: RunConfig, workers: int) -> RunConfig:
 
     roles = {name: over.model_copy(update={"tpm": share(over.tpm)}) if over.tpm else over
              for name, over in llm.roles.items()}
-    cfg = with_absolute_paths(cfg)
-    llm = cfg.llm
     return cfg.model_copy(update={
         "llm": llm.model_copy(update={"roles": roles,
                                       "default": llm.default.model_copy(update={"tpm": share(llm.default.tpm)})}),

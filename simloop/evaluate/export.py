@@ -143,9 +143,9 @@ def scenario_sources(run_dir: Path, manifest: RunManifest | None, personas_dir: 
     return {p.id: p for p in load_personas(Path(personas_dir))}
 
 
-def _persona(sources: dict[str, Persona] | None, t: Transcript, strict: bool) -> Persona | None:
+def _persona(sources: dict[str, Persona] | None, t: Transcript) -> Persona:
     p = (sources or {}).get(t.scenario.persona_id)
-    if p is None and strict:
+    if p is None:
         raise DataFileError(f"persona {t.scenario.persona_id!r} of {t.dialogue_id} is not in the scenario source; "
                             "pass --personas DIR or --topics FILE")
     return p
@@ -170,7 +170,7 @@ def _ikat(ts: Sequence[Transcript], sources: dict[str, Persona] | None) -> list[
     numbers = _numbers(ts)
     topics = []
     for t in ts:
-        persona = _persona(sources, t, strict=True)
+        persona = _persona(sources, t)
         topic = next((x for x in persona.topics if x.id == t.scenario.topic_id), None)
         turns = [{
             "turn_id": x.gold.turn_id if x.gold is not None else x.index,

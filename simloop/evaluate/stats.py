@@ -60,10 +60,9 @@ class _Bucket:
         self.cost_usd = 0.0
         self._priced = False
 
-    def add(self, s: Stage) -> None:
-        # What a stage billed is Usage's rule (a cached answer is no call and no tokens);
-        # cached answers are counted apart so "calls" means requests sent.
-        billed = Usage.from_stages([s])
+    def add(self, s: Stage, billed: Usage) -> None:
+        # ``billed``: what the stage billed, by Usage's rule (a cached answer is no call and
+        # no tokens); cached answers are counted apart so "calls" means requests sent.
         self.cached += s.cached
         self.calls += billed.calls
         self.retries += billed.retries
@@ -97,9 +96,10 @@ def _usage(transcripts: Sequence[Transcript]) -> dict:
                 stage_errors[s.error] += 1
             if not s.is_llm_call():  # retrieval, graders, offline stand-ins: no LLM usage
                 continue
-            total.add(s)
-            roles[stage_role(s)].add(s)
-            models[s.model].add(s)
+            billed = Usage.from_stages([s])  # once per stage, for its three buckets
+            total.add(s, billed)
+            roles[stage_role(s)].add(s, billed)
+            models[s.model].add(s, billed)
     tot = total.as_dict()
     return {
         "llm_calls": tot["calls"], "cached_calls": tot["cached"], "retries": retries,

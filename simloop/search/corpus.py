@@ -23,6 +23,7 @@ from typing import Iterator
 from ..errors import BadInputError, DataFileError, RetrievalError, SimloopError
 from ..files import atomic_open, check_out_file
 from ..progress import NO_PROGRESS, ProgressSink
+from ..settings import demo_vectors as _demo_vectors_env
 from .jvm import boot_jvm
 
 __all__ = [
@@ -293,7 +294,7 @@ def demo_index_path(cache_dir: Path | None = None) -> Path:
 
 def demo_vectors(embeddings: bool | None = None) -> bool:
     """Whether the demo index gets passage vectors: ``embeddings``, else unless ``$SIMLOOP_DEMO_VECTORS`` is ``0``."""
-    return os.environ.get("SIMLOOP_DEMO_VECTORS", "1") != "0" if embeddings is None else embeddings
+    return _demo_vectors_env() if embeddings is None else embeddings
 
 
 def _embedded(index: Path) -> bool:
