@@ -15,12 +15,12 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from simloop.memory import history_share, make_memory
-from simloop.parts.generate_llm import MAX_WORDS
-from simloop.parts.ptkb_rank import rank_ptkb_uses, ranker_embedder
-from simloop.parts.reply import current_utterance, grounded_reply
-from simloop.parts.retrieve import embedding_rerank, fit_passages, format_passage
-from simloop.parts.rewrite import heuristic_rewrite, is_dependent
-from simloop.parts.stages import timed_stage
+from simloop.parts import MAX_WORDS
+from simloop.parts import rank_ptkb_uses, ranker_embedder
+from simloop.parts import current_utterance, grounded_reply
+from simloop.parts import embedding_rerank, fit_passages, format_passage
+from simloop.parts import heuristic_rewrite, is_dependent
+from simloop.parts import timed_stage
 from simloop.schema import AssistantReply, DialogueState
 from simloop.text import count_tokens
 

@@ -33,12 +33,12 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from simloop.memory import ContextPart, MemoryStrategy, make_memory
-from simloop.parts.generate_focus import focused_answer
-from simloop.parts.ptkb import rank_ptkb_by_embedding
-from simloop.parts.ptkb_llm import used_only
-from simloop.parts.ptkb_rank import DEFAULT_PARAMS, RankParams, rank_ptkb_uses, ranker_embedder
-from simloop.parts.rewrite import heuristic_rewrite
-from simloop.parts.stages import timed_stage
+from simloop.parts import focused_answer
+from simloop.parts import rank_ptkb_by_embedding
+from simloop.parts import used_only
+from simloop.parts import DEFAULT_PARAMS, RankParams, rank_ptkb_uses, ranker_embedder
+from simloop.parts import heuristic_rewrite
+from simloop.parts import timed_stage
 from simloop.text import content_words, count_tokens, sentences, stem
 from simloop.schema import AssistantReply, ContextInfo, DialogueState, Passage, Stage
 
@@ -120,7 +120,7 @@ class BM25Extractive:
         ranker["used_min"] = min(ranker.get("used_min", base.used_min), ptkb_top_k)  # top_k 0: use none
         self.ptkb_params = RankParams.from_mapping(ranker)
         if self.ptkb_params.encoder != "minilm":  # opened before the first dialogue too
-            from simloop.search.mpnet_files import check_available
+            from simloop.search import check_available
 
             check_available()  # missing weights are one line before the run writes anything
             self.needs = (*self.needs, f"embedder:{self.ptkb_params.encoder}")

@@ -22,14 +22,14 @@ from __future__ import annotations
 from typing import Any
 
 from simloop.memory import make_memory
-from simloop.parts.generate_llm import MAX_WORDS
-from simloop.parts.ptkb import DEFAULT_THRESHOLD
-from simloop.parts.ptkb_llm import lexical_scores, score_ptkb_llm, used_only, vote_ptkb
-from simloop.parts.ptkb_rank import MINILM_PARAMS, rank_ptkb_uses
-from simloop.parts.reply import current_utterance, grounded_reply
-from simloop.parts.retrieve import embedding_rerank
-from simloop.parts.rewrite_llm import iterative_rewrite
-from simloop.parts.stages import timed_stage
+from simloop.parts import MAX_WORDS
+from simloop.parts import DEFAULT_THRESHOLD
+from simloop.parts import lexical_scores, score_ptkb_llm, used_only, vote_ptkb
+from simloop.parts import MINILM_PARAMS, rank_ptkb_uses
+from simloop.parts import current_utterance, grounded_reply
+from simloop.parts import embedding_rerank
+from simloop.parts import iterative_rewrite
+from simloop.parts import timed_stage
 from simloop.schema import AssistantReply, DialogueState, PtkbUse, Stage
 
 __all__ = ["IIUoT"]

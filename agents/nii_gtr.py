@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from simloop.memory import make_memory
-from simloop.parts.generate_llm import MAX_WORDS, draft_answer
-from simloop.parts.ptkb_llm import classify_ptkb_llm, union_ptkb
-from simloop.parts.reply import current_utterance, grounded_reply
-from simloop.parts.retrieve import embedding_rerank, multi_query, rrf_fuse
-from simloop.parts.rewrite_llm import queries_from_answer
-from simloop.parts.stages import timed_stage
+from simloop.parts import MAX_WORDS, draft_answer
+from simloop.parts import classify_ptkb_llm, union_ptkb
+from simloop.parts import current_utterance, grounded_reply
+from simloop.parts import embedding_rerank, multi_query, rrf_fuse
+from simloop.parts import queries_from_answer
+from simloop.parts import timed_stage
 from simloop.search import Hit
 from simloop.schema import AssistantReply, DialogueState, PtkbUse, Stage
 

@@ -13,12 +13,12 @@ from __future__ import annotations
 from typing import Any
 
 from simloop.memory import make_memory
-from simloop.parts.generate_llm import MAX_WORDS, suggest_elements
-from simloop.parts.ptkb_llm import classify_ptkb_llm
-from simloop.parts.reply import current_utterance, grounded_reply
-from simloop.parts.retrieve import embedding_rerank, multi_query
-from simloop.parts.rewrite_llm import llm_rewrite, queries_per_ptkb
-from simloop.parts.stages import timed_stage
+from simloop.parts import MAX_WORDS, suggest_elements
+from simloop.parts import classify_ptkb_llm
+from simloop.parts import current_utterance, grounded_reply
+from simloop.parts import embedding_rerank, multi_query
+from simloop.parts import llm_rewrite, queries_per_ptkb
+from simloop.parts import timed_stage
 from simloop.schema import AssistantReply, DialogueState
 
 __all__ = ["NiiRtG"]

@@ -38,7 +38,7 @@ CPU_TARGET_MS = {"nii_gtr": 400.0, "iiuot": 400.0, "acms": 400.0}
 
 
 def _plan() -> tuple[list[tuple[str, str, dict]], list[str]]:
-    from simloop.run.plugins import available
+    from simloop.run import available
 
     names = available("assistant")
     plan: list[tuple[str, str, dict]] = []
@@ -51,7 +51,7 @@ def _plan() -> tuple[list[tuple[str, str, dict]], list[str]]:
 
 
 def _summarise(run_dir: Path, requests: int, cpu_s: float) -> dict[str, Any]:
-    from simloop.run.recorder import read_transcripts
+    from simloop.run import read_transcripts
 
     transcripts = list(read_transcripts(run_dir))
     turns = [t for tr in transcripts for t in tr.turns]

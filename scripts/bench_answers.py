@@ -49,8 +49,8 @@ TRAIN = "2023/2023_train_topics.json"
 async def score_run(run_dir: Path, embedder: Any, only: set[str] | None = None) -> dict[str, Any]:
     """The figures for the answers of ``run_dir`` (topics looked up in ``personas/``);
     ``only``: just these dialogue ids (to compare two runs on the same dialogues)."""
-    from simloop.inputs.personas import load_personas
-    from simloop.run.recorder import read_transcripts
+    from simloop.inputs import load_personas
+    from simloop.run import read_transcripts
     from simloop.search import cosine
     from simloop.text import sentences, word_count
 
@@ -108,7 +108,7 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
 
 
 def _train_turns() -> list[dict[str, Any]]:
-    from simloop.parts.rewrite import heuristic_rewrite
+    from simloop.parts import heuristic_rewrite
 
     from bench_common import IKAT_ENV, ikat_dir
 
@@ -193,7 +193,7 @@ def main() -> int:
             try:
                 only = None
                 if a.same_as:
-                    from simloop.run.recorder import read_transcripts
+                    from simloop.run import read_transcripts
 
                     only = {t.dialogue_id for t in read_transcripts(a.same_as)}
                 return await score_run(a.score, emb, only)

@@ -282,7 +282,7 @@ def machine() -> dict[str, Any]:
 
 async def run_prepared(cfg: Any, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """prepare_run + execute (the real runner: recorder, fsync per dialogue); CPU and wall measured."""
-    from simloop.run.runner import execute, prepare_run
+    from simloop.run import execute, prepare_run
 
     prep = prepare_run(cfg, overrides=overrides)
     cpu0, t0 = proc_cpu_s(), time.perf_counter()

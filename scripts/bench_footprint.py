@@ -35,7 +35,7 @@ def _rss_bytes() -> int:
 
 async def _parked(out: Path, n: int, measure: Any, timeout_s: float = 240.0) -> dict[str, Any]:
     """Start ``n`` dialogues, wait until all are parked, call ``measure()``, release them."""
-    from simloop.run.runner import execute, prepare_run
+    from simloop.run import execute, prepare_run
 
     meter = CpuMeter()
     cfg = bench_config(out, base_url=None, simulator="bench_plugins:OneCallSimulator",

@@ -47,7 +47,7 @@ BENCHES: dict[str, tuple[str, int, int]] = {
 
 def _run_one(name: str, quick: bool, out: Path, out_dir: Path) -> int:
     from simloop.loop import run as run_loop
-    from simloop.search.jvm import prepare_environment
+    from simloop.search import prepare_environment
 
     prepare_environment()  # at process start, before any thread (see search/jvm.py)
     module = importlib.import_module(BENCHES[name][0])

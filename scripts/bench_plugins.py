@@ -14,7 +14,7 @@ import random
 import time
 from typing import Any
 
-from simloop.llm.client import ChatResult
+from simloop.llm import ChatResult
 from simloop.schema import AssistantReply, ContextInfo, Passage, PtkbUse, Stage, SimulatorTurn
 
 __all__ = ["OneCallSimulator", "OneCallAssistant", "ScriptedUser", "ParkedAssistant", "ScriptedChat", "MeteredRetriever",

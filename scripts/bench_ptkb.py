@@ -39,17 +39,17 @@ import numpy as np
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
 from bench_common import IKAT_ENV, ROOT, figure, ikat_dir, info  # noqa: E402
-from simloop.evaluate.provenance import ptkb_scores, read_ptkb_qrels  # noqa: E402
-from simloop.inputs.ikat import load_ikat_topics  # noqa: E402
-from simloop.parts.ptkb import rank_ptkb_by_embedding  # noqa: E402
-from simloop.parts.ptkb_rank import (  # noqa: E402
+from simloop.evaluate import ptkb_scores, read_ptkb_qrels  # noqa: E402
+from simloop.inputs import load_ikat_topics  # noqa: E402
+from simloop.parts import rank_ptkb_by_embedding  # noqa: E402
+from simloop.parts import (  # noqa: E402
     DEFAULT_PARAMS, ENCODER_DEFAULTS, MINILM_PARAMS, RankParams, as_uses, lexical_matrix, order_scores, query_texts, rank_ptkb, score_statements,
     select_used, similarities,
 )
 from simloop.schema import (  # noqa: E402
     AssistantTurn, Behaviour, PluginRef, ScenarioRef, Stop, Transcript, Turn, UserTurn,
 )
-from simloop.search.embeddings import open_embedder  # noqa: E402
+from simloop.search import open_embedder  # noqa: E402
 
 SETS = {  # name -> (topic file, PTKB qrels or None for the topic file's own gold)
     "train23": ("2023/2023_train_topics.json", None),

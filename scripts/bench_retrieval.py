@@ -25,7 +25,7 @@ TICK_S = 0.01
 
 def _queries(n: int) -> list[str]:
     """Rubric questions and needs of the shipped personas, varied with persona facts."""
-    from simloop.inputs.personas import load_personas
+    from simloop.inputs import load_personas
 
     base: list[str] = []
     facts: list[str] = []
@@ -119,7 +119,7 @@ async def loop_lag(dialogues: int, turns: int, llm_latency_s: float, jitter_s: f
             cfg = bench_config(Path(tmp), base_url=None, simulator="bench_plugins:OneCallSimulator",
                                assistant="bench_plugins:OneCallAssistant", concurrency=dialogues, limit=dialogues,
                                sim_params={"turns": turns}, asst_params={"retrieve": True}, max_turns=turns + 1)
-            from simloop.run.runner import execute, prepare_run
+            from simloop.run import execute, prepare_run
 
             prep = prepare_run(cfg, overrides=overrides)  # persona loading: set-up, not the loop under load
             ticker = asyncio.create_task(_ticker(lags, stop))

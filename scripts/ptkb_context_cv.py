@@ -31,8 +31,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import numpy as np
 
 import bench_ptkb as B
-from simloop.evaluate.provenance import ptkb_scores, turn_key
-from simloop.parts.ptkb_rank import RankParams, as_uses, order_scores, query_texts, score_statements, similarities
+from simloop.evaluate import ptkb_scores, turn_key
+from simloop.parts import RankParams, as_uses, order_scores, query_texts, score_statements, similarities
 
 PRF_DEPTH = 10  # passages kept per turn; prf_k <= this
 
@@ -101,12 +101,12 @@ async def features(ts: B.TopicSet, index: Path) -> list[dict[str, np.ndarray]]:
     """Per turn, in ``ts.turns()`` order: ``S``, ``canonical``, ``own`` and ``prf`` cosines."""
     from agents.bm25_extractive import BM25Extractive
     from simloop.config import RunConfig
-    from simloop.parts.rewrite import heuristic_rewrite
-    from simloop.run.plugins import Context
+    from simloop.parts import heuristic_rewrite
+    from simloop.run import Context
     from simloop.schema import DialogueState, Scenario, UserTurn
-    from simloop.search.bm25 import BM25Retriever
-    from simloop.search.config import RetrievalConfig
-    from simloop.search.embeddings import open_embedder
+    from simloop.search import BM25Retriever
+    from simloop.search import RetrievalConfig
+    from simloop.search import open_embedder
 
     retriever, embedder = BM25Retriever(index), await open_embedder()
     agent = BM25Extractive(Context(RunConfig(retrieval=RetrievalConfig(index=index)),
@@ -162,8 +162,8 @@ def families() -> dict[str, list[Variant]]:
 
 def explore_context(ts: B.TopicSet) -> int:
     from simloop.search import prepare_environment
-    from simloop.search.corpus import demo_index_path
-    from simloop.search.corpus import is_lucene_index
+    from simloop.search import demo_index_path
+    from simloop.search import is_lucene_index
 
     index = demo_index_path()
     if not is_lucene_index(index):

@@ -33,8 +33,8 @@ import bench_ptkb as B
 from bench_ptkb_explore import turn_features
 from ptkb_context_cv import judge_families
 from ptkb_signals_cv import MIX, Signal, clause_features, content_text_features, token_features, token_record
-from simloop.parts.ptkb_rank import query_texts
-from simloop.search.embeddings import load_mpnet, open_embedder
+from simloop.parts import query_texts
+from simloop.search import load_mpnet, open_embedder
 
 ENCODER = "mpnet"
 TOKEN_HISTORY = 6  # utterances the signals read: the current one and 5 back (the ranker pools 4 back)

@@ -38,8 +38,8 @@ import numpy as np
 
 import bench_ptkb as B
 from ptkb_context_cv import BASE, judge_families, objective_per_turn
-from simloop.parts.ptkb_rank import RankParams, order_scores, query_texts, score_statements, similarities
-from simloop.search.embeddings import open_embedder
+from simloop.parts import RankParams, order_scores, query_texts, score_statements, similarities
+from simloop.search import open_embedder
 from simloop.text import STOPWORDS, content_words, words
 
 MIX = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)

@@ -17,8 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 
 from .errors import ConfigError, first_error
 from .files import read_toml
-from .llm.config import LLMConfig
-from .search.config import RetrievalConfig
+from .llm import LLMConfig
+from .search import RetrievalConfig
 from .traits import check_trait
 
 __all__ = ["PluginSpec", "ScenarioSelection", "RunConfig", "load_config", "validate_config", "apply_overrides",

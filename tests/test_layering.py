@@ -22,7 +22,7 @@ PACKAGE = ROOT / "simloop"
 
 # Lowest first.  A unit is a subpackage of simloop or one of its top-level modules.
 LAYERS: list[set[str]] = [
-    {"errors", "traits", "schema", "text", "files", "settings", "loop", "urls", "progress"},
+    {"errors", "traits", "schema", "text", "files", "settings", "loop", "urls", "progress", "lazy"},
     {"llm", "fakes"},
     {"search"},
     {"config"},

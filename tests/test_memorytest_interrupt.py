@@ -59,7 +59,7 @@ async def test_an_interrupted_strategy_is_left_out_of_memory_json(tmp_path: Path
 
 
 def test_cli_interrupted_memory_prints_only_finished_strategies(tmp_path: Path, capsys, monkeypatch):
-    import simloop.memorytest.run as memorytest_run
+    import simloop.memorytest as memorytest_run  # the face the CLI looks it up through
 
     class Faked(MemoryTest):  # the CLI's test, on the fake seams and stopped in its second strategy
         def __init__(self, cfg, base=None, overrides=None):

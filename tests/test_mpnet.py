@@ -221,7 +221,7 @@ async def test_each_encoder_has_its_own_override(monkeypatch):
     assert await ranker_embedder(ctx, RankParams()) is mpnet and await ranker_embedder(ctx) is mpnet  # the default
     assert await ranker_embedder(ctx, RankParams.from_mapping({"encoder": "minilm"})) is fake
     # A MiniLM fake never stands in for MPNet: the ranker would score with vectors it was not tuned on.
-    import simloop.search.embeddings as embeddings
+    import simloop.search as embeddings  # the face the context looks the loader up through
 
     loaded = []
 
@@ -245,7 +245,7 @@ async def test_warm_up_opens_the_mpnet_embedder():
 
 
 async def test_warm_up_loads_mpnet_once_through_the_context(monkeypatch):
-    import simloop.search.embeddings as embeddings
+    import simloop.search as embeddings  # the face the context looks the loader up through
 
     opened = []
 

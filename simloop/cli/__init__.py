@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import BadInputError, SimloopError
-from ..llm.transport import transport_name
+from ..llm import transport_name
 from ..loop import loop_name
 from ..settings import demo_vectors, embed_runtime, embed_threads
 from ..urls import RedactURLs
-from ..run.interrupt import INTERRUPTED, exit_now, sigterm_as_sigint
+from ..run import INTERRUPTED, exit_now, sigterm_as_sigint
 from .args import Parser
 from .flags import RUN_FLAGS, add_flags, check_sources_named, config_from_flags, given_llm_flags, resumed_config
 
@@ -34,7 +34,7 @@ def _load_run_config(a: argparse.Namespace):
         if a.retry_errors:
             raise BadInputError("--retry-errors goes with --resume RUN_DIR")
         return config_from_flags(a, RUN_FLAGS, config=a.config)
-    from ..run.runner import resume_config
+    from ..run import resume_config
 
     # A resumed run keeps its config: other flags must agree with it (exit 2 naming the fields).
     return resumed_config(a, RUN_FLAGS, a.resume, resume_config(a.resume), config=a.config)
@@ -99,7 +99,7 @@ def cmd_corpus_wiki(a: argparse.Namespace) -> int:
 
 
 def cmd_mock_llm(a: argparse.Namespace) -> int:
-    from ..fakes.mockllm import main_from_args
+    from ..fakes import main_from_args
 
     return main_from_args(a) or 0
 
@@ -131,7 +131,7 @@ def _add_misc(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_corpus_wiki)
 
     p = sub.add_parser("mock-llm", help="an OpenAI-compatible stub server with fault injection")
-    from ..fakes.mockllm import add_arguments
+    from ..fakes import add_arguments
 
     add_arguments(p)
     p.set_defaults(func=cmd_mock_llm)
@@ -198,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    from ..search.jvm import prepare_environment
+    from ..search import prepare_environment
 
     prepare_environment()  # at process start, before any thread or LLM client (see search/jvm.py)
     parser = build_parser()

@@ -18,9 +18,9 @@ from rich.table import Table
 
 from ..config import RunConfig, ScenarioSelection
 from ..loop import run as run_loop
-from ..run.engine import Event, RunStats
-from ..run.interrupt import at_hard_exit
-from ..run.recorder import ReadReport, read_manifest, read_transcripts
+from ..run import Event, RunStats
+from ..run import at_hard_exit
+from ..run import ReadReport, read_manifest, read_transcripts
 from ..schema import Transcript
 
 __all__ = ["run_with_progress", "progress_bar", "CountingBar", "run_events", "live", "print_list", "show_run",
@@ -113,7 +113,7 @@ def live(progress: Progress) -> Iterator[Progress]:
 
 def run_with_progress(cfg: RunConfig, resume: Path | None = None, retry_errors: bool = False,
                       llm_flags: tuple[str, ...] = ()) -> int:
-    from ..run.runner import execute, prepare_run
+    from ..run import execute, prepare_run
     from .outcome import finished_code, say_plain
 
     prep = prepare_run(cfg, resume=resume, retry_errors=retry_errors, llm_flags=llm_flags)
@@ -155,7 +155,7 @@ def print_list(personas_dir: Path | None, topics: Path | None) -> int:
     """Plugins always; then the personas (or an iKAT file's topics).  A folder or file the
     user named must exist (exit 2, before any output); the default personas/ may be absent,
     as it is outside a checkout, and the plugins are still worth listing."""
-    from ..run.plugins import available
+    from ..run import available
 
     personas = _personas_to_list(personas_dir, topics)
     t = Table(title="plugins")
@@ -184,12 +184,12 @@ def print_list(personas_dir: Path | None, topics: Path | None) -> int:
 def _personas_to_list(personas_dir: Path | None, topics: Path | None) -> list | None:
     """The personas named by the flags; None when none were named and personas/ is absent."""
     if topics is not None:
-        from ..inputs.ikat import load_ikat_topics
+        from ..inputs import load_ikat_topics
 
         return load_ikat_topics(topics)
     if personas_dir is None and not DEFAULT_PERSONAS.exists():
         return None
-    from ..inputs.personas import load_personas
+    from ..inputs import load_personas
 
     return load_personas(personas_dir or DEFAULT_PERSONAS)
 

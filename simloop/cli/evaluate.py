@@ -17,7 +17,7 @@ from ..errors import BadInputError
 from ..files import check_out_file, check_run_dir
 
 if TYPE_CHECKING:
-    from ..evaluate.formats import DialogueScores
+    from ..evaluate import DialogueScores
 
 __all__ = ["add_commands", "cmd_eval", "cmd_report", "cmd_export"]
 
@@ -33,8 +33,8 @@ def _positive(name: str, value: int | float | None) -> None:
 
 # ----------------------------------------------------------------------------- eval
 def cmd_eval(a: argparse.Namespace) -> int:
-    from ..evaluate.summary import EvalOptions, check_options, evaluate_run, write_evaluation
-    from ..evaluate.tables import rich_summary
+    from ..evaluate import EvalOptions, check_options, evaluate_run, write_evaluation
+    from ..evaluate import rich_summary
     from .console import CountingBar, live
 
     opts = EvalOptions(qrels=a.qrels, ptkb_qrels=a.ptkb_qrels, judge=a.judge, judge_base_url=a.judge_base_url,
@@ -67,8 +67,8 @@ def _first_judge_error(scores: list[DialogueScores]) -> str:
 
 # ----------------------------------------------------------------------------- report
 def cmd_report(a: argparse.Namespace) -> int:
-    from ..evaluate.report import load_views, write_report
-    from ..evaluate.tables import rich_compare, rich_memory, rich_reference
+    from ..evaluate import load_views, write_report
+    from ..evaluate import rich_compare, rich_memory, rich_reference
 
     for d in a.run_dirs:
         check_run_dir(d)
@@ -95,7 +95,7 @@ def cmd_report(a: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------------- export
 def cmd_export(a: argparse.Namespace) -> int:
-    from ..evaluate.export import FORMATS, ExportFilter, RunTag, export_run
+    from ..evaluate import FORMATS, ExportFilter, RunTag, export_run
 
     if a.format not in FORMATS:
         raise BadInputError(f"unknown export format {a.format!r} (choose from {', '.join(FORMATS)})")

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping
 
 from ..config import RunConfig, apply_overrides, config_diff, load_config, merge_trees, with_absolute_paths
 from ..errors import BadInputError, ConfigError, ResumeError
-from ..llm.config import role_setting
+from ..llm import role_setting
 from ..traits import check_trait
 from .args import parse_param, parse_params
 

@@ -16,9 +16,9 @@ from .args import parse_params
 from .flags import RUN_FLAGS, add_flags, check_params_named, config_from_flags
 
 if TYPE_CHECKING:
-    from ..memorytest.formats import MemoryResults
-    from ..memorytest.run import MemoryTest
-    from ..run.engine import Event
+    from ..memorytest import MemoryResults
+    from ..memorytest import MemoryTest
+    from ..run import Event
 
 __all__ = ["add_commands", "cmd_memory"]
 
@@ -66,7 +66,7 @@ def _query_table(memory: "MemoryResults"):
     behind recall (an extractive answer can only use what retrieval was asked for)."""
     from rich.table import Table
 
-    from ..evaluate.tables import fmt
+    from ..evaluate import fmt
 
     dists = [str(d) for d in memory.distances]
     t = Table(title="fact kept in the probe's rewritten query", title_justify="left")
@@ -79,8 +79,8 @@ def _query_table(memory: "MemoryResults"):
 
 
 def cmd_memory(a: argparse.Namespace) -> int:
-    from ..evaluate.tables import rich_memory
-    from ..memorytest.run import MemoryTest, parse_config
+    from ..evaluate import rich_memory
+    from ..memorytest import MemoryTest, parse_config
     from .console import err, live, out
 
     check_params_named("assistant", bool(a.assistant_param), a.assistant is not None)

@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Callable
 
-from ..run.recorder import INFRASTRUCTURE, ReadReport, read_manifest, read_transcripts
+from ..run import INFRASTRUCTURE, ReadReport, read_manifest, read_transcripts
 
 __all__ = ["finished_code", "say_plain"]
 

@@ -17,7 +17,7 @@ __all__ = ["run_ray"]
 def run_ray(cfg: RunConfig, resume: Path | None = None, retry_errors: bool = False,
             llm_flags: tuple[str, ...] = ()) -> int:
     """Run over Ray; returns the exit code (0 finished, 130 interrupted, 1 failed or too many errors)."""
-    from ..distributed.driver import run_ray as drive
+    from ..distributed import run_ray as drive
     from .outcome import finished_code, say_plain
 
     done = drive(cfg, resume=resume, retry_errors=retry_errors, llm_flags=llm_flags, progress=progress_bar(cfg.progress),

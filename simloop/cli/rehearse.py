@@ -29,7 +29,7 @@ __all__ = ["add_commands", "cmd_rehearse"]
 
 def _token(a: argparse.Namespace) -> tuple[str, str]:
     """(variable name, token): the run reads the token as that variable."""
-    from ..simulators.simapi import DEFAULT_TOKEN_ENV
+    from ..simulators import DEFAULT_TOKEN_ENV
 
     if a.token_env is not None:
         token = os.environ.get(a.token_env, "").strip()
@@ -76,7 +76,7 @@ async def _verify(api: str, token: str, debug: bool, timeout_s: float) -> None:
     server lost in the middle of a rehearsal is a run failure instead (the simulator's)."""
     import httpx
 
-    from ..simapi.client import SimApiClient
+    from ..simapi import SimApiClient
 
     client = SimApiClient(api, token, debug=debug, timeout_s=timeout_s)
     try:
@@ -90,7 +90,7 @@ async def _verify(api: str, token: str, debug: bool, timeout_s: float) -> None:
 
 def _check_flags(a: argparse.Namespace) -> None:
     """What the flags alone can get wrong, before any file or request."""
-    from ..simulators.simapi import API_SCHEMES
+    from ..simulators import API_SCHEMES
 
     check_url(a.api, "the variable --token-env names", "--api", error=ConfigError)  # first: the message below repeats the URL
     if not a.api.startswith(API_SCHEMES):  # said for the flag (the simulator names its parameter)
@@ -119,7 +119,7 @@ def _print_lanes(results: list[Any]) -> None:
 def cmd_rehearse(a: argparse.Namespace) -> int:
     from datetime import datetime, timezone
 
-    from ..run.runner import execute, prepare_run
+    from ..run import execute, prepare_run
     from .console import err, live, out, progress_bar, run_events, summary_table
 
     _check_flags(a)

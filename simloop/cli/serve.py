@@ -115,8 +115,8 @@ def route_prefix(prefix: str) -> str:
 def cmd_serve(a: argparse.Namespace) -> int:
     import uvicorn
 
-    from ..simapi.app import ServeOptions, create_app
-    from ..simapi.runs import RunService, ServeLimits
+    from ..simapi import ServeOptions, create_app
+    from ..simapi import RunService, ServeLimits
 
     _check_limits(a)
     prefix = route_prefix(a.prefix)

@@ -39,9 +39,9 @@ from typing import Any, Callable
 from ..config import RunConfig
 from ..loop import run as run_loop
 from .worker import DialogueWorker, RateGate, worker_config
-from ..run.engine import RunStats, gather_until_cancelled
-from ..run.interrupt import until_signalled
-from ..run.plugins import close_plugins
+from ..run import RunStats, gather_until_cancelled
+from ..run import until_signalled
+from ..run import close_plugins
 from ..errors import ConfigError
 from ..schema import ErrorInfo, Stop, Transcript, Usage, utcnow
 
@@ -190,7 +190,7 @@ class _Driver:
 
     def _lost(self, dialogue_id: str, kind: str, message: str) -> Transcript:
         """An error transcript for a dialogue no worker could finish: a failure is recorded, never dropped."""
-        from ..run.scenarios import iter_scenarios
+        from ..run import iter_scenarios
 
         scenario = next(s for s in iter_scenarios(self.prep.cfg, self.prep.personas) if s.dialogue_id == dialogue_id)
         now = utcnow()
@@ -291,7 +291,7 @@ def run_ray(cfg: RunConfig, resume: Path | None = None, workers: int | None = No
     """
     if importlib.util.find_spec("ray") is None:  # checked before the run directory exists
         raise ConfigError("--backend ray needs Ray: pip install 'simloop[ray]'")
-    from ..run.runner import prepare_run
+    from ..run import prepare_run
 
     prep = prepare_run(cfg, resume=resume, retry_errors=retry_errors, llm_flags=llm_flags)
     ids = [s.dialogue_id for s in prep.pending()]

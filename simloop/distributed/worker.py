@@ -12,9 +12,9 @@ import time
 from typing import Any, AsyncIterator, Iterator
 
 from ..config import RunConfig, with_absolute_paths
-from ..run.engine import Engine, Event
-from ..run.session import DialogueSpec
-from ..llm.limits import Permit
+from ..run import Engine, Event
+from ..run import DialogueSpec
+from ..llm import Permit
 from ..schema import Scenario, Transcript
 
 __all__ = ["RateGate", "DialogueWorker", "gate_permit", "worker_config", "TICK_S"]
@@ -102,9 +102,9 @@ class DialogueWorker:
     """One worker: its own context and plugins, and the one engine over each shard it gets."""
 
     def __init__(self, cfg_json: str, spec: DialogueSpec, concurrency: int, gate: Any | None):
-        from ..llm.client import LLMPool
-        from ..run.plugins import Context, load_plugin
-        from ..run.scenarios import load_sources
+        from ..llm import LLMPool
+        from ..run import Context, load_plugin
+        from ..run import load_sources
 
         self.cfg = RunConfig.model_validate_json(cfg_json)
         self.spec, self.concurrency = spec, concurrency
@@ -117,7 +117,7 @@ class DialogueWorker:
 
     def _scenarios(self, wanted: set[str]) -> Iterator[Scenario]:
         """Rebuild the shard's scenarios, lazily; ``wanted`` keeps the ids not found."""
-        from ..run.scenarios import iter_scenarios
+        from ..run import iter_scenarios
 
         for scenario in iter_scenarios(self.cfg, self.personas):
             if scenario.dialogue_id in wanted:
@@ -140,7 +140,7 @@ class DialogueWorker:
         yield {**outbox.take(), "missing": sorted(wanted)}
 
     async def aclose(self) -> None:
-        from ..run.plugins import close_plugins
+        from ..run import close_plugins
 
         try:
             await close_plugins(self.simulator, self.assistant)

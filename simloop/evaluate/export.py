@@ -132,13 +132,13 @@ def scenario_sources(run_dir: Path, manifest: RunManifest | None, personas_dir: 
     scen = (manifest.config.get("scenarios") or {}) if manifest is not None else {}
     topics = topics or (scen.get("topics") and resolve_source(scen["topics"], run_dir))
     if topics:
-        from ..inputs.ikat import load_ikat_topics
+        from ..inputs import load_ikat_topics
 
         return {p.id: p for p in load_ikat_topics(Path(topics))}
     personas_dir = personas_dir or (scen.get("personas_dir") and resolve_source(scen["personas_dir"], run_dir))
     if not personas_dir:
         raise DataFileError(f"{run_dir}: cannot find the run's personas or topic file; pass --personas DIR or --topics FILE")
-    from ..inputs.personas import load_personas
+    from ..inputs import load_personas
 
     return {p.id: p for p in load_personas(Path(personas_dir))}
 

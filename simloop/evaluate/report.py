@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from ..errors import first_error
 from ..files import atomic_write
 from ..loop import run as run_loop
-from ..memorytest.formats import MemoryResults
+from ..memorytest import MemoryResults
 from ..schema import Transcript
 from .diagnostics import RunDiagnostics, diagnose
 from .formats import RunSummary

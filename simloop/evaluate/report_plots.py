@@ -13,7 +13,7 @@ import io
 from collections import Counter
 from typing import Any, Sequence
 
-from ..memorytest.formats import MemoryResults
+from ..memorytest import MemoryResults
 from ..schema import Transcript
 from .diagnostics import RunDiagnostics
 from .formats import RunSummary

@@ -21,7 +21,7 @@ from ..errors import BadInputError, ConfigError, DataFileError, first_error
 from ..files import atomic_write, check_in_file, check_run_dir, file_sha256
 from ..loop import run as run_loop
 from ..progress import NO_PROGRESS, ProgressSink
-from ..run.recorder import DIALOGUES, ReadReport, read_manifest, read_transcripts
+from ..run import DIALOGUES, ReadReport, read_manifest, read_transcripts
 from ..schema import RunManifest, Transcript
 from .formats import (
     DialogueJudgeScores, DialogueScores, EvaluatedInput, JudgeSummary, PassageMetrics, PtkbMetrics, PtkbReference, ReadNotes,
@@ -134,7 +134,7 @@ def _score_lines(transcripts: Sequence[Transcript], ptkb_per: dict, psg_per: dic
 
 def _judge_config(manifest: RunManifest, opts: EvalOptions):
     """The run's own LLM config with the CLI's ``judge`` overrides on top."""
-    from ..llm.config import LLMConfig, role_setting
+    from ..llm import LLMConfig, role_setting
 
     try:
         cfg = LLMConfig.model_validate(manifest.config.get("llm") or {})
@@ -154,7 +154,7 @@ def check_judge(manifest: RunManifest, opts: EvalOptions) -> None:
     """``--judge``: an endpoint to call, and one that answers ``GET /models``, found before
     any scoring and before anything is written (DESIGN §12), as `simloop run` does for its
     roles; else every call fails after its retries and the scores are null."""
-    from ..llm.preflight import check_endpoints, check_judge_llm
+    from ..llm import check_endpoints, check_judge_llm
 
     cfg = _judge_config(manifest, opts)
     check_judge_llm(cfg.resolve("judge"), "--judge-base-url and --judge-model")
@@ -163,7 +163,7 @@ def check_judge(manifest: RunManifest, opts: EvalOptions) -> None:
 
 def _judge_chat(manifest: RunManifest, opts: EvalOptions):
     """The ``judge`` role of the run's own LLM config, with the CLI's overrides on top."""
-    from ..llm.client import LLMPool
+    from ..llm import LLMPool
 
     cfg = _judge_config(manifest, opts)
     pool = LLMPool(cfg)

@@ -12,7 +12,7 @@ from typing import Any, Sequence, get_args
 from pydantic import BaseModel
 from rich.table import Table
 
-from ..memorytest.formats import MemoryResults
+from ..memorytest import MemoryResults
 from ..schema import OFFLINE_MODEL_PREFIX, StopReason
 from .diagnostics import Group, RunDiagnostics
 from .formats import JudgeSummary, RunStats, RunSummary

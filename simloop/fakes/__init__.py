@@ -1,0 +1,22 @@
+"""The fakes subpackage."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+
+if _TYPE_CHECKING:
+    from .adversaries import clarifying_question, restate
+    from .mockllm import MockLLM, add_arguments, main_from_args
+    from .seams import MemoryRetriever
+else:
+    from ..lazy import lazy_face as _lazy_face
+
+    __getattr__, __dir__ = _lazy_face(__name__, {
+        "adversaries": ("clarifying_question", "restate",),
+        "mockllm": ("MockLLM", "add_arguments", "main_from_args",),
+        "seams": ("MemoryRetriever",),
+    })
+
+__all__ = [
+    "MemoryRetriever", "MockLLM", "add_arguments", "clarifying_question", "main_from_args", "restate",
+]

@@ -29,8 +29,8 @@ from typing import Literal, Sequence
 import numpy as np
 
 from ..errors import LLMError
-from ..parts.rewrite import is_dependent
-from ..parts.stages import timed_stage
+from ..parts import is_dependent
+from ..parts import timed_stage
 from ..schema import ContextInfo, DialogueState, Stage, Turn
 from ..text import clip_to_tokens, clip_words, content_words, count_tokens, sentences, stem
 from .base import BuiltContext, ContextPart, MemoryDeps

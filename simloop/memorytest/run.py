@@ -37,21 +37,21 @@ from typing import Any, Callable, Iterator
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..config import RunConfig, apply_overrides, describe_validation_error
-from ..run.engine import Event
+from ..run import Event
 from ..search import is_lucene_index
 from ..errors import BadInputError, ConfigError, IndexMissingError
 from ..files import atomic_write
 from ..memory import available_strategies
-from ..llm.preflight import check_endpoints, check_judge_llm
+from ..llm import check_endpoints, check_judge_llm
 from .facts import FACTS, fact_by_id
 from .probes import ProbeJudge, ProbePlan, build_probes
 from .formats import MemoryResults
 from .score import judge_rows, score_probe, summarise_probes
-from ..run.plugins import Context, effective_params, load_plugin
-from ..run.manifest import new_manifest
-from ..run.recorder import Recorder, check_out_dir, check_run_id, new_run_id, occupied
-from ..run.runner import PreparedRun, execute, prepare_run
-from ..run.scenarios import load_sources
+from ..run import Context, effective_params, load_plugin
+from ..run import new_manifest
+from ..run import Recorder, check_out_dir, check_run_id, new_run_id, occupied
+from ..run import PreparedRun, execute, prepare_run
+from ..run import load_sources
 from ..schema import PluginRef, RunManifest, Scenario, Transcript
 
 __all__ = ["MemoryTestConfig", "MemoryTest", "SIMULATOR", "MEMORY_FILE", "parse_config"]
@@ -245,7 +245,7 @@ class MemoryTest:
             overrides = {**self.overrides, "retriever": await shared.retriever(), "embedder": await shared.embedder(),
                          "embedder:mpnet": await shared.embedder("mpnet")}
             if self.offline_summary and "chat:assistant.summary" not in overrides:
-                from ..memory.offline import OfflineSummariser
+                from ..memory import OfflineSummariser
 
                 overrides["chat:assistant.summary"] = OfflineSummariser()
             for s in self.strategies:

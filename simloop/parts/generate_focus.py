@@ -46,7 +46,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..search import cosine
-from ..search.embeddings import Embedder
+from ..search import Embedder
 from ..text import second_person, word_count
 from .generate import NO_ANSWER, Sentence, compose, scored_sentences
 

@@ -6,7 +6,7 @@ import asyncio
 from typing import Sequence
 
 from ..search import Embedder, cosine
-from ..search.embeddings import encode_fixed
+from ..search import encode_fixed
 from ..schema import PtkbUse
 
 __all__ = ["rank_ptkb_by_embedding", "DEFAULT_THRESHOLD"]

@@ -202,7 +202,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..schema import PtkbUse
-from ..search.embeddings import Embedder, cosine, encode_fixed
+from ..search import Embedder, cosine, encode_fixed
 from .ptkb_llm import lexical_scores
 
 __all__ = [

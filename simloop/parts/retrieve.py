@@ -19,8 +19,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..search import Hit, cosine
-from ..search.embeddings import encode_passages
-from ..search.vectors import RERANK_CHARS, passage_text
+from ..search import encode_passages
+from ..search import RERANK_CHARS, passage_text
 from ..schema import Passage
 from ..text import count_tokens
 

@@ -93,7 +93,7 @@ class Context:
             return self._cache[key]
 
     async def retriever(self):
-        from ..search.bm25 import open_retriever
+        from ..search import open_retriever
 
         return await self._get("retriever", lambda: open_retriever(self.config.retrieval))
 
@@ -103,7 +103,7 @@ class Context:
         ``aclose``.  Overrides go by key: ``embedder`` (MiniLM), ``embedder:mpnet``; a fake
         for one never stands in for the other (a ranker must not score with vectors it was
         not tuned on without anyone noticing)."""
-        from ..search.embeddings import open_embedder
+        from ..search import open_embedder
 
         if encoder != "minilm":
             return await self._get(f"embedder:{encoder}", lambda: open_embedder(encoder=encoder))
@@ -113,7 +113,7 @@ class Context:
         index = self.config.retrieval.index if self.config is not None else None
 
         def stored() -> Path | None:
-            from ..search.corpus import demo_index_path
+            from ..search import demo_index_path
 
             if index is not None:
                 return Path(index).expanduser()
@@ -134,7 +134,7 @@ class Context:
         if "llm_pool" in self.overrides:  # e.g. a Ray worker's pool with a cluster-wide permit
             return self.overrides["llm_pool"].model(role)
         if "llm_pool" not in self._cache:
-            from ..llm.client import LLMPool
+            from ..llm import LLMPool
 
             self._cache["llm_pool"] = LLMPool(self.config.llm)
         return self._cache["llm_pool"].model(role)

@@ -22,9 +22,9 @@ from pydantic import ValidationError
 
 from ..config import RunConfig, config_hash, describe_validation_error, with_absolute_paths
 from ..errors import ConfigError, IndexMissingError, ResumeError, SimloopError
-from ..llm.preflight import check_endpoints
+from ..llm import check_endpoints
 from ..schema import PluginRef
-from ..search.corpus import is_lucene_index
+from ..search import is_lucene_index
 from .engine import Engine, Event, EventSink, RunStats
 from .interrupt import Interrupt
 from .manifest import new_manifest
@@ -134,7 +134,7 @@ def prepare_run(cfg: RunConfig, resume: Path | None = None, overrides: dict[str,
     if preflight and not any(k.startswith("chat:") or k == "llm_pool" for k in ctx.overrides):
         check_endpoints(cfg.llm, llm_roles(simulator, assistant))
     if "retriever" not in ctx.overrides and any("retriever" in _needs(p) for p in (simulator, assistant)):
-        from ..search.bm25 import check_retrieval
+        from ..search import check_retrieval
 
         # Java, its options, the index: what fails after the folder exists (a Ray driver never searches)
         check_retrieval(cfg.retrieval, start_java=cfg.backend != "ray")

@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import ContractError, LLMError, error_source
 from ..files import pack_memory, unpack_memory
-from ..llm.meter import metered
+from ..llm import metered
 from ..schema import (
     AssistantReply, DialogueState, ErrorInfo, GoldTurn, PluginRef, Scenario, SimulatorTurn, Stage, Stop,
     Transcript, Turn, Usage, UserTurn, utcnow,

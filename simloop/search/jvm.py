@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, RetrievalError, SimloopError
-from ..llm.config import PLACEHOLDER_KEY
+from ..llm import PLACEHOLDER_KEY
 from .anserini import SEARCHER_CLASS, java_error
 
 __all__ = ["prepare_environment", "environment_ready", "boot_jvm", "check_jvm", "check_jvm_options", "PLACEHOLDER_KEY", "JVM_OPTIONS"]

@@ -25,11 +25,11 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from ..config import PluginSpec, RunConfig
 from ..errors import ApiError, BadInputError
 from ..files import sqlite_problem
-from ..llm.preflight import check_endpoints
-from ..run.plugins import Context, close_plugins, effective_params, load_plugin
-from ..run.recorder import check_out_dir
-from ..run.runner import llm_roles
-from ..run.scenarios import iter_scenarios, load_sources
+from ..llm import check_endpoints
+from ..run import Context, close_plugins, effective_params, load_plugin
+from ..run import check_out_dir
+from ..run import llm_roles
+from ..run import iter_scenarios, load_sources
 from ..schema import PluginRef
 from .protocol import SERVER_HEADER, AssistantResponse, RunMeta, UserUtterance
 from .runs import Mode, RunService, ServeLimits

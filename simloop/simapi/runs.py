@@ -28,9 +28,9 @@ from pydantic import BaseModel, Field
 
 from ..config import PluginSpec, RunConfig
 from ..errors import ApiError, SimloopError
-from ..run.manifest import new_manifest
-from ..run.recorder import Recorder, read_manifest
-from ..run.session import DialogueSpec
+from ..run import new_manifest
+from ..run import Recorder, read_manifest
+from ..run import DialogueSpec
 from ..schema import PluginRef, RunManifest, Scenario, utcnow
 from ..text import count_wordpunct
 from .protocol import AssistantResponse, RunMeta, UserUtterance, dump_record, stop_meta

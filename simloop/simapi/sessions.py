@@ -26,7 +26,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ..errors import SimloopError
 from ..loop import loop_factory
-from ..run.session import DialogueSession, DialogueSpec
+from ..run import DialogueSession, DialogueSpec
 from ..schema import DialogueState, PluginRef, Scenario, Turn
 from .protocol import AssistantResponse, remote_reply
 

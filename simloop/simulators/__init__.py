@@ -1,0 +1,31 @@
+"""The simulators subpackage."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+
+if _TYPE_CHECKING:
+    from .graders import EmbeddingGrader, Grader
+    from .llm import LLMGrader, LLMSimulator, LLMVoice
+    from .offline import OfflineSimulator
+    from .policy import Action, SimContext
+    from .replay import ReplaySimulator
+    from .simapi import API_SCHEMES, DEFAULT_TOKEN_ENV, SimApiSimulator
+    from .voices import TemplateVoice
+else:
+    from ..lazy import lazy_face as _lazy_face
+
+    __getattr__, __dir__ = _lazy_face(__name__, {
+        "graders": ("EmbeddingGrader", "Grader",),
+        "llm": ("LLMGrader", "LLMSimulator", "LLMVoice",),
+        "offline": ("OfflineSimulator",),
+        "policy": ("Action", "SimContext",),
+        "replay": ("ReplaySimulator",),
+        "simapi": ("API_SCHEMES", "DEFAULT_TOKEN_ENV", "SimApiSimulator",),
+        "voices": ("TemplateVoice",),
+    })
+
+__all__ = [
+    "API_SCHEMES", "Action", "DEFAULT_TOKEN_ENV", "EmbeddingGrader", "Grader", "LLMGrader", "LLMSimulator",
+    "LLMVoice", "OfflineSimulator", "ReplaySimulator", "SimApiSimulator", "SimContext", "TemplateVoice",
+]

@@ -45,7 +45,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from ..schema import RubricQuestion, Stage
-from ..search.embeddings import Embedder, encode_fixed
+from ..search import Embedder, encode_fixed
 from ..text import content_words, sentences, stem, word_count, words
 from .cues import is_asking  # the one asking rule, shared with the policy (re-exported)
 from .policy import SimContext

@@ -42,14 +42,14 @@ from typing import Any, AsyncIterator
 import httpx
 
 from ..errors import BadInputError, SimApiError, SimloopError
-from ..parts.stages import stage_note
+from ..parts import stage_note
 from ..files import pack_memory, unpack_memory
 from ..schema import (
     AssistantReply, Behaviour, DialogueState, Persona, RubricQuestion, Scenario, SimulatorTurn, Stage, Topic, Turn,
 )
-from ..simapi.client import SimApiClient, StateFile
+from ..simapi import SimApiClient, StateFile
 from ..text import count_wordpunct, truncate_wordpunct
-from ..simapi.protocol import UserUtterance, reply_payload
+from ..simapi import UserUtterance, reply_payload
 from ..urls import TOKEN_ENV_GOES, check_url
 from .simapi_wire import LaneResult, ends_session, run_over, same_point, server_end, sync_turns  # noqa: F401  (sync_turns: re-exported)
 
@@ -350,8 +350,8 @@ class SimApiSimulator:
         known: dict[str, Persona] = {}
         sel = getattr(getattr(self.ctx, "config", None), "scenarios", None)
         if sel is not None and (sel.topics is not None or Path(sel.personas_dir).is_dir()):
-            from ..inputs.ikat import load_ikat_topics
-            from ..inputs.personas import load_personas
+            from ..inputs import load_ikat_topics
+            from ..inputs import load_personas
 
             personas = load_ikat_topics(sel.topics) if sel.topics is not None else load_personas(sel.personas_dir)
             for persona in personas:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from ..schema import AssistantTurn, SimulatorTurn, Turn, UserTurn
-from ..simapi.protocol import UserUtterance
+from ..simapi import UserUtterance
 
 __all__ = ["LaneResult", "ends_session", "server_end", "same_point", "sync_turns", "run_over", "ENDED"]
 

@@ -31,7 +31,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from ..schema import RubricQuestion, Stage
-from ..search.embeddings import Embedder, cosine
+from ..search import Embedder, cosine
 from .paraphrase import casual, clauses, elide_topic, indirect, misspell, sentence, subject
 from .policy import Action, SimContext, seeded_rng
 from ..text import STOPWORDS, content_terms, first_lower, words
