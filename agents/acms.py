@@ -15,12 +15,19 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from simloop.memory import history_share, make_memory
-from simloop.parts import MAX_WORDS
-from simloop.parts import rank_ptkb_uses, ranker_embedder
-from simloop.parts import current_utterance, grounded_reply
-from simloop.parts import embedding_rerank, fit_passages, format_passage
-from simloop.parts import heuristic_rewrite, is_dependent
-from simloop.parts import timed_stage
+from simloop.parts import (
+    MAX_WORDS,
+    current_utterance,
+    embedding_rerank,
+    fit_passages,
+    format_passage,
+    grounded_reply,
+    heuristic_rewrite,
+    is_dependent,
+    rank_ptkb_uses,
+    ranker_embedder,
+    timed_stage,
+)
 from simloop.schema import AssistantReply, DialogueState
 from simloop.text import count_tokens
 

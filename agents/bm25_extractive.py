@@ -30,17 +30,23 @@ score on the report sets).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from simloop.memory import ContextPart, MemoryStrategy, make_memory
-from simloop.parts import focused_answer
-from simloop.parts import rank_ptkb_by_embedding
-from simloop.parts import used_only
-from simloop.parts import DEFAULT_PARAMS, RankParams, rank_ptkb_uses, ranker_embedder
-from simloop.parts import heuristic_rewrite
-from simloop.parts import timed_stage
-from simloop.text import content_words, count_tokens, sentences, stem
+from simloop.parts import (
+    DEFAULT_PARAMS,
+    RankParams,
+    focused_answer,
+    heuristic_rewrite,
+    rank_ptkb_by_embedding,
+    rank_ptkb_uses,
+    ranker_embedder,
+    timed_stage,
+    used_only,
+)
 from simloop.schema import AssistantReply, ContextInfo, DialogueState, Passage, Stage
+from simloop.text import content_words, count_tokens, sentences, stem
 
 __all__ = ["BM25Extractive", "DEFAULT_PTKB_THRESHOLD", "memory_statements"]
 

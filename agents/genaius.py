@@ -12,11 +12,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from simloop.memory import make_memory
-from simloop.parts import MAX_WORDS
-from simloop.parts import classify_ptkb_llm
-from simloop.parts import current_utterance, grounded_reply
-from simloop.parts import llm_rewrite
-from simloop.parts import timed_stage
+from simloop.parts import MAX_WORDS, classify_ptkb_llm, current_utterance, grounded_reply, llm_rewrite, timed_stage
 from simloop.schema import AssistantReply, DialogueState
 
 __all__ = ["GenAIus"]

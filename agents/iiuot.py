@@ -22,14 +22,21 @@ from __future__ import annotations
 from typing import Any
 
 from simloop.memory import make_memory
-from simloop.parts import MAX_WORDS
-from simloop.parts import DEFAULT_THRESHOLD
-from simloop.parts import lexical_scores, score_ptkb_llm, used_only, vote_ptkb
-from simloop.parts import MINILM_PARAMS, rank_ptkb_uses
-from simloop.parts import current_utterance, grounded_reply
-from simloop.parts import embedding_rerank
-from simloop.parts import iterative_rewrite
-from simloop.parts import timed_stage
+from simloop.parts import (
+    DEFAULT_THRESHOLD,
+    MAX_WORDS,
+    MINILM_PARAMS,
+    current_utterance,
+    embedding_rerank,
+    grounded_reply,
+    iterative_rewrite,
+    lexical_scores,
+    rank_ptkb_uses,
+    score_ptkb_llm,
+    timed_stage,
+    used_only,
+    vote_ptkb,
+)
 from simloop.schema import AssistantReply, DialogueState, PtkbUse, Stage
 
 __all__ = ["IIUoT"]

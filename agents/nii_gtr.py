@@ -17,14 +17,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from simloop.memory import make_memory
-from simloop.parts import MAX_WORDS, draft_answer
-from simloop.parts import classify_ptkb_llm, union_ptkb
-from simloop.parts import current_utterance, grounded_reply
-from simloop.parts import embedding_rerank, multi_query, rrf_fuse
-from simloop.parts import queries_from_answer
-from simloop.parts import timed_stage
-from simloop.search import Hit
+from simloop.parts import (
+    MAX_WORDS,
+    classify_ptkb_llm,
+    current_utterance,
+    draft_answer,
+    embedding_rerank,
+    grounded_reply,
+    multi_query,
+    queries_from_answer,
+    rrf_fuse,
+    timed_stage,
+    union_ptkb,
+)
 from simloop.schema import AssistantReply, DialogueState, PtkbUse, Stage
+from simloop.search import Hit
 
 __all__ = ["NiiGtR"]
 

@@ -13,12 +13,18 @@ from __future__ import annotations
 from typing import Any
 
 from simloop.memory import make_memory
-from simloop.parts import MAX_WORDS, suggest_elements
-from simloop.parts import classify_ptkb_llm
-from simloop.parts import current_utterance, grounded_reply
-from simloop.parts import embedding_rerank, multi_query
-from simloop.parts import llm_rewrite, queries_per_ptkb
-from simloop.parts import timed_stage
+from simloop.parts import (
+    MAX_WORDS,
+    classify_ptkb_llm,
+    current_utterance,
+    embedding_rerank,
+    grounded_reply,
+    llm_rewrite,
+    multi_query,
+    queries_per_ptkb,
+    suggest_elements,
+    timed_stage,
+)
 from simloop.schema import AssistantReply, DialogueState
 
 __all__ = ["NiiRtG"]

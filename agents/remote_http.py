@@ -39,8 +39,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from simloop.errors import DialogueError, first_error
-from simloop.parts import current_utterance
-from simloop.parts import stage_note
+from simloop.parts import current_utterance, stage_note
 from simloop.schema import AssistantReply, ContextInfo, DialogueState, Passage, PtkbUse, Stage
 from simloop.urls import TOKEN_ENV_GOES, check_url, redact_urls
 

@@ -27,7 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from bench_common import (
-    MockProcess, bench_config, close_embedders, figure, info, percentile, run_prepared, warm_embedders,
+    MockProcess,
+    bench_config,
+    close_embedders,
+    figure,
+    info,
+    percentile,
+    run_prepared,
+    warm_embedders,
 )
 
 LATENCY_MS = 200.0

@@ -82,6 +82,7 @@ async def score_run(run_dir: Path, embedder: Any, only: set[str] | None = None) 
 async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """The bench section: run the demo (all pairs; 8 dialogues with --quick), score it."""
     from bench_common import bench_config, figure, info, run_prepared
+
     from simloop.search import open_embedder
 
     pairs = sum(1 for p in (ROOT / "personas").glob("*.toml") for line in p.read_text().splitlines()
@@ -108,9 +109,9 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
 
 
 def _train_turns() -> list[dict[str, Any]]:
-    from simloop.parts import heuristic_rewrite
-
     from bench_common import IKAT_ENV, ikat_dir
+
+    from simloop.parts import heuristic_rewrite
 
     folder = ikat_dir((TRAIN,))
     if folder is None:

@@ -90,7 +90,7 @@ class Steal:
     open (``steal`` in /proc/stat; None where there is no such line).  The load average
     cannot show it: a run slowed by a busy host looks like a run of slower code."""
 
-    def __enter__(self) -> "Steal":
+    def __enter__(self) -> Steal:
         self._start, self.share = self._sample(), None
         return self
 
@@ -153,7 +153,7 @@ class MockProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def __enter__(self) -> "MockProcess":
+    def __enter__(self) -> MockProcess:
         for _ in range(3):  # the free port may be taken between probe and bind
             self.port = _free_port()
             # `timeout` bounds the server's life even if this process dies without stopping it;

@@ -128,9 +128,9 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
 
 async def _profile_client(mock: MockProcess, out: Path, out_dir: Path, c: int) -> dict[str, Any]:
     """Where the client's CPU goes at concurrency ``c`` (pyinstrument; one turn per dialogue)."""
-    from simloop.run import execute, prepare_run
-
     from bench_profile import profiled
+
+    from simloop.run import execute, prepare_run
 
     cfg = bench_config(out, base_url=mock.url, simulator="bench_plugins:OneCallSimulator",
                        assistant="bench_plugins:OneCallAssistant", concurrency=c, limit=c,

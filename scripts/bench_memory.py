@@ -62,8 +62,7 @@ async def make_dialogue(ctx: Any, persona: Any, turns: int) -> tuple[Any, list[A
     """(state with ``turns`` finished turns, top-5 hits per turn) from voice + bm25_extractive."""
     from agents.bm25_extractive import BM25Extractive
     from simloop.schema import DialogueState, Turn, UserTurn
-    from simloop.simulators import Action, SimContext
-    from simloop.simulators import TemplateVoice
+    from simloop.simulators import Action, SimContext, TemplateVoice
 
     scenario = _merged_scenario(persona)
     state = DialogueState(dialogue_id=scenario.dialogue_id, scenario=scenario, max_turns=turns)
@@ -92,9 +91,8 @@ def _replay(dialogue: Any, t: int) -> Any:
 
 async def measure(ctx: Any, dialogue: Any, hits: list[Any]) -> dict[str, list[int]]:
     from simloop.memory import history_share, make_memory
+    from simloop.parts import fit_passages, format_passage, is_dependent
     from simloop.text import count_tokens
-    from simloop.parts import fit_passages, format_passage
-    from simloop.parts import is_dependent
 
     memories = {"full": make_memory("full"), "window": make_memory("window", turns=3),
                 "adaptive": make_memory("adaptive"), "summary": make_memory("summary", max_words=SUMMARY_WORDS)}
@@ -129,9 +127,9 @@ def report(per_dialogue: list[dict[str, list[int]]]) -> dict[str, dict[str, floa
 
 async def main(turns: int, personas: int, out: Path) -> int:
     from simloop.config import RunConfig
-    from simloop.llm import LLMConfig, LLMRole
     from simloop.fakes import MockLLM
     from simloop.inputs import load_personas
+    from simloop.llm import LLMConfig, LLMRole
     from simloop.run import Context
 
     async with MockLLM(seed=1) as mock:

@@ -39,6 +39,7 @@ TARGETS = {"full": (0.9, "higher"), "window": (0.1, "lower")}
 
 async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     from bench_common import figure, info
+
     from simloop.config import RunConfig
     from simloop.memorytest import MemoryTest, parse_config
 

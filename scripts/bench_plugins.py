@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from simloop.llm import ChatResult
-from simloop.schema import AssistantReply, ContextInfo, Passage, PtkbUse, Stage, SimulatorTurn
+from simloop.schema import AssistantReply, ContextInfo, Passage, PtkbUse, SimulatorTurn, Stage
 
 __all__ = ["OneCallSimulator", "OneCallAssistant", "ScriptedUser", "ParkedAssistant", "ScriptedChat", "MeteredRetriever",
            "CpuMeter"]

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any, Awaitable
+from typing import Any
 
 
 async def profiled(coro: Awaitable[Any], text_out: Path | None = None, interval: float = 0.0005) -> tuple[Any, dict[str, Any]]:

@@ -29,25 +29,44 @@ import itertools
 import json
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
 from bench_common import IKAT_ENV, ROOT, figure, ikat_dir, info  # noqa: E402
+
 from simloop.evaluate import ptkb_scores, read_ptkb_qrels  # noqa: E402
 from simloop.inputs import load_ikat_topics  # noqa: E402
-from simloop.parts import rank_ptkb_by_embedding  # noqa: E402
 from simloop.parts import (  # noqa: E402
-    DEFAULT_PARAMS, ENCODER_DEFAULTS, MINILM_PARAMS, RankParams, as_uses, lexical_matrix, order_scores, query_texts, rank_ptkb, score_statements,
-    select_used, similarities,
+    DEFAULT_PARAMS,
+    ENCODER_DEFAULTS,
+    MINILM_PARAMS,
+    RankParams,
+    as_uses,
+    lexical_matrix,
+    order_scores,
+    query_texts,
+    rank_ptkb,
+    rank_ptkb_by_embedding,
+    score_statements,
+    select_used,
+    similarities,
 )
 from simloop.schema import (  # noqa: E402
-    AssistantTurn, Behaviour, PluginRef, ScenarioRef, Stop, Transcript, Turn, UserTurn,
+    AssistantTurn,
+    Behaviour,
+    PluginRef,
+    ScenarioRef,
+    Stop,
+    Transcript,
+    Turn,
+    UserTurn,
 )
 from simloop.search import open_embedder  # noqa: E402
 
@@ -111,7 +130,7 @@ class TopicSet:
 
 def _transcript(persona: Any) -> Any:
     """A replay transcript of one conversation (the fields ``ptkb_scores`` reads, the rest minimal)."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     gold = persona.topics[0].gold_turns
     turns = [Turn(index=k + 1, user=UserTurn(utterance=g.utterance), assistant=AssistantTurn(response=""), gold=g)
              for k, g in enumerate(gold)]

@@ -35,10 +35,16 @@ import numpy as np
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
 import bench_ptkb as B  # noqa: E402
+
 from simloop.parts import (  # noqa: E402
-    RankParams, lexical_matrix, order_scores, query_texts, score_statements, similarities,
+    RankParams,
+    heuristic_rewrite,
+    lexical_matrix,
+    order_scores,
+    query_texts,
+    score_statements,
+    similarities,
 )
-from simloop.parts import heuristic_rewrite  # noqa: E402
 from simloop.search import encode_fixed, open_embedder  # noqa: E402
 from simloop.text import content_words, stem  # noqa: E402
 

@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
-
-import numpy as np
+from typing import Any
 
 import bench_ptkb as B
+import numpy as np
+
 from simloop.evaluate import ptkb_scores, turn_key
 from simloop.parts import RankParams, as_uses, order_scores, query_texts, score_statements, similarities
 
@@ -104,9 +105,7 @@ async def features(ts: B.TopicSet, index: Path) -> list[dict[str, np.ndarray]]:
     from simloop.parts import heuristic_rewrite
     from simloop.run import Context
     from simloop.schema import DialogueState, Scenario, UserTurn
-    from simloop.search import BM25Retriever
-    from simloop.search import RetrievalConfig
-    from simloop.search import open_embedder
+    from simloop.search import BM25Retriever, RetrievalConfig, open_embedder
 
     retriever, embedder = BM25Retriever(index), await open_embedder()
     agent = BM25Extractive(Context(RunConfig(retrieval=RetrievalConfig(index=index)),
@@ -161,9 +160,7 @@ def families() -> dict[str, list[Variant]]:
 
 
 def explore_context(ts: B.TopicSet) -> int:
-    from simloop.search import prepare_environment
-    from simloop.search import demo_index_path
-    from simloop.search import is_lucene_index
+    from simloop.search import demo_index_path, is_lucene_index, prepare_environment
 
     index = demo_index_path()
     if not is_lucene_index(index):

@@ -24,15 +24,16 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
-
-import numpy as np
+from typing import Any
 
 import bench_ptkb as B
+import numpy as np
 from bench_ptkb_explore import turn_features
 from ptkb_context_cv import judge_families
 from ptkb_signals_cv import MIX, Signal, clause_features, content_text_features, token_features, token_record
+
 from simloop.parts import query_texts
 from simloop.search import load_mpnet, open_embedder
 

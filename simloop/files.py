@@ -20,9 +20,10 @@ import re
 import shutil
 import tomllib
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any
 
 from .errors import BadInputError
 

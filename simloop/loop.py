@@ -14,8 +14,9 @@ whatever loop its host chose: nothing here is global.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Coroutine
 from importlib.util import find_spec
-from typing import Any, Callable, Coroutine, TypeVar
+from typing import Any, TypeVar
 
 from .settings import choice
 

@@ -5,7 +5,7 @@ bad value, which the CLI reports as one line and exit 2 before any command write
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from collections.abc import Sequence
 
 from .errors import ConfigError
 

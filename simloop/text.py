@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 __all__ = [
     "STOPWORDS", "TOKENS_PER_WORD",

@@ -14,7 +14,8 @@ loader adds the file and field, the CLI the flag.
 from __future__ import annotations
 
 import random
-from typing import Any, Literal, Mapping
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -128,7 +129,7 @@ class BehaviourSpec(BaseModel):
         """The traits given as a range."""
         return [n for n in TRAITS if isinstance(getattr(self, n), list)]
 
-    def with_overrides(self, overrides: Mapping[str, Any]) -> "BehaviourSpec":
+    def with_overrides(self, overrides: Mapping[str, Any]) -> BehaviourSpec:
         """This spec with ``overrides`` (a run's ``--behaviour``) in place of the persona's values."""
         return BehaviourSpec.model_validate({**self.model_dump(), **overrides}) if overrides else self
 

@@ -18,8 +18,16 @@ from pathlib import Path
 import pytest
 
 from simloop.schema import (
-    AssistantReply, Behaviour, Passage, Persona, PtkbUse, RubricQuestion, Scenario,
-    SimulatorTurn, Stage, Topic,
+    AssistantReply,
+    Behaviour,
+    Passage,
+    Persona,
+    PtkbUse,
+    RubricQuestion,
+    Scenario,
+    SimulatorTurn,
+    Stage,
+    Topic,
 )
 from simloop.search import prepare_environment
 

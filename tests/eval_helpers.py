@@ -7,16 +7,28 @@ test checks can be worked out by hand from what is written here.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Iterable, Sequence
 
 from simloop.schema import (
-    AssistantTurn, Behaviour, ErrorInfo, GoldTurn, Passage, PluginRef, PtkbUse, RunManifest, ScenarioRef, Stage,
-    Stop, Transcript, Turn, UserTurn,
+    AssistantTurn,
+    Behaviour,
+    ErrorInfo,
+    GoldTurn,
+    Passage,
+    PluginRef,
+    PtkbUse,
+    RunManifest,
+    ScenarioRef,
+    Stage,
+    Stop,
+    Transcript,
+    Turn,
+    UserTurn,
 )
 
-T0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
 PTKB = ["I am vegetarian.", "I live in Porto.", "I play the cello.", "I have a dog."]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 
 from conftest import EchoAssistant, ScriptedSimulator
+
 from simloop.errors import LLMConnectionError
 
 __all__ = ["ScriptedSimulator", "FlakyLLMAssistant"]

@@ -8,11 +8,12 @@ real model does.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from simloop.llm.client import ChatResult
-from simloop.text import count_tokens
 from simloop.schema import Stage
+from simloop.text import count_tokens
 
 Reply = str | Exception
 

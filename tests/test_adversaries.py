@@ -8,10 +8,18 @@ import random
 from pathlib import Path
 
 import pytest
-
 from conftest import simloop_cli
-from simloop.fakes.adversaries import (OffTopic, Parrot, Asker, KeywordDump, Shuffled, clarifying_question, restate,
-                                      topic_phrase)
+
+from simloop.fakes.adversaries import (
+    Asker,
+    KeywordDump,
+    OffTopic,
+    Parrot,
+    Shuffled,
+    clarifying_question,
+    restate,
+    topic_phrase,
+)
 from simloop.run.plugins import Assistant
 from simloop.run.recorder import read_manifest, read_transcripts
 from simloop.schema import Behaviour, Persona, RubricQuestion, Scenario, Topic

@@ -11,6 +11,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from conftest import ikat_file, simloop_cli
+
 from simloop.inputs.ikat import load_ikat_topics
 from simloop.inputs.personas import load_personas
 from simloop.run.recorder import read_transcripts
@@ -92,6 +93,7 @@ async def test_a_session_restored_from_disk_shows_the_same_view_and_memory():
     """The rehearsal server's way (dump, load, answer on): the view is rebuilt redacted, and
     the assistant's memory is the restored session's own dict."""
     from conftest import ScriptedSimulator, make_scenario
+
     from simloop.run.session import DialogueSession, DialogueSpec
     from simloop.schema import AssistantReply, PluginRef
 

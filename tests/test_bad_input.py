@@ -8,12 +8,13 @@ import os
 import socket
 import subprocess
 from contextlib import closing
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from conftest import free_port, ikat_file, mock_llm
+from conftest import simloop_cli as cli
 
-from conftest import free_port, ikat_file, mock_llm, simloop_cli as cli
 from simloop.config import RunConfig
 from simloop.run.manifest import new_manifest
 from simloop.run.recorder import Recorder, read_manifest
@@ -38,7 +39,7 @@ def persona_run(tmp_path: Path) -> Path:
     ref = PluginRef(name="offline")
     rec = Recorder.create(tmp_path, new_manifest("personas", cfg, simulator=ref,
                                                   assistant=PluginRef(name="bm25_extractive"), scenarios=2))
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     lines = [Transcript(run_id="personas", dialogue_id=f"p1--t{i}--0",
                         scenario=ScenarioRef(persona_id="p1", topic_id=f"t{i}", behaviour=Behaviour(), seed=0),
                         simulator=ref, assistant=PluginRef(name="bm25_extractive"), started_at=now, ended_at=now,

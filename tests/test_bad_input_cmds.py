@@ -8,11 +8,10 @@ import os
 from pathlib import Path
 
 import pytest
-
-from conftest import free_port, ikat_file, mock_llm, simloop_cli as cli
+from conftest import free_port, ikat_file, mock_llm
+from conftest import simloop_cli as cli
 from eval_helpers import read_json, transcript, turn, write_run
 from test_bad_input import one_line_exit_2, persona_run
-
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,7 +10,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from conftest import simloop_cli
 from test_bad_input import one_line_exit_2
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 
 import pytest
-
-from conftest import free_port, simloop_cli as cli
+from conftest import free_port
+from conftest import simloop_cli as cli
 from test_bad_input import one_line_exit_2, persona_run
 
 AUDIT_KEY = "sk-AUDIT-SECRET-123"

@@ -10,10 +10,10 @@ import pytest
 
 from agents.bm25_extractive import BM25Extractive
 from simloop.errors import BadInputError
-from simloop.run.plugins import Assistant, Context, load_plugin
-from simloop.search import RetrievalConfig
-from simloop.schema import Behaviour, DialogueState, Persona, RubricQuestion, Scenario, Topic, Turn, UserTurn
 from simloop.fakes.seams import HashEmbedder, MemoryRetriever
+from simloop.run.plugins import Assistant, Context, load_plugin
+from simloop.schema import Behaviour, DialogueState, Persona, RubricQuestion, Scenario, Topic, Turn, UserTurn
+from simloop.search import RetrievalConfig
 
 DOCS = [
     ("cello", "Cello\nThe cello is a bowed string instrument. Its four strings are tuned in fifths."),

@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-
 from conftest import write_personas
+
 from simloop.cli import main
 
 PERSONA = """id = "{pid}"

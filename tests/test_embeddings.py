@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
 
 from simloop.errors import RetrievalError
-
 from simloop.search.embeddings import Embedder, MiniLMEmbedder, cosine, open_embedder
 
 

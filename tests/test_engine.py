@@ -3,8 +3,8 @@
 import asyncio
 
 import pytest
-
 from conftest import EchoAssistant, ScriptedSimulator, make_scenario
+
 from simloop.run.engine import Engine, run_dialogue
 from simloop.run.session import DialogueSpec
 from simloop.schema import PluginRef

@@ -5,8 +5,8 @@ import asyncio
 import gc
 
 import pytest
-
 from conftest import EchoAssistant, ScriptedSimulator, make_scenario
+
 from simloop.run.engine import Engine
 from simloop.run.session import DialogueSpec
 from simloop.schema import PluginRef

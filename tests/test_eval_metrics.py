@@ -7,8 +7,8 @@ import math
 from pathlib import Path
 
 import pytest
-
 from eval_helpers import read_json, transcript, turn, write_run
+
 from simloop.errors import DataFileError
 from simloop.evaluate.provenance import passage_scores, ptkb_scores, read_passage_qrels, read_ptkb_qrels
 from simloop.evaluate.summary import EvalOptions, evaluate_run, write_evaluation

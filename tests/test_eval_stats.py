@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from eval_helpers import transcript, turn
+
 from simloop.evaluate.stats import percentiles, run_stats, stage_role
 from simloop.schema import Stage
 

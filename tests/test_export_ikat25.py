@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import ikat_file, simloop_cli
 from eval_helpers import PTKB, transcript, turn, write_run
+
 from simloop.cli import main
 from simloop.errors import BadInputError
 from simloop.evaluate.export import ExportFilter, RunTag, export_run

@@ -10,8 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
-
 from conftest import ikat_file, simloop_cli
+
 from simloop.cli import main
 from simloop.inputs.from_ikat import IKAT_PATIENCE, personas_from_ikat, rubric_from_turns
 from simloop.inputs.ikat import load_ikat_topics

@@ -8,7 +8,6 @@ import os
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, free_port, mock_llm, simloop_cli
 
 pytestmark = pytest.mark.slow  # subprocess runs, MiniLM (the template voice's persona facts)

@@ -11,14 +11,13 @@ import json
 import random
 
 import pytest
+from conftest import ikat_file
 
 from simloop.fakes.adversaries import clarifying_question, restate
 from simloop.fakes.seams import HashEmbedder
 from simloop.schema import RubricQuestion
 from simloop.simulators.graders import EmbeddingGrader, is_asking, is_evasive, residual
 from simloop.simulators.policy import SimContext
-
-from conftest import ikat_file
 
 # (question, keywords, {kind: response}): on-point Wikipedia-style answers must pass (> 3);
 # off-topic and evasive replies must fail (<= 3); topical-but-not-answering and other-aspect

@@ -8,14 +8,19 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from eval_helpers import read_json, transcript, turn, write_run
+
 from simloop.evaluate.judge import (
-    DialogueVerdict, RubricVerdict, harmonic_mean, judge_transcripts, normalise, rubric_groups,
+    DialogueVerdict,
+    RubricVerdict,
+    harmonic_mean,
+    judge_transcripts,
+    normalise,
+    rubric_groups,
 )
+from simloop.fakes.mockllm import MockLLM
 from simloop.llm.client import LLMPool
 from simloop.llm.config import LLMConfig
-from simloop.fakes.mockllm import MockLLM
 from simloop.schema import Stage
 
 

@@ -10,15 +10,20 @@ from types import SimpleNamespace
 import pytest
 from pydantic import BaseModel, Field
 
+from simloop.config import RunConfig, load_config
 from simloop.errors import (
-    ConfigError, EmptyCompletionError, LLMConnectionError, LLMError, LLMStatusError, LLMTimeoutError,
+    ConfigError,
+    EmptyCompletionError,
+    LLMConnectionError,
+    LLMError,
+    LLMStatusError,
+    LLMTimeoutError,
     StructuredOutputError,
 )
+from simloop.fakes.mockllm import FAULT_KINDS, MockLLM
 from simloop.llm.client import ChatModel, LLMConfig, LLMPool, response_format_for, retry_after_s
 from simloop.llm.limits import Endpoint, TokenWindow
-from simloop.fakes.mockllm import FAULT_KINDS, MockLLM
 from simloop.run.plugins import Context
-from simloop.config import RunConfig, load_config
 
 pytestmark = pytest.mark.timeout(90)
 

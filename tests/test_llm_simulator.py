@@ -8,16 +8,16 @@ import numpy as np
 import pytest
 
 from simloop.config import RunConfig
-from simloop.run.engine import run_dialogue
-from simloop.run.session import DialogueSpec
 from simloop.errors import BadInputError
-from simloop.llm.client import ChatResult, LLMConfig, LLMRole
 from simloop.fakes.mockllm import MockLLM
+from simloop.fakes.seams import HashEmbedder
+from simloop.llm.client import ChatResult, LLMConfig, LLMRole
+from simloop.run.engine import run_dialogue
 from simloop.run.plugins import Context, load_plugin
+from simloop.run.session import DialogueSpec
 from simloop.schema import AssistantReply, Behaviour, Persona, PluginRef, RubricQuestion, Scenario, Stage, Stop, Topic
 from simloop.simulators.llm import LLMGrader, LLMSimulator, LLMVoice, build_messages, invalid_reason, second_person
 from simloop.simulators.policy import Action, SimContext
-from simloop.fakes.seams import HashEmbedder
 from simloop.text import looks_like_language
 
 RUBRIC = [

@@ -10,10 +10,10 @@ import os
 from pathlib import Path
 
 import pytest
-
 from conftest import EchoAssistant, simloop_cli
-from simloop.errors import ConfigError
+
 import simloop.loop as loop_module
+from simloop.errors import ConfigError
 from simloop.loop import ENV, loop_name, run, running_loop_name
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -4,20 +4,32 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from scripted_chat import ScriptedChat
+
+from simloop.config import RunConfig
 from simloop.errors import LLMTimeoutError
+from simloop.fakes.seams import HashEmbedder
 from simloop.memory import (
-    FullHistory, MemoryStrategy, SummaryMemory, WindowMemory, available_strategies, make_memory,
+    FullHistory,
+    MemoryStrategy,
+    SummaryMemory,
+    WindowMemory,
+    available_strategies,
+    make_memory,
 )
-from simloop.text import clip_to_tokens, count_tokens
 from simloop.memory.adaptive import (
-    AdaptiveMemory, _extract, _Msg, _render, entity_score, history_share, segment, window_size,
+    AdaptiveMemory,
+    _extract,
+    _Msg,
+    _render,
+    entity_score,
+    history_share,
+    segment,
+    window_size,
 )
 from simloop.run.plugins import Context
-from simloop.config import RunConfig
 from simloop.schema import Behaviour, DialogueState, Persona, RubricQuestion, Scenario, Topic, Turn, UserTurn
-from simloop.fakes.seams import HashEmbedder
+from simloop.text import clip_to_tokens, count_tokens
 
 PTKB = ["I am vegetarian.", "I live in Porto and cycle to work.", "I play the cello in an orchestra."]
 

@@ -8,29 +8,39 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import EchoAssistant, make_persona
 
 from agents.bm25_extractive import BM25Extractive, memory_statements
-from conftest import EchoAssistant, make_persona
 from simloop.cli import main
 from simloop.config import RunConfig, load_config
-from simloop.run.engine import run_dialogue
-from simloop.run.session import DialogueSpec
 from simloop.errors import ConfigError
+from simloop.fakes.mockllm import MockLLM
+from simloop.fakes.seams import HashEmbedder, MemoryRetriever
 from simloop.memory import ContextPart, SummaryMemory, make_memory
-from simloop.memorytest.facts import FACTS, fact_by_id, find_terms, mentions, score_rules
 from simloop.memory.offline import MODEL_NAME, OfflineSummariser
+from simloop.memorytest.facts import FACTS, fact_by_id, find_terms, mentions, score_rules
+from simloop.memorytest.formats import MemoryResults
 from simloop.memorytest.probes import PROBE, REVEAL, ProbeSimulator, build_probes, deal_facts, query_kept
 from simloop.memorytest.run import MEMORY_FILE, SIMULATOR, MemoryTest, parse_config
-from simloop.memorytest.formats import MemoryResults
 from simloop.memorytest.score import score_probe, summarise_probes
-from simloop.fakes.mockllm import MockLLM
+from simloop.run.engine import run_dialogue
 from simloop.run.plugins import Context
 from simloop.run.recorder import read_manifest, read_transcripts
+from simloop.run.session import DialogueSpec
 from simloop.schema import (
-    Behaviour, DialogueState, Persona, PluginRef, RubricQuestion, Scenario, Stop, Topic, Transcript, Turn, UserTurn,
+    Behaviour,
+    DialogueState,
+    Persona,
+    PluginRef,
+    RubricQuestion,
+    Scenario,
+    Stop,
+    Topic,
+    Transcript,
+    Turn,
+    UserTurn,
     utcnow,
 )
-from simloop.fakes.seams import HashEmbedder, MemoryRetriever
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [

@@ -11,13 +11,13 @@ import signal
 from pathlib import Path
 
 import pytest
+from test_memorytest import DOCS, ROOT, _base, _config
 
 from simloop.cli import build_parser
 from simloop.fakes.seams import HashEmbedder, MemoryRetriever
 from simloop.memorytest.formats import MemoryResults
 from simloop.memorytest.run import MEMORY_FILE, MemoryTest, parse_config
 from simloop.run.recorder import read_manifest
-from test_memorytest import DOCS, ROOT, _base, _config
 
 
 def _fakes() -> dict:

@@ -14,8 +14,8 @@ import pytest
 from pydantic import BaseModel, Field
 
 from simloop.errors import BadInputError
-from simloop.llm.structured import response_format_for
 from simloop.fakes.mockllm import FAULT_KINDS, MockLLM, MockOptions
+from simloop.llm.structured import response_format_for
 from simloop.text import looks_like_language
 
 pytestmark = pytest.mark.timeout(60)

@@ -6,13 +6,13 @@ import asyncio
 
 import pytest
 
+from simloop.fakes.seams import HashEmbedder
 from simloop.parts.generate import NO_ANSWER, extractive_answer
 from simloop.parts.ptkb import rank_ptkb_by_embedding
 from simloop.parts.rewrite import heuristic_rewrite, is_dependent
 from simloop.parts.stages import timed_stage
-from simloop.text import STOPWORDS, words
 from simloop.search import Hit
-from simloop.fakes.seams import HashEmbedder
+from simloop.text import STOPWORDS, words
 
 PTKB = ["I am vegetarian and I cook tofu often.", "I live in Porto.", "I play the cello in an orchestra."]
 

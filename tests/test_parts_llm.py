@@ -8,25 +8,38 @@ import asyncio
 import json
 
 import pytest
-
 from scripted_chat import ScriptedChat
+
 from simloop.config import RunConfig
-from simloop.llm.config import LLMConfig, LLMRole
-from simloop.text import count_tokens
 from simloop.fakes.mockllm import MockLLM
+from simloop.fakes.seams import HashEmbedder, MemoryRetriever
+from simloop.llm.config import LLMConfig, LLMRole
 from simloop.parts.generate_llm import check_references, draft_answer, grounded_answer, suggest_elements
 from simloop.parts.ptkb_llm import (
-    classify_ptkb_llm, format_ptkb, lexical_scores, ranking_from_set, score_ptkb_llm, union_ptkb, used_only,
-    uses_from_indices, vote_ptkb,
+    classify_ptkb_llm,
+    format_ptkb,
+    lexical_scores,
+    ranking_from_set,
+    score_ptkb_llm,
+    union_ptkb,
+    used_only,
+    uses_from_indices,
+    vote_ptkb,
 )
 from simloop.parts.retrieve import (
-    embedding_rerank, fit_passages, format_passage, multi_query, rrf_fuse, search_all, to_passages,
+    embedding_rerank,
+    fit_passages,
+    format_passage,
+    multi_query,
+    rrf_fuse,
+    search_all,
+    to_passages,
 )
 from simloop.parts.rewrite_llm import clean_query, iterative_rewrite, llm_rewrite, queries_from_answer, queries_per_ptkb
 from simloop.run.plugins import Context
-from simloop.search import Hit
 from simloop.schema import PtkbUse
-from simloop.fakes.seams import HashEmbedder, MemoryRetriever
+from simloop.search import Hit
+from simloop.text import count_tokens
 
 PTKB = ["I am vegetarian.", "I live in Porto.", "I play the cello in an orchestra.", "I cycle to work."]
 DOCS = [

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import simloop_cli
+
 from simloop.cli import main
 from simloop.config import RunConfig
 from simloop.errors import BadInputError

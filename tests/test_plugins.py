@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, EchoAssistant
 
-from conftest import EchoAssistant, ROOT
 from simloop.config import RunConfig
 from simloop.run.plugins import Context, close_plugins, effective_params, load_plugin
 from simloop.run.recorder import read_manifest, read_transcripts

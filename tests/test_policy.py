@@ -4,16 +4,25 @@ from __future__ import annotations
 
 import pytest
 
+from simloop.fakes.seams import HashEmbedder
 from simloop.run.engine import run_dialogue
-from simloop.run.session import DialogueSpec
 from simloop.run.plugins import Context
+from simloop.run.session import DialogueSpec
 from simloop.schema import (
-    AssistantReply, AssistantTurn, Behaviour, DialogueState, Persona, PluginRef, RubricQuestion, Scenario, Topic,
-    Turn, UserTurn,
+    AssistantReply,
+    AssistantTurn,
+    Behaviour,
+    DialogueState,
+    Persona,
+    PluginRef,
+    RubricQuestion,
+    Scenario,
+    Topic,
+    Turn,
+    UserTurn,
 )
 from simloop.simulators.offline import OfflineSimulator
 from simloop.simulators.policy import Observation, RubricPolicy, mood_for
-from simloop.fakes.seams import HashEmbedder
 
 RUBRIC = [RubricQuestion(id=f"q{i}", question=f"Question number {i}?") for i in range(1, 4)]
 PASS, FAIL = Observation(4.0), Observation(1.0)

@@ -9,7 +9,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import free_port, mock_llm
 
 
@@ -37,10 +36,10 @@ def test_a_run_that_calls_a_model_imports_openai_while_preparing(tmp_path):
 
 def test_a_plain_http_endpoint_is_checked_without_loading_the_ca_bundle(monkeypatch):
     # Loading the bundle cost 50-100 ms of CPU in front of every run against a local server.
+    import simloop.llm.http  # noqa: F401  what check_endpoints imports last: aiohttp makes contexts at import
     from simloop.errors import ConfigError
     from simloop.llm.config import LLMConfig
     from simloop.llm.preflight import check_endpoints
-    import simloop.llm.http  # noqa: F401  what check_endpoints imports last: aiohttp makes contexts at import
 
     for var in ("http_proxy", "https_proxy", "all_proxy"):
         monkeypatch.delenv(var, raising=False)

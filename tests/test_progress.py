@@ -12,14 +12,14 @@ import sys
 from pathlib import Path
 
 import numpy as np
-
 from conftest import ROOT, simloop_cli
 from eval_helpers import read_json, transcript, turn, write_run
-from simloop.evaluate.judge import judge_calls, judge_transcripts
-from simloop.search.vectors import PassageVectors, write_vectors
 from test_embeddings import CountingModel
 from test_judge import ScriptedJudge
 from test_retrieval import DOCS, write_jsonl
+
+from simloop.evaluate.judge import judge_calls, judge_transcripts
+from simloop.search.vectors import PassageVectors, write_vectors
 
 
 class Tally:

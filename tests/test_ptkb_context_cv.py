@@ -4,10 +4,8 @@ add exactly the term they name to the MiniLM ranker's scores."""
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
-
 from conftest import bench_script
 
 from simloop.parts.ptkb_rank import RankParams, score_statements

@@ -7,10 +7,10 @@ fakes (the PTKB stage reads neither)."""
 
 from __future__ import annotations
 
-
 import pytest
-
 from conftest import IKAT, bench_script, ikat_file
+from test_bm25_extractive import DOCS, make_config
+
 from agents.bm25_extractive import BM25Extractive
 from simloop.evaluate.provenance import ptkb_scores
 from simloop.fakes.seams import HashEmbedder, MemoryRetriever
@@ -18,7 +18,6 @@ from simloop.parts.ptkb_rank import DEFAULT_PARAMS, MINILM_PARAMS
 from simloop.run.plugins import Context
 from simloop.schema import DialogueState, Scenario, UserTurn
 from simloop.search.embeddings import open_embedder
-from test_bm25_extractive import DOCS, make_config
 
 CONVERSATIONS = 2  # enough turns to carry history; the full set is the bench's job
 

@@ -4,16 +4,21 @@ test_ptkb_parity.py), and its bench's skip."""
 
 from __future__ import annotations
 
-
 from dataclasses import replace
 
 import numpy as np
 import pytest
-
 from conftest import bench_script
 
 from simloop.parts.ptkb_rank import (
-    DEFAULT_PARAMS, MINILM_PARAMS, RankParams, as_uses, rank_ptkb, rank_ptkb_uses, score_statements, select_used,
+    DEFAULT_PARAMS,
+    MINILM_PARAMS,
+    RankParams,
+    as_uses,
+    rank_ptkb,
+    rank_ptkb_uses,
+    score_statements,
+    select_used,
 )
 
 M = MINILM_PARAMS  # the tests below run MiniLM's vectors

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import bench_script
 
 from simloop.parts.ptkb_rank import RankParams, score_statements

@@ -1,17 +1,17 @@
 import asyncio
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from simloop.errors import DataFileError, ResumeError
-from simloop.run.recorder import Recorder, ReadReport, read_manifest, read_transcripts
-from simloop.schema import PluginRef, RunManifest, ScenarioRef, Behaviour, Stop, Transcript
+from simloop.run.recorder import ReadReport, Recorder, read_manifest, read_transcripts
+from simloop.schema import Behaviour, PluginRef, RunManifest, ScenarioRef, Stop, Transcript
 
 
 def _t(i: int) -> Transcript:
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     return Transcript(run_id="r1", dialogue_id=f"d{i}",
                       scenario=ScenarioRef(persona_id="p", topic_id="t", behaviour=Behaviour(), seed=i),
                       simulator=PluginRef(name="s"), assistant=PluginRef(name="a"),

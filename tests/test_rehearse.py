@@ -275,8 +275,9 @@ async def test_session_reply_of_an_ended_session_says_why_it_ended(tmp_path):
     # A team that crashes after the closing line arrived but before it recorded the dialogue
     # resumes through /session, whose reply clears the flags; it carried no reason, and the
     # team recorded "user_satisfied" where the server recorded "max_turns" or "user_gave_up".
-    from simloop.simapi.protocol import UserUtterance
     from test_server_protocol import SimApi
+
+    from simloop.simapi.protocol import UserUtterance
 
     cfg = RunConfig.model_validate({"out": str(tmp_path / "out"), "scenarios": {"personas_dir": str(_write_personas(tmp_path))},
                                     "simulator": {"name": "test_server_protocol:QuickSimulator"}})

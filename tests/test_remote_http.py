@@ -6,14 +6,14 @@ import asyncio
 import json
 
 import pytest
+from conftest import ScriptedSimulator, make_scenario
 
 from agents.remote_http import REMOTE_ERROR_RESPONSE, RemoteHTTP
-from conftest import ScriptedSimulator, make_scenario
 from simloop.config import RunConfig
-from simloop.run.engine import run_dialogue
-from simloop.run.session import DialogueSpec
 from simloop.errors import BadInputError, DialogueError
+from simloop.run.engine import run_dialogue
 from simloop.run.plugins import Context, load_plugin
+from simloop.run.session import DialogueSpec
 from simloop.schema import DialogueState, PluginRef, Turn, UserTurn
 
 GOOD = {"response": "Porto is lovely.", "rewritten_query": "porto vegetarian food",
@@ -34,7 +34,7 @@ class TinyServer:
         self.url = ""
         self._server: asyncio.Server | None = None
 
-    async def __aenter__(self) -> "TinyServer":
+    async def __aenter__(self) -> TinyServer:
         self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
         self.url = f"http://127.0.0.1:{self._server.sockets[0].getsockname()[1]}/respond"
         return self

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from conftest import ikat_file, make_scenario
 
-from conftest import ikat_file
 from simloop.errors import DialogueError
 from simloop.inputs.ikat import load_ikat_topics
 from simloop.schema import AssistantTurn, DialogueState, Scenario, Turn, UserTurn
 from simloop.simulators.replay import ReplaySimulator
-
-from conftest import make_scenario
 
 
 def scenarios() -> list[Scenario]:

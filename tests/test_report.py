@@ -9,6 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from eval_helpers import T0, transcript, turn, write_run
+
 from simloop.cli import main
 from simloop.evaluate.diagnostics import diagnose
 from simloop.evaluate.report import load_views, render_html

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from eval_helpers import transcript, turn, write_run
+
 from simloop.evaluate.report import load_views, write_report
 from simloop.evaluate.summary import EvalOptions, evaluate_run, write_evaluation
 from simloop.schema import GoldTurn, Stage

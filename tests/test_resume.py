@@ -9,10 +9,11 @@ import os
 import subprocess
 from pathlib import Path
 
-from simloop.run.recorder import Recorder, ReadReport, read_manifest, read_transcripts
-from simloop.schema import ErrorInfo
 from conftest import simloop_cli
 from test_recorder import _manifest, _t
+
+from simloop.run.recorder import ReadReport, Recorder, read_manifest, read_transcripts
+from simloop.schema import ErrorInfo
 
 ROOT = Path(__file__).resolve().parents[1]
 SIM, ASSISTANT = "resume_plugins:ScriptedSimulator", "resume_plugins:FlakyLLMAssistant"

@@ -11,15 +11,26 @@ import threading
 from pathlib import Path
 
 import pytest
-
 from conftest import simloop_cli
+
 from simloop.errors import BadInputError, DataFileError, IndexMissingError, RetrievalError
 from simloop.llm.config import NO_KEY, PLACEHOLDER_KEY, LLMRole
 from simloop.search import (
-    BM25Retriever, Hit, RetrievalConfig, Retriever, boot_jvm, build_index, demo_index, demo_index_ready,
-    is_lucene_index, open_retriever, prepare_environment, validate_corpus, write_wiki_corpus,
+    BM25Retriever,
+    Hit,
+    RetrievalConfig,
+    Retriever,
+    boot_jvm,
+    build_index,
+    demo_index,
+    demo_index_ready,
+    is_lucene_index,
+    jvm,
+    open_retriever,
+    prepare_environment,
+    validate_corpus,
+    write_wiki_corpus,
 )
-from simloop.search import jvm
 
 DOCS = [
     {"id": "cello", "title": "Cello", "contents": "The cello is a bowed string instrument of the violin family."},

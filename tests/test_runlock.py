@@ -13,12 +13,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_recorder import _manifest
+from test_resume import ASSISTANT, SIM, cli, lines_of
 
 from simloop.errors import ResumeError
 from simloop.run.recorder import Recorder
 from simloop.run.runlock import LOCK_FILE, RunLock
-from test_recorder import _manifest
-from test_resume import ASSISTANT, SIM, cli, lines_of
 
 ROOT = Path(__file__).resolve().parents[1]
 

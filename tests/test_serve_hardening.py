@@ -7,11 +7,11 @@ import asyncio
 import json
 
 import httpx
+from test_server_protocol import TOKEN_A, TOKENS, QuickSimulator, make_cfg
 
+from simloop.fakes.seams import HashEmbedder, MemoryRetriever
 from simloop.simapi.app import ServeOptions, create_app, running
 from simloop.simapi.protocol import MAX_DESCRIPTION_CHARS, MAX_RESPONSE_CHARS
-from simloop.fakes.seams import HashEmbedder, MemoryRetriever
-from test_server_protocol import TOKEN_A, TOKENS, QuickSimulator, make_cfg
 
 SIM = "test_server_protocol:QuickSimulator"
 assert QuickSimulator  # the simulator the server loads by name

@@ -21,11 +21,11 @@ from pathlib import Path
 import httpx
 
 from simloop.config import RunConfig
+from simloop.fakes.seams import HashEmbedder, MemoryRetriever
 from simloop.run.recorder import read_manifest, read_transcripts
 from simloop.schema import SimulatorTurn
 from simloop.simapi.app import ServeOptions, create_app, running
 from simloop.simapi.runs import ServeLimits
-from simloop.fakes.seams import HashEmbedder, MemoryRetriever
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN_A = "dGVhbS1hLXNlY3JldC10b2tlbi0xMjM0NQ=="  # base64, like the organisers' tokens

@@ -6,6 +6,7 @@ import asyncio
 import json
 
 from conftest import EchoAssistant, ScriptedSimulator, make_scenario
+
 from simloop.errors import DialogueError, LLMTimeoutError, RetrievalError
 from simloop.run.session import DialogueSession, DialogueSpec
 from simloop.schema import AssistantReply, PluginRef, SimulatorTurn, Stage

@@ -10,9 +10,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import simloop_cli, write_personas
 
 import simloop
-from conftest import simloop_cli, write_personas
 from simloop.errors import DataFileError
 from simloop.inputs.personas import load_personas
 from simloop.simulators.cues import mentions_statement

@@ -11,11 +11,11 @@ from pathlib import Path
 from simloop.fakes.seams import HashEmbedder
 from simloop.inputs.personas import load_personas
 from simloop.schema import Behaviour, Persona, RubricQuestion, Scenario, Topic
+from simloop.simulators.cues import mentions_statement
 from simloop.simulators.paraphrase import casual, clauses, elide_topic, indirect, misspell, subject
 from simloop.simulators.policy import Action, Ending, Observation, RubricPolicy, SimContext
-from simloop.simulators.cues import mentions_statement
-from simloop.text import content_terms, words
 from simloop.simulators.voices import TemplateVoice
+from simloop.text import content_terms, words
 
 ROOT = Path(__file__).resolve().parents[1]
 

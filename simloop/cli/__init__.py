@@ -11,15 +11,15 @@ import argparse
 import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ..errors import BadInputError, SimloopError
 from ..llm import transport_name
 from ..loop import loop_name
+from ..run import INTERRUPTED, exit_now, sigterm_as_sigint
 from ..settings import demo_vectors, embed_runtime, embed_threads
 from ..urls import RedactURLs
-from ..run import INTERRUPTED, exit_now, sigterm_as_sigint
 from .args import Parser
 from .flags import RUN_FLAGS, add_flags, check_sources_named, config_from_flags, given_llm_flags, resumed_config
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any, NoReturn, Iterable
+from collections.abc import Iterable
+from typing import Any, NoReturn
 
 from ..errors import BadInputError
 

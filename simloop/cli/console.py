@@ -6,10 +6,10 @@ directory on the last line so scripts can capture it with ``tail -n 1``.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from statistics import mean
-from contextlib import contextmanager
-from typing import Callable, Iterator
 
 from rich.console import Console
 from rich.panel import Panel
@@ -18,9 +18,7 @@ from rich.table import Table
 
 from ..config import RunConfig, ScenarioSelection
 from ..loop import run as run_loop
-from ..run import Event, RunStats
-from ..run import at_hard_exit
-from ..run import ReadReport, read_manifest, read_transcripts
+from ..run import Event, ReadReport, RunStats, at_hard_exit, read_manifest, read_transcripts
 from ..schema import Transcript
 
 __all__ = ["run_with_progress", "progress_bar", "CountingBar", "run_events", "live", "print_list", "show_run",

@@ -33,8 +33,7 @@ def _positive(name: str, value: int | float | None) -> None:
 
 # ----------------------------------------------------------------------------- eval
 def cmd_eval(a: argparse.Namespace) -> int:
-    from ..evaluate import EvalOptions, check_options, evaluate_run, write_evaluation
-    from ..evaluate import rich_summary
+    from ..evaluate import EvalOptions, check_options, evaluate_run, rich_summary, write_evaluation
     from .console import CountingBar, live
 
     opts = EvalOptions(qrels=a.qrels, ptkb_qrels=a.ptkb_qrels, judge=a.judge, judge_base_url=a.judge_base_url,
@@ -67,8 +66,7 @@ def _first_judge_error(scores: list[DialogueScores]) -> str:
 
 # ----------------------------------------------------------------------------- report
 def cmd_report(a: argparse.Namespace) -> int:
-    from ..evaluate import load_views, write_report
-    from ..evaluate import rich_compare, rich_memory, rich_reference
+    from ..evaluate import load_views, rich_compare, rich_memory, rich_reference, write_report
 
     for d in a.run_dirs:
         check_run_dir(d)

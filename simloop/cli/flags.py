@@ -10,8 +10,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from ..config import RunConfig, apply_overrides, config_diff, load_config, merge_trees, with_absolute_paths
 from ..errors import BadInputError, ConfigError, ResumeError

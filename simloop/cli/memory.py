@@ -16,8 +16,7 @@ from .args import parse_params
 from .flags import RUN_FLAGS, add_flags, check_params_named, config_from_flags
 
 if TYPE_CHECKING:
-    from ..memorytest import MemoryResults
-    from ..memorytest import MemoryTest
+    from ..memorytest import MemoryResults, MemoryTest
     from ..run import Event
 
 __all__ = ["add_commands", "cmd_memory"]
@@ -44,7 +43,7 @@ def _params(pairs: list[str] | None) -> dict[str, Any]:
     return parse_params(pairs, "--assistant-param")
 
 
-def _progress(test: "MemoryTest", enabled: bool):
+def _progress(test: MemoryTest, enabled: bool):
     """A turn-level bar over every strategy (dialogues are long; a dialogue bar would stall)."""
     from .console import progress_bar
 
@@ -52,7 +51,7 @@ def _progress(test: "MemoryTest", enabled: bool):
     task = progress.add_task(test.cfg.strategies[0], total=test.total_turns)
     planned = {p.dialogue_id: p.probe_turn for s in test.strategies for _, p in s.plans}
 
-    def on_event(strategy: str, ev: "Event") -> None:
+    def on_event(strategy: str, ev: Event) -> None:
         if ev.kind == "turn":
             progress.update(task, advance=1, description=strategy)
         elif ev.kind == "ended" and ev.transcript is not None:  # a dialogue cut short: skip its missing turns
@@ -61,7 +60,7 @@ def _progress(test: "MemoryTest", enabled: bool):
     return progress, on_event
 
 
-def _query_table(memory: "MemoryResults"):
+def _query_table(memory: MemoryResults):
     """Where the fact was still in the probe's rewritten query: offline, the mechanism
     behind recall (an extractive answer can only use what retrieval was asked for)."""
     from rich.table import Table

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ..run import INFRASTRUCTURE, ReadReport, read_manifest, read_transcripts
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -117,13 +118,13 @@ def _print_lanes(results: list[Any]) -> None:
 
 
 def cmd_rehearse(a: argparse.Namespace) -> int:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from ..run import execute, prepare_run
     from .console import err, live, out, progress_bar, run_events, summary_table
 
     _check_flags(a)
-    a.run_id = a.run_id or "rehearse-" + datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    a.run_id = a.run_id or "rehearse-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     token_env, token = _token(a)
     cfg = _config(a, token_env)
     run_dir = cfg.out / a.run_id

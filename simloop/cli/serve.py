@@ -17,8 +17,8 @@ import argparse
 import os
 import socket
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from ..config import PluginSpec, RunConfig
 from ..errors import BadInputError, check_port, listen_error
@@ -115,8 +115,7 @@ def route_prefix(prefix: str) -> str:
 def cmd_serve(a: argparse.Namespace) -> int:
     import uvicorn
 
-    from ..simapi import ServeOptions, create_app
-    from ..simapi import RunService, ServeLimits
+    from ..simapi import RunService, ServeLimits, ServeOptions, create_app
 
     _check_limits(a)
     prefix = route_prefix(a.prefix)

@@ -32,18 +32,17 @@ import re
 import socket
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..config import RunConfig
-from ..loop import run as run_loop
-from .worker import DialogueWorker, RateGate, worker_config
-from ..run import RunStats, gather_until_cancelled
-from ..run import until_signalled
-from ..run import close_plugins
 from ..errors import ConfigError
+from ..loop import run as run_loop
+from ..run import RunStats, close_plugins, gather_until_cancelled, until_signalled
 from ..schema import ErrorInfo, Stop, Transcript, Usage, utcnow
+from .worker import DialogueWorker, RateGate, worker_config
 
 __all__ = ["run_ray", "RayRun", "plan_shards", "MAX_ATTEMPTS", "LOCAL_WORKERS"]
 
@@ -262,7 +261,7 @@ class _NoProgress:
     def update(self, *args: Any, **kw: Any) -> None:
         pass
 
-    def __enter__(self) -> "_NoProgress":
+    def __enter__(self) -> _NoProgress:
         return self
 
     def __exit__(self, *exc: Any) -> bool:

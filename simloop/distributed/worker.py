@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 from ..config import RunConfig, with_absolute_paths
-from ..run import Engine, Event
-from ..run import DialogueSpec
 from ..llm import Permit
+from ..run import DialogueSpec, Engine, Event
 from ..schema import Scenario, Transcript
 
 __all__ = ["RateGate", "DialogueWorker", "gate_permit", "worker_config", "TICK_S"]
@@ -103,8 +103,7 @@ class DialogueWorker:
 
     def __init__(self, cfg_json: str, spec: DialogueSpec, concurrency: int, gate: Any | None):
         from ..llm import LLMPool
-        from ..run import Context, load_plugin
-        from ..run import load_sources
+        from ..run import Context, load_plugin, load_sources
 
         self.cfg = RunConfig.model_validate_json(cfg_json)
         self.spec, self.concurrency = spec, concurrency

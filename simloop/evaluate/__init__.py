@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 if _TYPE_CHECKING:
-    from .export import ExportFilter, FORMATS, RunTag, export_run
+    from .export import FORMATS, ExportFilter, RunTag, export_run
     from .formats import DialogueScores, RunSummary
     from .provenance import ptkb_scores, read_ptkb_qrels, turn_key
     from .report import load_views, write_report

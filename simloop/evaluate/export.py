@@ -10,18 +10,19 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence, get_args
+from typing import Any, get_args
 
 from ..errors import BadInputError, DataFileError, check_known
-from .provenance import ikat_qid
-from .stats import mean_grade
 from ..files import atomic_open, atomic_write, check_out_file, check_run_dir
-from .summary import load_run, load_scores, load_summary, resolve_source, stale_reason
 from ..schema import Persona, RunManifest, StopReason, Transcript
 from .export_chat import chats, validate_chat
 from .export_ikat25 import RunTag, ikat25_run
+from .provenance import ikat_qid
+from .stats import mean_grade
+from .summary import load_run, load_scores, load_summary, resolve_source, stale_reason
 
 __all__ = ["FORMATS", "ExportFilter", "ExportResult", "RunTag", "export_run", "validate_chat", "select",
            "check_filter", "scenario_sources", "trec_scores"]

@@ -4,7 +4,8 @@ dialogue's user and assistant turns strictly alternating, each conversation chec
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..schema import Behaviour, Persona, Transcript
 

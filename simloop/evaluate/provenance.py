@@ -19,12 +19,12 @@ Passage metrics are means over the turns whose qid the qrels judge at all.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import ir_measures
-from ir_measures import AP, R, P, SetF, SetP, SetR, nDCG
+from ir_measures import AP, P, R, SetF, SetP, SetR, nDCG
 
 from ..errors import DataFileError
 from ..files import read_text

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import html
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -270,7 +271,7 @@ def render_html(views: Sequence[RunView]) -> str:
     bodies = {sid: body for sid, body in _bodies(views).items() if body}
     nav = "".join(f'<a href="#{sid}">{_e(_TITLES[sid])}</a>' for sid in SECTIONS if sid in bodies)
     sections = "".join(_section(sid, _TITLES[sid], bodies[sid]) for sid in SECTIONS if sid in bodies)
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>simloop report: {_e(', '.join(names))}</title><style>{_CSS}</style></head><body><main>"

@@ -6,7 +6,7 @@ closing line or the error that ended it."""
 from __future__ import annotations
 
 import html
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..schema import Transcript, Turn
 from .stats import dialogue_latency_ms, mean_grade

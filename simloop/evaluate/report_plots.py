@@ -11,7 +11,8 @@ from __future__ import annotations
 import base64
 import io
 from collections import Counter
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..memorytest import MemoryResults
 from ..schema import Transcript

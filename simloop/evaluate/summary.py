@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -24,8 +25,17 @@ from ..progress import NO_PROGRESS, ProgressSink
 from ..run import DIALOGUES, ReadReport, read_manifest, read_transcripts
 from ..schema import RunManifest, Transcript
 from .formats import (
-    DialogueJudgeScores, DialogueScores, EvaluatedInput, JudgeSummary, PassageMetrics, PtkbMetrics, PtkbReference, ReadNotes,
-    RunStats, RunSummary, TurnScores,
+    DialogueJudgeScores,
+    DialogueScores,
+    EvaluatedInput,
+    JudgeSummary,
+    PassageMetrics,
+    PtkbMetrics,
+    PtkbReference,
+    ReadNotes,
+    RunStats,
+    RunSummary,
+    TurnScores,
 )
 from .provenance import ikat_qid, passage_scores, ptkb_scores, read_passage_qrels, read_ptkb_qrels, turn_key
 from .stats import mean_grade, run_stats
@@ -238,7 +248,7 @@ def _absolute(path: Path | None) -> str | None:
 
 def _with_header(summary: RunSummary, run_dir: Path, manifest: RunManifest | None, report: ReadReport,
                  evaluated: EvaluatedInput) -> RunSummary:
-    head: dict[str, Any] = {"run_dir": str(run_dir), "evaluated_at": datetime.now(timezone.utc),
+    head: dict[str, Any] = {"run_dir": str(run_dir), "evaluated_at": datetime.now(UTC),
                             "evaluated": evaluated}
     if manifest is not None:
         head.update(run_id=manifest.run_id, assistant=manifest.assistant.name, simulator=manifest.simulator.name,

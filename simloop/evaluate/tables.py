@@ -6,8 +6,9 @@ numbers under the same names.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence, get_args
+from typing import Any, get_args
 
 from pydantic import BaseModel
 from rich.table import Table

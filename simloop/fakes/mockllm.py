@@ -23,8 +23,9 @@ import random
 import signal
 import time
 from collections import Counter, deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from ..errors import BadInputError, check_port, listen_error
 from ..loop import run as run_loop
@@ -164,7 +165,7 @@ class MockLLM:
         await self._server.wait_closed()
         self._server = None
 
-    async def __aenter__(self) -> "MockLLM":
+    async def __aenter__(self) -> MockLLM:
         await self.start()
         return self
 

@@ -10,7 +10,7 @@ import hashlib
 import math
 import re
 from collections import Counter
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 

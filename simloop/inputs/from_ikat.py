@@ -38,8 +38,8 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from ..errors import DataFileError
 from ..schema import Behaviour, GoldTurn, Persona, RubricQuestion, Topic

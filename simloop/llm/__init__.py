@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 if _TYPE_CHECKING:
     from .client import ChatResult, LLMPool
-    from .config import LLMConfig, LLMRole, LLMRoleOverride, PLACEHOLDER_KEY, role_setting
+    from .config import PLACEHOLDER_KEY, LLMConfig, LLMRole, LLMRoleOverride, role_setting
     from .limits import Permit
     from .meter import metered
     from .preflight import check_endpoints, check_judge_llm

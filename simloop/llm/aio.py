@@ -19,8 +19,9 @@ import datetime
 import functools
 import ssl
 import time
+from collections.abc import Iterator
 from http.cookiejar import CookieJar
-from typing import Any, Iterator
+from typing import Any
 
 import aiohttp
 import httpx2

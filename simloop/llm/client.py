@@ -17,25 +17,32 @@ import json
 import random
 import re
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from ..errors import (
-    EmptyCompletionError, InvalidOutputError, LLMConnectionError, LLMError, LLMStatusError, LLMTimeoutError,
+    EmptyCompletionError,
+    InvalidOutputError,
+    LLMConnectionError,
+    LLMError,
+    LLMStatusError,
+    LLMTimeoutError,
     StructuredOutputError,
 )
-from .cache import CachedCompletion, CompletionCache, cache_key
-from .config import NO_KEY, LLMConfig, LLMRole
-from .structured import REPAIR_PROMPT, response_format_for, strict_json_schema, validate_json
-from .limits import Endpoint, Permit
-from .meter import bill
-from .retry import retry_after_s, retryable as _retryable
-from .usage import RoleUsage, Tally, merge_usage, sum_stages
 from ..schema import Stage
 from ..urls import redact_urls
+from .cache import CachedCompletion, CompletionCache, cache_key
+from .config import NO_KEY, LLMConfig, LLMRole
+from .limits import Endpoint, Permit
+from .meter import bill
+from .retry import retry_after_s
+from .retry import retryable as _retryable
+from .structured import REPAIR_PROMPT, response_format_for, strict_json_schema, validate_json
+from .usage import RoleUsage, Tally, merge_usage, sum_stages
 
 __all__ = ["LLMRole", "LLMConfig", "LLMPool", "ChatModel", "ChatResult", "strict_json_schema", "response_format_for",
            "retry_after_s"]

@@ -15,7 +15,14 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import (
-    AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer, model_validator,
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
 )
 
 from ..errors import ConfigError, first_error
@@ -217,7 +224,7 @@ class LLMConfig(BaseModel):
             where, msg = first_error(exc)
             raise ConfigError(f"llm.roles.{role}: {where}: {msg}") from None
 
-    def with_every_role(self, **settings: Any) -> "LLMConfig":
+    def with_every_role(self, **settings: Any) -> LLMConfig:
         """A copy with ``settings`` in the default and in every role override, so that every
         role gets them whatever the overrides say (``--base-url``/``--model``)."""
         if not settings:

@@ -25,7 +25,7 @@ class SnapHeaders(httpx2.Headers):
             items = self._items = super().multi_items()
         return list(items)  # the caller's own list
 
-    def plus(self, key: str, value: str) -> "SnapHeaders":
+    def plus(self, key: str, value: str) -> SnapHeaders:
         """A copy with ``key: value`` added last; ``key`` must not be present yet."""
         new = self.copy()
         items = self.multi_items()
@@ -34,7 +34,7 @@ class SnapHeaders(httpx2.Headers):
         new._items = items
         return new
 
-    def copy(self) -> "SnapHeaders":
+    def copy(self) -> SnapHeaders:
         new = SnapHeaders(self, encoding=self.encoding)
         new._items = self._items
         return new

@@ -23,14 +23,14 @@ The produced context never exceeds ``available - rag`` tokens (``count_tokens``)
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Sequence
+from typing import Literal
 
 import numpy as np
 
 from ..errors import LLMError
-from ..parts import is_dependent
-from ..parts import timed_stage
+from ..parts import is_dependent, timed_stage
 from ..schema import ContextInfo, DialogueState, Stage, Turn
 from ..text import clip_to_tokens, clip_words, content_words, count_tokens, sentences, stem
 from .base import BuiltContext, ContextPart, MemoryDeps

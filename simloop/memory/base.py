@@ -21,7 +21,8 @@ context without a second LLM call.  Tokens are ``simloop.text.count_tokens``.
 
 from __future__ import annotations
 
-from typing import Any, Literal, NamedTuple, Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 from ..schema import ContextInfo, DialogueState, Stage, Turn
 from ..text import count_tokens

@@ -8,8 +8,9 @@ gets the update as structured values (``SummaryUpdate``), not as a prompt to par
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ..errors import LLMError
 from ..schema import DialogueState, Stage, Turn

@@ -15,15 +15,16 @@ from __future__ import annotations
 
 import asyncio
 import zlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from ..errors import BadInputError, SimloopError
-from .facts import FACTS, Fact, find_terms
-from ..text import content_words, first_lower, stem
 from ..schema import DialogueState, Persona, RubricQuestion, Scenario, SimulatorTurn, Stage, Topic
+from ..text import content_words, first_lower, stem
+from .facts import FACTS, Fact, find_terms
 
 __all__ = [
     "ProbePlan", "eligible_facts", "deal_facts", "fillers_for", "build_script", "build_probes",

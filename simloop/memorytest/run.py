@@ -30,29 +30,40 @@ import asyncio
 import hashlib
 import json
 import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..config import RunConfig, apply_overrides, describe_validation_error
-from ..run import Event
-from ..search import is_lucene_index
 from ..errors import BadInputError, ConfigError, IndexMissingError
 from ..files import atomic_write
-from ..memory import available_strategies
 from ..llm import check_endpoints, check_judge_llm
-from .facts import FACTS, fact_by_id
-from .probes import ProbeJudge, ProbePlan, build_probes
-from .formats import MemoryResults
-from .score import judge_rows, score_probe, summarise_probes
-from ..run import Context, effective_params, load_plugin
-from ..run import new_manifest
-from ..run import Recorder, check_out_dir, check_run_id, new_run_id, occupied
-from ..run import PreparedRun, execute, prepare_run
-from ..run import load_sources
+from ..memory import available_strategies
+from ..run import (
+    Context,
+    Event,
+    PreparedRun,
+    Recorder,
+    check_out_dir,
+    check_run_id,
+    effective_params,
+    execute,
+    load_plugin,
+    load_sources,
+    new_manifest,
+    new_run_id,
+    occupied,
+    prepare_run,
+)
 from ..schema import PluginRef, RunManifest, Scenario, Transcript
+from ..search import is_lucene_index
+from .facts import FACTS, fact_by_id
+from .formats import MemoryResults
+from .probes import ProbeJudge, ProbePlan, build_probes
+from .score import judge_rows, score_probe, summarise_probes
 
 __all__ = ["MemoryTestConfig", "MemoryTest", "SIMULATOR", "MEMORY_FILE", "parse_config"]
 
@@ -104,7 +115,7 @@ class MemoryTestConfig(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _fits_in_a_run(self) -> "MemoryTestConfig":
+    def _fits_in_a_run(self) -> MemoryTestConfig:
         if self.max_turns > 1000:
             raise ValueError(f"reveal turn + largest distance is {self.max_turns}; runs allow at most 1000 turns")
         if self.memory_param in self.assistant_params:

@@ -14,8 +14,20 @@ if _TYPE_CHECKING:
     from .ptkb import DEFAULT_THRESHOLD, rank_ptkb_by_embedding
     from .ptkb_llm import classify_ptkb_llm, lexical_scores, score_ptkb_llm, union_ptkb, used_only, vote_ptkb
     from .ptkb_rank import (
-        DEFAULT_PARAMS, ENCODER_DEFAULTS, MINILM_PARAMS, RankParams, as_uses, lexical_matrix, order_scores,
-        query_texts, rank_ptkb, rank_ptkb_uses, ranker_embedder, score_statements, select_used, similarities,
+        DEFAULT_PARAMS,
+        ENCODER_DEFAULTS,
+        MINILM_PARAMS,
+        RankParams,
+        as_uses,
+        lexical_matrix,
+        order_scores,
+        query_texts,
+        rank_ptkb,
+        rank_ptkb_uses,
+        ranker_embedder,
+        score_statements,
+        select_used,
+        similarities,
     )
     from .reply import current_utterance, grounded_reply
     from .retrieve import embedding_rerank, fit_passages, format_passage, multi_query, rrf_fuse

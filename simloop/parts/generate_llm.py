@@ -13,13 +13,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from pydantic import BaseModel, Field
 
-from ..search import Hit
 from ..schema import Stage
+from ..search import Hit
 from ..text import clip_words
 from .prompts import prompt_sections
 from .retrieve import PASSAGE_CHARS, format_passage

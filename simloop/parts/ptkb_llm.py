@@ -13,13 +13,14 @@ so an out-of-range or repeated number never reaches a transcript.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from ..schema import PtkbUse, Stage
-from .prompts import prompt_sections
 from ..text import content_words, stem
+from .prompts import prompt_sections
 
 __all__ = [
     "format_ptkb", "uses_from_indices", "classify_ptkb_llm", "score_ptkb_llm", "lexical_scores",

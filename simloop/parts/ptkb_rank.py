@@ -196,8 +196,9 @@ query (utterance + previous one, MiniLM, ranked in full) scores 0.699 / 0.483.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -240,7 +241,7 @@ class RankParams:
             raise ValueError(f"used_gap must be between 0 and 2, got {self.used_gap!r}")
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any] | None) -> "RankParams":
+    def from_mapping(cls, values: Mapping[str, Any] | None) -> RankParams:
         """Parameters from agent params (unknown names rejected by name); what they leave out
         is the chosen encoder's own default (``ENCODER_DEFAULTS``)."""
         values = dict(values or {})

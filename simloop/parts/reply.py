@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from ..search import Hit
 from ..schema import AssistantReply, ContextInfo, DialogueState, PtkbUse, Stage
+from ..search import Hit
 from .generate_llm import MAX_WORDS, grounded_answer
 from .retrieve import SNIPPET_CHARS, to_passages
 

@@ -13,15 +13,14 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from ..search import Hit, cosine
-from ..search import encode_passages
-from ..search import RERANK_CHARS, passage_text
 from ..schema import Passage
+from ..search import RERANK_CHARS, Hit, cosine, encode_passages, passage_text
 from ..text import count_tokens
 
 __all__ = ["search_all", "rrf_fuse", "multi_query", "embedding_rerank", "format_passage", "fit_passages",

@@ -15,7 +15,7 @@ facts the user stated earlier and the strategy recalled.
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..text import content_words, stem, words
 

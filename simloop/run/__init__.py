@@ -10,8 +10,16 @@ if _TYPE_CHECKING:
     from .manifest import new_manifest
     from .plugins import Assistant, Context, UserSimulator, available, close_plugins, effective_params, load_plugin
     from .recorder import (
-        DIALOGUES, INFRASTRUCTURE, ReadReport, Recorder, check_out_dir, check_run_id, new_run_id, occupied,
-        read_manifest, read_transcripts,
+        DIALOGUES,
+        INFRASTRUCTURE,
+        ReadReport,
+        Recorder,
+        check_out_dir,
+        check_run_id,
+        new_run_id,
+        occupied,
+        read_manifest,
+        read_transcripts,
     )
     from .runner import PreparedRun, execute, llm_roles, prepare_run, resume_config
     from .scenarios import iter_scenarios, load_sources

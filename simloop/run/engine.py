@@ -16,8 +16,9 @@ import contextlib
 import gc
 import time
 from collections import Counter
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Callable, Iterable, Iterator
+from typing import Any
 
 from ..schema import Scenario, Transcript
 from .plugins import Assistant, UserSimulator

@@ -16,13 +16,14 @@ import asyncio
 import importlib
 import inspect
 import os
-from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 import types
 import typing
 import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib.metadata import entry_points
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -74,7 +75,7 @@ class Context:
     plugin asks ``secret(NAME)`` and records only the name.
     """
 
-    config: "RunConfig"
+    config: RunConfig
     overrides: dict[str, Any] = field(default_factory=dict)
     secrets: dict[str, str] = field(default_factory=dict, repr=False)
     _cache: dict[str, Any] = field(default_factory=dict)
@@ -322,7 +323,7 @@ def with_run_depth(name: str, cls: type, params: dict[str, Any], k: int | None) 
 
 
 # What each plugin was built with (``load_plugin``): its effective params start from these.
-_BUILT_WITH: "weakref.WeakKeyDictionary[Any, dict[str, Any]]" = weakref.WeakKeyDictionary()
+_BUILT_WITH: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
 
 
 def load_plugin(kind: str, name: str, params: dict[str, Any], ctx: Context) -> Any:

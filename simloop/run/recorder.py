@@ -23,7 +23,7 @@ import logging
 import os
 import platform
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -31,8 +31,20 @@ from ..errors import DataFileError, ResumeError
 from ..files import atomic_open, atomic_write, folder_problem
 from ..loop import running_loop_name
 from ..schema import RunManifest, Transcript, utcnow
-from .runfiles import (DIALOGUES, INFRASTRUCTURE, MANIFEST, REJECTED, RETRIED, ReadReport, RunDir, Tally,  # noqa: F401
-                       _append_lines, _scan, read_manifest, read_transcripts)
+from .runfiles import (  # noqa: F401
+    DIALOGUES,
+    INFRASTRUCTURE,
+    MANIFEST,
+    REJECTED,
+    RETRIED,
+    ReadReport,
+    RunDir,
+    Tally,
+    _append_lines,
+    _scan,
+    read_manifest,
+    read_transcripts,
+)
 from .runlock import LOCK_FILE, RunLock
 
 __all__ = ["Recorder", "RunDir", "check_out_dir", "read_transcripts", "read_manifest", "new_run_id", "ReadReport", "Tally",
@@ -44,7 +56,7 @@ _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 def new_run_id(prefix: str = "run") -> str:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     return f"{prefix}-{stamp}-{os.urandom(2).hex()}"
 
 
@@ -92,7 +104,7 @@ class Recorder:
 
     # ---------------------------------------------------------------- lifecycle
     @classmethod
-    def create(cls, out: Path, manifest: RunManifest) -> "Recorder":
+    def create(cls, out: Path, manifest: RunManifest) -> Recorder:
         run_dir = Path(out) / check_run_id(manifest.run_id)
         _refuse_existing(run_dir)  # before any write, the lock file included
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -108,7 +120,7 @@ class Recorder:
 
     @classmethod
     def resume(cls, run_dir: Path, expected_hash: str,
-               retry_errors: bool = False) -> tuple["Recorder", set[str], ReadReport]:
+               retry_errors: bool = False) -> tuple[Recorder, set[str], ReadReport]:
         """Reopen a run: the ids already recorded, and what was repaired (see the module doc)."""
         run_dir = Path(run_dir)
         manifest = read_manifest(run_dir)

@@ -9,9 +9,9 @@ from __future__ import annotations
 import logging
 import os
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 from pydantic import ValidationError
 

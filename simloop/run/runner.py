@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -29,9 +30,9 @@ from .engine import Engine, Event, EventSink, RunStats
 from .interrupt import Interrupt
 from .manifest import new_manifest
 from .plugins import Context, close_plugins, effective_params, load_plugin
-from .session import DialogueSpec
 from .recorder import MANIFEST, ReadReport, Recorder, check_out_dir, new_run_id, read_manifest
 from .scenarios import count_scenarios, iter_scenarios, load_sources
+from .session import DialogueSpec
 
 __all__ = ["PreparedRun", "prepare_run", "execute", "warm_up", "resume_config", "chooses_scenarios", "llm_roles"]
 

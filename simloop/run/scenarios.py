@@ -9,7 +9,7 @@ all agree on which dialogue is which.
 from __future__ import annotations
 
 import hashlib
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..config import RunConfig
 from ..errors import check_known

@@ -28,9 +28,10 @@ Its state (``dump`` / ``load``) is JSON, so a server keeps sessions across resta
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -38,8 +39,20 @@ from ..errors import ContractError, LLMError, error_source
 from ..files import pack_memory, unpack_memory
 from ..llm import metered
 from ..schema import (
-    AssistantReply, DialogueState, ErrorInfo, GoldTurn, PluginRef, Scenario, SimulatorTurn, Stage, Stop,
-    Transcript, Turn, Usage, UserTurn, utcnow,
+    AssistantReply,
+    DialogueState,
+    ErrorInfo,
+    GoldTurn,
+    PluginRef,
+    Scenario,
+    SimulatorTurn,
+    Stage,
+    Stop,
+    Transcript,
+    Turn,
+    Usage,
+    UserTurn,
+    utcnow,
 )
 from .view import add_turn, ask, assistant_view
 
@@ -260,7 +273,7 @@ class DialogueSession:
 
     @classmethod
     def load(cls, data: dict[str, Any], scenario: Scenario, simulator: Any, spec: DialogueSpec,
-             on_turn: TurnSink | None = None) -> "DialogueSession":
+             on_turn: TurnSink | None = None) -> DialogueSession:
         record = _Record.model_validate(data)
         session = cls(scenario, simulator, spec, on_turn)
         session.started_at, session.ended_at = record.started_at, record.ended_at

@@ -12,7 +12,12 @@ if _TYPE_CHECKING:
     from .bm25 import BM25Retriever, Hit, Retriever, check_retrieval, open_retriever
     from .config import RetrievalConfig
     from .corpus import (
-        build_index, demo_index, demo_index_path, demo_index_ready, is_lucene_index, validate_corpus,
+        build_index,
+        demo_index,
+        demo_index_path,
+        demo_index_ready,
+        is_lucene_index,
+        validate_corpus,
         write_wiki_corpus,
     )
     from .embeddings import Embedder, MiniLMEmbedder, cosine, encode_fixed, encode_passages, load_mpnet, open_embedder

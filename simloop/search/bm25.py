@@ -16,17 +16,18 @@ import asyncio
 import json
 import logging
 import os
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ..errors import ConfigError, IndexMissingError, RetrievalError, SimloopError
 from ..files import folder_problem
 from ..schema import Hit
 from . import batching
-from .config import RetrievalConfig
 from .anserini import AnseriniSearcher, java_error
+from .config import RetrievalConfig
 from .corpus import cache_root, demo_index, demo_index_path, is_lucene_index
 from .jvm import boot_jvm, check_jvm, check_jvm_options
 

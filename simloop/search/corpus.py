@@ -15,10 +15,10 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from importlib import metadata
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Iterator
 
 from ..errors import BadInputError, DataFileError, RetrievalError, SimloopError
 from ..files import atomic_open, check_out_file

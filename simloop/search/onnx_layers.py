@@ -31,7 +31,7 @@ SMALL_TOKENS = 1024  # chunks up to this many (padded) tokens go to ONNX Runtime
 _OPSET = 17  # LayerNormalization is a standard op from 17 on
 
 
-def onnx_layers(layers: list[dict[str, Any]], heads: int, eps: float, threads: int) -> "OnnxLayers | None":
+def onnx_layers(layers: list[dict[str, Any]], heads: int, eps: float, threads: int) -> OnnxLayers | None:
     """The layer stack as an ONNX Runtime session, or None when ``SIMLOOP_EMBED_RUNTIME=numpy``
     (``_Bert`` then runs everything in numpy: the reference the tests compare against)."""
     if embed_runtime() == "numpy":

@@ -13,10 +13,11 @@ import hashlib
 import hmac
 import json
 import socket
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Mapping
+from typing import Any
 
 import uvicorn
 from fastapi import APIRouter, Depends, FastAPI, Request
@@ -26,10 +27,16 @@ from ..config import PluginSpec, RunConfig
 from ..errors import ApiError, BadInputError
 from ..files import sqlite_problem
 from ..llm import check_endpoints
-from ..run import Context, close_plugins, effective_params, load_plugin
-from ..run import check_out_dir
-from ..run import llm_roles
-from ..run import iter_scenarios, load_sources
+from ..run import (
+    Context,
+    check_out_dir,
+    close_plugins,
+    effective_params,
+    iter_scenarios,
+    llm_roles,
+    load_plugin,
+    load_sources,
+)
 from ..schema import PluginRef
 from .protocol import SERVER_HEADER, AssistantResponse, RunMeta, UserUtterance
 from .runs import Mode, RunService, ServeLimits

@@ -28,9 +28,7 @@ from pydantic import BaseModel, Field
 
 from ..config import PluginSpec, RunConfig
 from ..errors import ApiError, SimloopError
-from ..run import new_manifest
-from ..run import Recorder, read_manifest
-from ..run import DialogueSpec
+from ..run import DialogueSpec, Recorder, new_manifest, read_manifest
 from ..schema import PluginRef, RunManifest, Scenario, utcnow
 from ..text import count_wordpunct
 from .protocol import AssistantResponse, RunMeta, UserUtterance, dump_record, stop_meta

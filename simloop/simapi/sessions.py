@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Coroutine
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -118,7 +119,7 @@ class Session:
         return {**self.info.model_dump(mode="json"), "ended": self.ended, "dialogue": self.dialogue.dump()}
 
     @classmethod
-    def load(cls, data: dict[str, Any], scenario: Scenario, simulator: Any, spec: DialogueSpec) -> "Session":
+    def load(cls, data: dict[str, Any], scenario: Scenario, simulator: Any, spec: DialogueSpec) -> Session:
         if "dialogue" not in data:  # saved by a simloop from before DialogueSession
             raise SimloopError("its session was saved by an older simloop serve; start a new run")
         return cls(SessionInfo.model_validate(data), DialogueSession.load(data["dialogue"], scenario, simulator, spec))

@@ -46,11 +46,10 @@ import numpy as np
 
 from ..schema import RubricQuestion, Stage
 from ..search import Embedder, encode_fixed
-from ..text import content_words, sentences, stem, word_count, words
+from ..text import content_words, sentences, stem, term_coverage, word_count, words
 from .cues import is_asking  # the one asking rule, shared with the policy (re-exported)
 from .policy import SimContext
 from .prose import scrambled_pairs, states_nothing
-from ..text import term_coverage
 from .voices import EmbedderSource
 
 __all__ = ["Grader", "EmbeddingGrader", "GradeParts", "is_evasive", "is_asking", "residual"]

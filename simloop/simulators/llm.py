@@ -26,10 +26,10 @@ from pydantic import BaseModel, Field
 
 from ..errors import DialogueError, EmptyCompletionError, InvalidOutputError
 from ..schema import Behaviour, RubricQuestion, Stage
+from ..text import looks_like_language, words
 from .offline import RubricSimulator
 from .policy import Action, SimContext
 from .voices import EmbedderSource, known_keywords
-from ..text import looks_like_language, words
 
 __all__ = ["LLMVoice", "LLMGrader", "LLMSimulator", "second_person", "invalid_reason", "GradeReply"]
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import BadInputError, DialogueError
-from ..schema import DialogueState, Scenario, Stage, SimulatorTurn
-from .policy import Action, Observation, RubricPolicy, SimContext
+from ..schema import DialogueState, Scenario, SimulatorTurn, Stage
 from .cues import assistant_question
+from .policy import Action, Observation, RubricPolicy, SimContext
 from .registry import make_grader, make_voice
 from .voices import EmbedderSource
 

@@ -43,8 +43,9 @@ simulator instance can drive many dialogues; the policy object itself is immutab
 from __future__ import annotations
 
 import random
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, MutableMapping
+from typing import Any, Literal
 
 from ..schema import Behaviour, RubricQuestion, Scenario, StopReason
 

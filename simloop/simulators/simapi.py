@@ -35,23 +35,32 @@ import asyncio
 import hashlib
 import logging
 import time
-from datetime import datetime, timezone
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import httpx
 
 from ..errors import BadInputError, SimApiError, SimloopError
-from ..parts import stage_note
 from ..files import pack_memory, unpack_memory
+from ..parts import stage_note
 from ..schema import (
-    AssistantReply, Behaviour, DialogueState, Persona, RubricQuestion, Scenario, SimulatorTurn, Stage, Topic, Turn,
+    AssistantReply,
+    Behaviour,
+    DialogueState,
+    Persona,
+    RubricQuestion,
+    Scenario,
+    SimulatorTurn,
+    Stage,
+    Topic,
+    Turn,
 )
-from ..simapi import SimApiClient, StateFile
+from ..simapi import SimApiClient, StateFile, UserUtterance, reply_payload
 from ..text import count_wordpunct, truncate_wordpunct
-from ..simapi import UserUtterance, reply_payload
 from ..urls import TOKEN_ENV_GOES, check_url
-from .simapi_wire import LaneResult, ends_session, run_over, same_point, server_end, sync_turns  # noqa: F401  (sync_turns: re-exported)
+from .simapi_wire import LaneResult, ends_session, run_over, same_point, server_end, sync_turns
 
 __all__ = ["SimApiSimulator", "LaneResult", "NO_PTKB", "DEFAULT_TOKEN_ENV", "API_SCHEMES"]
 
@@ -68,7 +77,7 @@ _MAX_APOLOGIES = 100  # a server that never ends a session must not keep a lane 
 class _Lane:
     """One Sim.API run, from start (or resume) to its last utterance or ``limit``."""
 
-    def __init__(self, sim: "SimApiSimulator", run_id: str):
+    def __init__(self, sim: SimApiSimulator, run_id: str):
         self.sim, self.run_id = sim, run_id
         self.file = StateFile(sim.state_dir / f"{run_id}.json")
         self.result = LaneResult(run_id)
@@ -204,7 +213,7 @@ class _Lane:
 
     async def file_write(self, utt: UserUtterance | None, dialogue: dict | None, completed: bool = False) -> None:
         data = {"api": self.client.api, "run_id": self.run_id, "completed": completed,
-                "saved_at": datetime.now(timezone.utc).isoformat(),
+                "saved_at": datetime.now(UTC).isoformat(),
                 "last": utt.model_dump(mode="json") if utt else None, "dialogue": dialogue}
         await asyncio.to_thread(self.file.write, data)
 
@@ -238,7 +247,7 @@ class SimApiSimulator:
         self.ctx, self.api, self.token_env, self.description = ctx, api, token_env, description
         self.debug, self.track_persona, self.runs, self.limit = debug, track_persona, runs, limit
         self.max_response_tokens, self.timeout_s, self.resume_attempts = max_response_tokens, timeout_s, resume_attempts
-        self.run_id = run_id or "rehearse-" + datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+        self.run_id = run_id or "rehearse-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         out = getattr(getattr(ctx, "config", None), "out", Path("transcripts"))
         self.state_dir = Path(state_dir) if state_dir else Path(out) / ".rehearse"
         self._client: SimApiClient | None = None
@@ -350,8 +359,7 @@ class SimApiSimulator:
         known: dict[str, Persona] = {}
         sel = getattr(getattr(self.ctx, "config", None), "scenarios", None)
         if sel is not None and (sel.topics is not None or Path(sel.personas_dir).is_dir()):
-            from ..inputs import load_ikat_topics
-            from ..inputs import load_personas
+            from ..inputs import load_ikat_topics, load_personas
 
             personas = load_ikat_topics(sel.topics) if sel.topics is not None else load_personas(sel.personas_dir)
             for persona in personas:

@@ -4,8 +4,9 @@ server's history has them (``sync_turns``), and what one Sim.API run did (``Lane
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ..schema import AssistantTurn, SimulatorTurn, Turn, UserTurn
 from ..simapi import UserUtterance

@@ -32,10 +32,10 @@ import numpy as np
 
 from ..schema import RubricQuestion, Stage
 from ..search import Embedder, cosine
-from .paraphrase import casual, clauses, elide_topic, indirect, misspell, sentence, subject
-from .policy import Action, SimContext, seeded_rng
 from ..text import STOPWORDS, content_terms, first_lower, words
 from .cues import mentions_statement
+from .paraphrase import casual, clauses, elide_topic, indirect, misspell, sentence, subject
+from .policy import Action, SimContext, seeded_rng
 from .voice_lines import LINES, closing_line
 
 __all__ = ["Voice", "TemplateVoice", "EmbedderSource", "known_keywords"]
