@@ -179,11 +179,11 @@ async def test_shutdown_releases_hanging_requests():
     async with httpx.AsyncClient(timeout=30) as client:
         pending = asyncio.create_task(post(client, url, chat_body()))
         await asyncio.sleep(0.2)
-        t0 = time.monotonic()
         await mock.aclose()
-        with pytest.raises(httpx.HTTPError):
+        with pytest.raises(httpx.HTTPError) as err:
             await pending
-    assert time.monotonic() - t0 < 5
+    # Ended by the server going away, not by the client giving up after its 30 s.
+    assert not isinstance(err.value, httpx.TimeoutException), err.value
 
 
 async def test_rpm_limit_answers_429_with_retry_after():
