@@ -1,4 +1,4 @@
-"""simloop's lean aiohttp client under the real openai client (llm/aio.py), over real HTTP.
+"""simloop's HTTP transports under the real openai client (llm/http.py, aio.py, wire.py), over real HTTP.
 
 What a real OpenAI-compatible server may do that the mock does not: gzip its bodies, redirect,
 set cookies.  A small aiohttp server on 127.0.0.1 does each, and the answer must come back
@@ -12,6 +12,7 @@ import json
 import socket
 import ssl
 
+import httpx2
 import pytest
 from aiohttp import web
 
@@ -64,19 +65,6 @@ def pool_for(url: str, monkeypatch, transport: str = "wire") -> LLMPool:
     monkeypatch.setenv("AIO_TEST_KEY", "sk-aio-test-0123456789")
     return LLMPool(LLMConfig(default={"base_url": url, "model": "m", "api_key_env": "AIO_TEST_KEY", "timeout_s": 5,
                                       "max_attempts": 1}))
-
-
-def test_the_default_client_is_the_lean_one(monkeypatch):
-    from simloop.llm.aio import LeanAioHttpClient
-
-    for name in ("http_proxy", "https_proxy", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
-        monkeypatch.delenv(name.upper(), raising=False)
-
-    assert isinstance(make_http_client(5.0), LeanAioHttpClient)
-    assert type(make_http_client(5.0)._aio).__name__ == "WireTransport"
-    assert type(make_http_client(5.0, transport="aiohttp")._aio).__name__ == "AioHttpTransport"
-    assert not isinstance(make_http_client(5.0, transport="openai-aiohttp"), LeanAioHttpClient)
 
 
 @pytest.mark.parametrize("transport", ["wire", "aiohttp", "openai-aiohttp"])
@@ -188,48 +176,6 @@ async def test_only_https_loads_the_tls_bundle_and_once_per_process(server, monk
     assert isinstance(aio._tls(), ssl.SSLContext) and aio._tls().verify_mode == ssl.CERT_REQUIRED
 
 
-async def test_a_changed_base_url_is_followed(server, monkeypatch):
-    async def one(request: web.Request) -> web.Response:
-        return web.json_response(completion("from one"))
-
-    async def two(request: web.Request) -> web.Response:
-        return web.json_response(completion("from two"))
-
-    first = await server({"/v1/chat/completions": one})
-    second = await server({"/v1/chat/completions": two})
-    pool = pool_for(first, monkeypatch)
-    try:
-        model = pool.model("assistant")
-        assert (await model.chat(MSGS, stage="generate")).text == "from one"
-        model._client.base_url = second  # the prepared-URL cache must not keep the old one
-        assert (await model.chat(MSGS, stage="generate")).text == "from two"
-    finally:
-        await pool.aclose()
-
-
-async def test_builds_the_request_httpx2_would_build():
-    import httpx2
-
-    from simloop.llm.aio import LeanAioHttpClient
-
-    lean = LeanAioHttpClient(5.0, 8)
-    plain = httpx2.AsyncClient(timeout=5.0)
-    try:
-        args = dict(method="POST", url="http://127.0.0.1:9/v1/chat/completions", content=b'{"model": "m"}',
-                    headers=[("Authorization", "Bearer x"), ("Content-Type", "application/json"),
-                             ("Accept", "application/json"), ("X-Stainless-Retry-Count", "0")], timeout=7.0)
-        ours, theirs = lean.build_request(**args), plain.build_request(**args)
-        assert (ours.method, ours.url, ours.content) == (theirs.method, theirs.url, theirs.content)
-        assert ours.headers.multi_items() == theirs.headers.multi_items()  # same names, values and order
-        assert ours.extensions == theirs.extensions
-        # Anything else (query parameters here) goes through httpx2's own build_request.
-        with_query = lean.build_request("GET", "http://127.0.0.1:9/v1/models", params={"limit": "2"})
-        assert str(with_query.url) == "http://127.0.0.1:9/v1/models?limit=2"
-    finally:
-        await lean.aclose()
-        await plain.aclose()
-
-
 async def test_a_rejected_first_answer_is_retried_with_the_next_seed(server, monkeypatch):
     # The first attempt runs before tenacity is set up (client.py); a rejection there must
     # still be retried by tenacity, asking a seeded model with the next seed.
@@ -252,39 +198,24 @@ async def test_a_rejected_first_answer_is_retried_with_the_next_seed(server, mon
 
 
 def test_behind_a_proxy_openais_own_client_is_used(monkeypatch):
-    from simloop.llm.aio import LeanAioHttpClient
+    import openai
 
+    for name in ("http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    assert not isinstance(make_http_client(5.0), openai.DefaultAioHttpClient)  # simloop's transports
     monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:3128")
-    assert not isinstance(make_http_client(5.0), LeanAioHttpClient)
-    assert not isinstance(make_http_client(5.0, transport="aiohttp"), LeanAioHttpClient)
+    assert isinstance(make_http_client(5.0), openai.DefaultAioHttpClient)
+    assert isinstance(make_http_client(5.0, transport="aiohttp"), openai.DefaultAioHttpClient)
 
 
-async def test_request_headers_are_built_once_but_never_shared():
-    from simloop.llm.aio import LeanAioHttpClient
-
-    lean = LeanAioHttpClient(5.0, 8)
-    try:
-        args = dict(method="POST", url="http://127.0.0.1:9/v1/chat/completions",
-                    headers=[("Authorization", "Bearer x"), ("Content-Type", "application/json")])
-        short = lean.build_request(content=b"{}", **args)
-        long = lean.build_request(content=b'{"model": "m"}', **args)
-        assert (short.headers["Content-Length"], long.headers["Content-Length"]) == ("2", "14")
-        short.headers["X-Only-Here"] = "1"  # a request's headers are its own
-        assert "X-Only-Here" not in long.headers
-        assert "X-Only-Here" not in lean.build_request(content=b"{}", **args).headers
-        lean.headers["X-Client-Wide"] = "yes"  # a change to the client's headers is seen at once
-        assert lean.build_request(content=b"{}", **args).headers["X-Client-Wide"] == "yes"
-    finally:
-        await lean.aclose()
-
-
-async def test_openai_headers_follow_a_changed_key_and_the_retry_count(server, monkeypatch):
+async def test_openai_headers_say_each_attempt_is_a_first(server, monkeypatch):
     calls = 0
 
     async def flaky(request: web.Request) -> web.Response:
         nonlocal calls
         calls += 1
-        if calls == 2:
+        if calls == 1:
             return web.json_response({"error": {"message": "busy"}}, status=503)
         return web.json_response(completion("fine"))
 
@@ -293,18 +224,14 @@ async def test_openai_headers_follow_a_changed_key_and_the_retry_count(server, m
     pool = LLMPool(LLMConfig(default={"base_url": url, "model": "m", "api_key_env": "AIO_TEST_KEY", "timeout_s": 5,
                                       "max_attempts": 2, "backoff_base_s": 0.01}))
     try:
-        model = pool.model("assistant")
-        await model.chat(MSGS, stage="generate")
-        model._client.api_key = "sk-aio-second-0123456789"
-        await model.chat(MSGS, stage="generate")  # 503, then retried by tenacity
+        assert (await pool.model("assistant").chat(MSGS, stage="generate")).stage.retries == 1  # 503, then tenacity
     finally:
         await pool.aclose()
-    auth = [s["headers"]["Authorization"] for s in server.seen]
-    assert auth == ["Bearer sk-aio-test-0123456789"] + ["Bearer sk-aio-second-0123456789"] * 2
     # openai's retries are off: each attempt is its first, and says so.
     lowered = [{k.lower(): v for k, v in s["headers"].items()} for s in server.seen]
-    assert {h["x-stainless-retry-count"] for h in lowered} == {"0"}
+    assert len(lowered) == 2 and {h["x-stainless-retry-count"] for h in lowered} == {"0"}
     assert {h["x-stainless-read-timeout"] for h in lowered} == {"5.0"}
+    assert {h["authorization"] for h in lowered} == {"Bearer sk-aio-test-0123456789"}
 
 
 @pytest.mark.parametrize("wire", [True, False], ids=["wire", "aiohttp"])
@@ -348,23 +275,16 @@ async def test_a_response_is_the_one_httpx2_would_make(server, route, wire):
     assert ours.content == theirs.content and wire == ours.content
 
 
-async def test_the_platform_is_looked_up_once_for_many_first_requests(server, monkeypatch):
+async def test_openais_headers_are_made_once_not_per_request(server, monkeypatch):
+    # openai looks the platform up (for its X-Stainless-OS header) in a thread at the start of
+    # every request until one lookup has returned: 1,000 dialogues starting together made
+    # 1,000 thread calls.  The ChatClient reads openai's headers once, when it is made.
     import asyncio
-    import threading
+    import platform
 
-    import openai._base_client as base
-
-    from simloop.llm import http
-
-    looked_up: list[str] = []
-    real = base.get_platform
-
-    def counted():
-        looked_up.append(threading.current_thread().name)  # off the loop's thread
-        return real()
-
-    monkeypatch.setattr(base, "get_platform", counted)
-    monkeypatch.setattr(http, "_PLATFORM", [], raising=False)
+    looked_up: list[int] = []
+    real = platform.platform
+    monkeypatch.setattr(platform, "platform", lambda *a, **k: looked_up.append(1) or real(*a, **k))
 
     async def chat(request: web.Request) -> web.Response:
         return web.json_response(completion("ok"))
@@ -373,9 +293,55 @@ async def test_the_platform_is_looked_up_once_for_many_first_requests(server, mo
     pool = pool_for(url, monkeypatch)
     try:
         model = pool.model("assistant")
-        await asyncio.gather(*(model.chat(MSGS, stage="generate") for _ in range(20)))
+        results = await asyncio.gather(*(model.chat(MSGS, stage="generate") for _ in range(20)))
     finally:
         await pool.aclose()
-    assert len(looked_up) == 1 and looked_up[0] != threading.current_thread().name
-    os_names = {{k.lower(): v for k, v in s["headers"].items()}["x-stainless-os"] for s in server.seen}
-    assert os_names == {str(real())}
+    assert [r.text for r in results] == ["ok"] * 20 and len(server.seen) == 20
+    assert len(looked_up) <= 1  # none when this process already knows it
+    lowered = [{k.lower(): v for k, v in s["headers"].items()} for s in server.seen]
+    assert len({h["x-stainless-os"] for h in lowered}) == 1 and lowered[0]["x-stainless-os"]
+
+
+@pytest.mark.parametrize("answer", [
+    (200, completion("fine")),
+    (429, {"error": {"message": "slow down", "type": "rate_limit"}}),
+    (400, {"detail": "not openai-shaped"}),
+    (500, "<html>proxy error</html>"),
+])
+async def test_the_request_and_its_errors_are_the_ones_openai_makes(server, monkeypatch, answer):
+    """ChatClient sends what openai's own raw request (client.post) sends, and raises what it raises."""
+    import openai
+
+    from simloop.llm.http import ChatClient
+
+    status, payload = answer
+
+    async def chat(request: web.Request) -> web.Response:
+        if isinstance(payload, str):
+            return web.Response(text=payload, status=status, content_type="text/html")
+        return web.json_response(payload, status=status)
+
+    url = await server({"/v1/chat/completions": chat})
+    monkeypatch.setenv("OPENAI_ORG_ID", "org-test")  # openai's own settings come along
+    client = ChatClient(url, "sk-aio-test-0123456789", 5.0)
+    body = {"model": "m", "messages": MSGS, "max_tokens": 20}
+    outcomes = []
+    try:
+        for send in (client.complete(body), client.openai.post("/chat/completions", body=body, cast_to=httpx2.Response)):
+            try:
+                outcomes.append(await send)
+            except openai.APIStatusError as exc:
+                outcomes.append(exc)
+    finally:
+        await client.close()
+    ours, theirs = outcomes
+    assert type(ours) is type(theirs)  # httpx2.Response, or the same APIStatusError subclass
+    if status == 200:
+        assert ours.json() == theirs.json()
+    else:
+        assert (ours.status_code, str(ours), ours.body) == (theirs.status_code, str(theirs), theirs.body)
+    sent = [{k.lower(): v for k, v in s["headers"].items()} for s in server.seen]
+    for headers in sent:
+        headers.pop("idempotency-key", None)  # openai's own, per request
+    assert sent[0] == sent[1] and sent[0]["openai-organization"] == "org-test"
+    assert json.loads(server.seen[0]["body"]) == json.loads(server.seen[1]["body"]) == body

@@ -12,10 +12,9 @@ from ..settings import choice
 
 __all__ = ["ENV", "TRANSPORTS", "transport_name", "env_proxies"]
 
-# "wire": simloop's lean client (llm/aio.py), plain http over its own connections (llm/wire.py)
-# and https over aiohttp; "aiohttp": the same client with aiohttp for plain http too;
-# "openai-aiohttp": openai's own DefaultAioHttpClient (to compare); "httpx": the fallback
-# without aiohttp.
+# "wire": plain http over simloop's own connections (llm/wire.py), https over aiohttp
+# (llm/aio.py); "aiohttp": aiohttp for plain http too; "openai-aiohttp": openai's own
+# DefaultAioHttpClient (to compare); "httpx": the fallback without aiohttp (llm/http.py).
 TRANSPORTS = ("wire", "aiohttp", "openai-aiohttp", "httpx")
 ENV = "SIMLOOP_LLM_HTTP"  # "httpx" forces the fallback (e.g. to compare, or behind a proxy aiohttp dislikes)
 
