@@ -327,7 +327,8 @@ async def test_the_request_and_its_errors_are_the_ones_openai_makes(server, monk
     body = {"model": "m", "messages": MSGS, "max_tokens": 20}
     outcomes = []
     try:
-        for send in (client.complete(body), client.openai.post("/chat/completions", body=body, cast_to=httpx2.Response)):
+        raw = client.openai.post("/chat/completions", body=body, cast_to=httpx2.Response)  # openai's raw request
+        for send in (client.complete(body), raw):
             try:
                 outcomes.append(await send)
             except openai.APIStatusError as exc:
