@@ -27,6 +27,7 @@ own.  Imported lazily, with openai (most commands never talk to a model).
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import ssl
@@ -117,10 +118,24 @@ class ChatClient:
         self.http = make_http_client(timeout_s, transport=transport)
         self.openai = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout_s,
                                          http_client=self.http)
-        given = {**self.openai.default_headers, **self.openai.auth_headers,
-                 "X-Stainless-Retry-Count": "0", "X-Stainless-Read-Timeout": str(float(timeout_s))}
-        self._headers = httpx2.Headers({k: v for k, v in given.items() if isinstance(v, str)})  # not openai's Omit
         self._url = httpx2.URL(f"{base_url.rstrip('/')}/chat/completions")
+        self._timeout_s = timeout_s
+        self._headers: httpx2.Headers | None = None
+        self._platform: asyncio.Future[Any] | None = None
+
+    async def _openai_headers(self) -> httpx2.Headers:
+        """openai's headers for every request of this client, as its raw request sends them with
+        retries off; made at the first request (one names the running event loop).  openai's
+        platform headers read files (tens of ms, remembered for the process): in a thread, once,
+        while the first requests wait, not on the loop."""
+        if self._platform is None:
+            self._platform = asyncio.ensure_future(asyncio.to_thread(self.openai.platform_headers))
+        await asyncio.shield(self._platform)  # one waiter cancelled leaves it to the rest
+        if self._headers is None:
+            given = {**self.openai.default_headers, **self.openai.auth_headers,
+                     "X-Stainless-Retry-Count": "0", "X-Stainless-Read-Timeout": str(float(self._timeout_s))}
+            self._headers = httpx2.Headers({k: v for k, v in given.items() if isinstance(v, str)})  # not Omit
+        return self._headers
 
     @property
     def api_key(self) -> str:
@@ -130,7 +145,8 @@ class ChatClient:
         """The response to ``body`` (plain JSON), read whole; an error status, a timeout or a
         lost connection raises as openai would (see the module's docstring)."""
         content = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()  # as openai
-        request = self.http.build_request("POST", self._url, content=content, headers=self._headers)
+        headers = self._headers if self._headers is not None else await self._openai_headers()
+        request = self.http.build_request("POST", self._url, content=content, headers=headers)
         try:
             response = await self.http.send(request)
         except httpx2.TimeoutException as exc:
