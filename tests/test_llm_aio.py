@@ -292,7 +292,8 @@ async def main():
             await asyncio.gather(*(model.chat([{"role": "user", "content": "hi"}], stage="s") for _ in range(20)))
         finally:
             await pool.aclose()
-        print(mock.stats()["requests"], len(looked_up), sum(name == threading.current_thread().name for name in looked_up))
+        on_the_loop = sum(name == threading.current_thread().name for name in looked_up)
+        print(mock.stats()["requests"], len(looked_up), on_the_loop)
 
 asyncio.run(main())
 """
