@@ -68,8 +68,8 @@ def print_list(personas_dir: Path | None, topics: Path | None) -> int:
         traits = ", ".join(f"{short} {_trait(getattr(b, name))}" for short, name in (
             ("patience", "patience"), ("coop", "cooperativeness"), ("lang", "language_skill"),
             ("verb", "verbosity"), ("reveal", "reveal")))
-        topics = "\n".join(f"{tp.id}: {tp.title}" for tp in persona.topics)
-        p.add_row(persona.id, str(len(persona.ptkb)), traits, topics)
+        titles = "\n".join(f"{tp.id}: {tp.title}" for tp in persona.topics)
+        p.add_row(persona.id, str(len(persona.ptkb)), traits, titles)
     out.print(p)
     return 0
 
