@@ -17,7 +17,8 @@ from typing import Any
 __all__ = ["lazy_face"]
 
 
-def lazy_face(package: str, exports: Mapping[str, Sequence[str]]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+def lazy_face(package: str,
+              exports: Mapping[str, Sequence[str]]) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """``(__getattr__, __dir__)`` for ``package``, whose submodule ``exports[module]`` defines each name.
 
     A loaded name is bound on the package, so later lookups skip ``__getattr__``."""

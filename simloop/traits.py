@@ -32,7 +32,8 @@ class Behaviour(BaseModel):
 
     patience: int = Field(3, ge=0, le=20, description="unhelpful turns tolerated over the whole dialogue (failed "
                           "answers and clarification rounds) before giving up")
-    cooperativeness: float = Field(0.8, ge=0, le=1, description="chance of answering the assistant's clarifying questions")
+    cooperativeness: float = Field(0.8, ge=0, le=1,
+                                   description="chance of answering the assistant's clarifying questions")
     language_skill: float = Field(1.0, ge=0, le=1, description="1 = precise and well spelt; low = vague, misspelt")
     verbosity: float = Field(0.5, ge=0, le=1, description="0 = terse, 1 = chatty")
     reveal: Reveal = Field("relevant", description="when persona facts are volunteered")

@@ -37,12 +37,15 @@ def _hits(hits: list) -> list[tuple[str, float, int, str]]:
 DOCIDS = ["Cello", "São_Paulo", "Dōgen", "no-such-docid", ""]
 
 
-def test_search_batch_search_and_doc_match_pyserini(demo_cache: Path):
+def test_search_batch_search_and_doc_match_pyserini(demo_cache: Path, monkeypatch: pytest.MonkeyPatch):
     """One test, not one per query: importing pyserini's searcher costs ~10 s of CPU in
     each test process that does it, and xdist would spread parametrized cases over all
     workers.  Each assertion names its query or docid."""
     index = str(demo_index())
     boot_jvm()  # before pyserini's import, as it must be (jvm.py)
+    # pyserini's import builds an OpenAI client, which refuses to exist without a key
+    # (simloop never imports pyserini's Python package, so only this comparison needs one).
+    monkeypatch.setenv("OPENAI_API_KEY", os.environ.get("OPENAI_API_KEY") or "unused-by-this-test")
     from pyserini.search.lucene import LuceneSearcher
 
     ours, theirs = AnseriniSearcher(index), LuceneSearcher(index)
@@ -72,7 +75,7 @@ def test_search_batch_search_and_doc_match_pyserini(demo_cache: Path):
 
 def test_a_bm25_search_process_imports_no_encoder(demo_cache: Path):
     """A fresh process that boots the backend and searches never imports pyserini's
-    Python search package, its encoders or what they pull in."""
+    Python search package, its encoders or what they pull in; so it needs no OpenAI key."""
     index = demo_index()
     code = ("import asyncio, sys\n"
             "from simloop.search import RetrievalConfig, open_retriever, prepare_environment\n"
@@ -83,7 +86,8 @@ def test_a_bm25_search_process_imports_no_encoder(demo_cache: Path):
             "    await r.aclose()\n"
             "asyncio.run(main())\n"
             "print(*[m in sys.modules for m in ('jnius', 'pyserini.search', 'pyserini.encode', 'sklearn', 'torch')])\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["Cello", "True", "False", "False", "False", "False"]
 

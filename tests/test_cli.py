@@ -29,13 +29,14 @@ def _run(capsys, *argv: str) -> tuple[int, str]:
 
 
 def _assert_one_line(err: str) -> None:
-    lines = [l for l in err.splitlines() if l.strip()]
+    lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in err, err
 
 
 def test_unknown_assistant_lists_known_ones(tmp_path, capsys):
     out = tmp_path / "out"
-    code, err = _run(capsys, "run", "--personas", str(_personas(tmp_path)), "--assistant", "nope", "--out", str(out), "--no-progress")
+    code, err = _run(capsys, "run", "--personas", str(_personas(tmp_path)), "--assistant", "nope", "--out", str(out),
+                     "--no-progress")
     assert code == 2 and "unknown assistant 'nope'" in err and "bm25_extractive" in err
     _assert_one_line(err)
     assert not out.exists()
@@ -87,12 +88,12 @@ def test_bad_param_syntax(tmp_path, capsys):
 
 def test_an_unforeseen_os_error_is_one_line_and_exit_1(capsys, monkeypatch, tmp_path):
     # The command's own checks did not see it coming (here: a folder it may not read).
-    import simloop.cli as cli
+    import simloop.cli.show as show
 
     def denied(args):
         raise PermissionError(13, "Permission denied", str(tmp_path / "x"))
 
-    monkeypatch.setattr(cli, "cmd_show", denied)
+    monkeypatch.setattr(show, "cmd_show", denied)
     code, err = _run(capsys, "show", str(tmp_path))
     assert code == 1 and err.strip() == f"simloop: PermissionError: {tmp_path / 'x'}: Permission denied"
 

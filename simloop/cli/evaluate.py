@@ -76,7 +76,8 @@ def cmd_report(a: argparse.Namespace) -> int:
         if v.stale:
             _console(stderr=True).print(f"[yellow]{v.name}:[/] {v.stale}")
     out = _console()
-    out.print(rich_compare([v.name for v in views], [v.summary for v in views], [v.diag for v in views]))
+    diags = [v.diag for v in views if v.diag is not None]  # each view diagnoses its run when made
+    out.print(rich_compare([v.name for v in views], [v.summary for v in views], diags))
     for v in views:
         ref = rich_reference(v.summary)
         if ref is not None:
@@ -118,7 +119,8 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="score a run: stats, PTKB and passage provenance, LLM judge")
     p.add_argument("run_dir", type=Path)
     p.add_argument("--qrels", type=Path, help="iKAT passage qrels (qid 0 docid grade)")
-    p.add_argument("--ptkb-qrels", type=Path, help="PTKB qrels (2023: qid 0 <1-based key> grade; 2025: ptkb-<topic>-<i>)")
+    p.add_argument("--ptkb-qrels", type=Path,
+                   help="PTKB qrels (2023: qid 0 <1-based key> grade; 2025: ptkb-<topic>-<i>)")
     p.add_argument("--judge", action="store_true", help="score with the LLM judge (iKAT-25 rubric)")
     p.add_argument("--judge-base-url", help="judge endpoint (default: the run's llm config, role 'judge')")
     p.add_argument("--judge-model", help="judge model name (default: the run's llm config, role 'judge')")
@@ -134,7 +136,8 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_export(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("export", help="iKAT topics, the iKAT 2025 run format, TREC runs, chat fine-tuning JSONL, ShareGPT or parquet")
+    p = sub.add_parser("export", help="iKAT topics, the iKAT 2025 run format, TREC runs, chat fine-tuning JSONL, "
+                                      "ShareGPT or parquet")
     p.add_argument("run_dir", type=Path)
     p.add_argument("--format", required=True, metavar="FORMAT",
                    help="ikat | ikat25-run | trec-run | ptkb-run | openai-chat | sharegpt | parquet")
@@ -144,14 +147,18 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--min-turns", type=int, metavar="N", help="only dialogues with at least N turns")
     p.add_argument("--persona", action="append", metavar="ID", help="only this persona (repeatable)")
     p.add_argument("--topic", action="append", metavar="ID", help="only this topic (repeatable)")
-    p.add_argument("--min-judge", type=float, metavar="X", help="only dialogues whose judge overall is >= X (needs eval --judge)")
-    p.add_argument("--repeat", type=int, metavar="K", help="only repeat K of each scenario, counted from 0 (run --repeat 3 makes repeats 0, 1 and 2: "
+    p.add_argument("--min-judge", type=float, metavar="X",
+                   help="only dialogues whose judge overall is >= X (needs eval --judge)")
+    p.add_argument("--repeat", type=int, metavar="K",
+                   help="only repeat K of each scenario, counted from 0 (run --repeat 3 makes repeats 0, 1 and 2: "
                         "the last number of a dialogue id)")
     p.add_argument("--personas", type=Path, metavar="DIR", help="persona folder (default: the one in run.json)")
     p.add_argument("--topics", type=Path, metavar="FILE", help="iKAT topic file (default: the one in run.json)")
     p.add_argument("--team-id", default="simloop", help="ikat25-run metadata.team_id (default simloop)")
-    p.add_argument("--run-id", dest="ikat_run_id", metavar="ID", help="ikat25-run metadata.run_id (default: the run's id)")
-    p.add_argument("--run-type", default="automatic", help="ikat25-run metadata.run_type: automatic | manual | generation-only")
+    p.add_argument("--run-id", dest="ikat_run_id", metavar="ID",
+                   help="ikat25-run metadata.run_id (default: the run's id)")
+    p.add_argument("--run-type", default="automatic",
+                   help="ikat25-run metadata.run_type: automatic | manual | generation-only")
     p.set_defaults(func=cmd_export)
 
 

@@ -8,7 +8,8 @@ scripted user, the LLM probe judge), ``facts`` (the fact catalogue and rules) an
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import BadInputError
 from ..loop import run as run_loop
@@ -16,6 +17,9 @@ from .args import parse_params
 from .flags import RUN_FLAGS, add_flags, check_params_named, config_from_flags
 
 if TYPE_CHECKING:
+    from rich.progress import Progress
+    from rich.table import Table
+
     from ..memorytest import MemoryResults, MemoryTest
     from ..run import Event
 
@@ -28,7 +32,10 @@ MEMORY_FLAGS = {dest: RUN_FLAGS[dest] for dest in (
     "run_id")}
 
 
-def _csv(text: str | None, flag: str, kind: type = str) -> list | None:
+T = TypeVar("T", str, int)
+
+
+def _csv(text: str | None, flag: str, kind: type[T]) -> list[T] | None:
     """A comma-separated flag value, parsed here (not by argparse) so that a bad value is
     one error line and exit 2, like every other bad input."""
     if text is None:
@@ -43,7 +50,7 @@ def _params(pairs: list[str] | None) -> dict[str, Any]:
     return parse_params(pairs, "--assistant-param")
 
 
-def _progress(test: MemoryTest, enabled: bool):
+def _progress(test: MemoryTest, enabled: bool) -> tuple[Progress, Callable[[str, Event], None]]:
     """A turn-level bar over every strategy (dialogues are long; a dialogue bar would stall)."""
     from .console import progress_bar
 
@@ -60,7 +67,7 @@ def _progress(test: MemoryTest, enabled: bool):
     return progress, on_event
 
 
-def _query_table(memory: MemoryResults):
+def _query_table(memory: MemoryResults) -> Table:
     """Where the fact was still in the probe's rewritten query: offline, the mechanism
     behind recall (an extractive answer can only use what retrieval was asked for)."""
     from rich.table import Table
@@ -84,8 +91,8 @@ def cmd_memory(a: argparse.Namespace) -> int:
 
     check_params_named("assistant", bool(a.assistant_param), a.assistant is not None)
     cfg = parse_config({
-        "strategies": _csv(a.strategies, "--strategies"), "distances": _csv(a.distances, "--distances", int),
-        "reveal_turn": a.reveal_turn, "facts": _csv(a.facts, "--facts"),
+        "strategies": _csv(a.strategies, "--strategies", str), "distances": _csv(a.distances, "--distances", int),
+        "reveal_turn": a.reveal_turn, "facts": _csv(a.facts, "--facts", str),
         "facts_per_persona": a.facts_per_persona, "assistant": a.assistant,
         "assistant_params": _params(a.assistant_param), "memory_param": a.memory_param, "judge": a.judge,
     })

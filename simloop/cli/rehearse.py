@@ -17,13 +17,17 @@ import os
 import sys
 from datetime import UTC
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..config import RunConfig
 from ..errors import BadInputError, ConfigError
 from ..files import folder_problem
 from ..loop import run as run_loop
 from ..urls import check_url, redact_urls
 from .flags import RUN_FLAGS, add_flags, check_range, config_from_flags
+
+if TYPE_CHECKING:
+    from ..simulators import SimApiSimulator
 
 __all__ = ["add_commands", "cmd_rehearse"]
 
@@ -54,7 +58,7 @@ REHEARSE_FLAGS = ("assistant", "assistant_param", "topics", "personas", "index",
                   "run_id")
 
 
-def _config(a: argparse.Namespace, token_env: str):
+def _config(a: argparse.Namespace, token_env: str) -> RunConfig:
     sim: dict[str, Any] = {"api": a.api, "run_id": a.run_id, "token_env": token_env, "debug": a.debug,
                            "track_persona": a.track_persona, "runs": a.concurrency, "limit": a.limit,
                            "max_response_tokens": a.max_response_tokens, "timeout_s": a.timeout}
@@ -84,7 +88,8 @@ async def _verify(api: str, token: str, debug: bool, timeout_s: float) -> None:
         await client.verify()
     except (httpx.TransportError, httpx.InvalidURL) as exc:
         why = str(exc) or type(exc).__name__  # httpx's timeouts and some refusals carry no text
-        raise ConfigError(redact_urls(f"--api {api}: cannot reach the Sim.API server ({why}); is it running?")) from None
+        message = f"--api {api}: cannot reach the Sim.API server ({why}); is it running?"
+        raise ConfigError(redact_urls(message)) from None
     finally:
         await client.aclose()
 
@@ -93,7 +98,8 @@ def _check_flags(a: argparse.Namespace) -> None:
     """What the flags alone can get wrong, before any file or request."""
     from ..simulators import API_SCHEMES
 
-    check_url(a.api, "the variable --token-env names", "--api", error=ConfigError)  # first: the message below repeats the URL
+    # First: the message below repeats the URL.
+    check_url(a.api, "the variable --token-env names", "--api", error=ConfigError)
     if not a.api.startswith(API_SCHEMES):  # said for the flag (the simulator names its parameter)
         raise ConfigError(f"--api {a.api!r}: give the server's URL, starting with http:// or https://")
     check_range("--concurrency", a.concurrency, 1, "give at least 1 run")
@@ -106,7 +112,9 @@ def _check_flags(a: argparse.Namespace) -> None:
         raise ConfigError(f"--state-dir {a.state_dir}: {problem}")
 
 
-def _print_lanes(results: list[Any]) -> None:
+def _print_lanes(simulator: SimApiSimulator) -> None:
+    """What each Sim.API run did, one line each, and the server's time per turn (stderr)."""
+    results = simulator.results()
     for r in results:
         print(f"{r.run_id}: {r.status}, {r.sessions} sessions, {r.turns} turns"
               + (f", {r.truncated} responses truncated" if r.truncated else "")
@@ -121,6 +129,7 @@ def cmd_rehearse(a: argparse.Namespace) -> int:
     from datetime import datetime
 
     from ..run import execute, prepare_run
+    from ..simulators import SimApiSimulator
     from .console import err, live, out, progress_bar, run_events, summary_table
 
     _check_flags(a)
@@ -143,7 +152,8 @@ def cmd_rehearse(a: argparse.Namespace) -> int:
     on_event = run_events(progress, None)
     with live(progress):
         stats = run_loop(execute(prep, events=on_event))
-    _print_lanes(prep.simulator.results())
+    if isinstance(prep.simulator, SimApiSimulator):  # it is: the command sets the simulator
+        _print_lanes(prep.simulator)
     out.print(summary_table(stats, prep.run_dir))
     if stats.interrupted:
         print(f"interrupted: run the same command again to resume {prep.run_dir}", file=sys.stderr)
