@@ -14,7 +14,7 @@ from conftest import ikat_file, simloop_cli
 
 from simloop.inputs.ikat import load_ikat_topics
 from simloop.inputs.personas import load_personas
-from simloop.run.recorder import read_transcripts
+from simloop.run import read_transcripts
 from simloop.schema import Behaviour
 
 ROOT = Path(__file__).resolve().parents[1]

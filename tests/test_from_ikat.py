@@ -16,7 +16,7 @@ from simloop.cli import main
 from simloop.inputs.from_ikat import IKAT_PATIENCE, personas_from_ikat, rubric_from_turns
 from simloop.inputs.ikat import load_ikat_topics
 from simloop.inputs.personas import load_personas
-from simloop.run.recorder import read_transcripts
+from simloop.run import read_transcripts
 from simloop.schema import GoldTurn
 from simloop.text import sentences
 

@@ -18,7 +18,7 @@ from test_server_protocol import write_personas
 
 from simloop.config import RunConfig
 from simloop.fakes.seams import HashEmbedder
-from simloop.run.recorder import read_manifest, read_transcripts
+from simloop.run import read_manifest, read_transcripts
 from simloop.run.runner import execute, prepare_run
 from simloop.schema import AssistantReply, ContextInfo, Stage
 from simloop.simapi.app import create_app, running

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from simloop.errors import DataFileError, ResumeError
-from simloop.run.recorder import ReadReport, Recorder, read_manifest, read_transcripts
+from simloop.run import ReadReport, Recorder, read_manifest, read_transcripts
 from simloop.schema import Behaviour, PluginRef, RunManifest, ScenarioRef, Stop, Transcript
 
 

@@ -17,7 +17,7 @@ from test_recorder import _manifest
 from test_resume import ASSISTANT, SIM, cli, lines_of
 
 from simloop.errors import ResumeError
-from simloop.run.recorder import Recorder
+from simloop.run import Recorder
 from simloop.run.runlock import LOCK_FILE, RunLock
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,18 +9,8 @@ if _TYPE_CHECKING:
     from .interrupt import INTERRUPTED, at_hard_exit, exit_now, sigterm_as_sigint, until_signalled
     from .manifest import new_manifest
     from .plugins import Assistant, Context, UserSimulator, available, close_plugins, effective_params, load_plugin
-    from .recorder import (
-        DIALOGUES,
-        INFRASTRUCTURE,
-        ReadReport,
-        Recorder,
-        check_out_dir,
-        check_run_id,
-        new_run_id,
-        occupied,
-        read_manifest,
-        read_transcripts,
-    )
+    from .recorder import Recorder, check_out_dir, check_run_id, new_run_id, occupied
+    from .runfiles import DIALOGUES, INFRASTRUCTURE, ReadReport, read_manifest, read_transcripts
     from .runner import PreparedRun, execute, llm_roles, prepare_run, resume_config
     from .scenarios import iter_scenarios, load_sources
     from .session import DialogueSession, DialogueSpec
@@ -34,10 +24,8 @@ else:
         "plugins": (
             "Assistant", "Context", "UserSimulator", "available", "close_plugins", "effective_params", "load_plugin",
         ),
-        "recorder": (
-            "DIALOGUES", "INFRASTRUCTURE", "ReadReport", "Recorder", "check_out_dir", "check_run_id", "new_run_id",
-            "occupied", "read_manifest", "read_transcripts",
-        ),
+        "recorder": ("Recorder", "check_out_dir", "check_run_id", "new_run_id", "occupied",),
+        "runfiles": ("DIALOGUES", "INFRASTRUCTURE", "ReadReport", "read_manifest", "read_transcripts",),
         "runner": ("PreparedRun", "execute", "llm_roles", "prepare_run", "resume_config",),
         "scenarios": ("iter_scenarios", "load_sources",),
         "session": ("DialogueSession", "DialogueSpec",),

@@ -30,7 +30,8 @@ from .engine import Engine, Event, EventSink, RunStats
 from .interrupt import Interrupt
 from .manifest import new_manifest
 from .plugins import Context, close_plugins, effective_params, load_plugin
-from .recorder import MANIFEST, ReadReport, Recorder, check_out_dir, new_run_id, read_manifest
+from .recorder import Recorder, check_out_dir, new_run_id
+from .runfiles import MANIFEST, ReadReport, read_manifest
 from .scenarios import count_scenarios, iter_scenarios, load_sources
 from .session import DialogueSpec
 
