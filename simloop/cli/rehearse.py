@@ -121,6 +121,7 @@ def cmd_rehearse(a: argparse.Namespace) -> int:
     from datetime import datetime
 
     from ..run import execute, prepare_run
+    from ..simulators import SimApiSimulator
     from .console import err, live, out, progress_bar, run_events, summary_table
 
     _check_flags(a)
@@ -143,7 +144,8 @@ def cmd_rehearse(a: argparse.Namespace) -> int:
     on_event = run_events(progress, None)
     with live(progress):
         stats = run_loop(execute(prep, events=on_event))
-    _print_lanes(prep.simulator.results())
+    if isinstance(prep.simulator, SimApiSimulator):  # what the rehearse config names
+        _print_lanes(prep.simulator.results())
     out.print(summary_table(stats, prep.run_dir))
     if stats.interrupted:
         print(f"interrupted: run the same command again to resume {prep.run_dir}", file=sys.stderr)
