@@ -45,7 +45,9 @@ from simloop.parts import (
     timed_stage,
     used_only,
 )
+from simloop.run import Context
 from simloop.schema import AssistantReply, ContextInfo, DialogueState, Passage, Stage
+from simloop.search import Embedder
 from simloop.text import content_words, count_tokens, sentences, stem
 
 __all__ = ["BM25Extractive", "DEFAULT_PTKB_THRESHOLD", "memory_statements"]
@@ -93,11 +95,11 @@ def _with_remembered(utterance: str, query: str, remembered: list[str]) -> str:
 class BM25Extractive:
     """BM25 + extractive answer, with embedding-selected PTKB and a heuristic rewrite."""
 
-    needs = ("retriever", "embedder")  # opened before the first dialogue (run/runner.py warm_up)
+    needs: tuple[str, ...] = ("retriever", "embedder")  # opened before the first dialogue (run/runner.py warm_up)
 
     def __init__(
         self,
-        ctx: Any,
+        ctx: Context,
         k: int = 10,
         ptkb_threshold: float | None = None,
         ptkb_top_k: int = DEFAULT_PARAMS.used_top_k,
@@ -180,7 +182,7 @@ class BM25Extractive:
         )
 
     async def _rewrite_from_memory(self, memory: MemoryStrategy, state: DialogueState, utterance: str,
-                                   embedder: Any, stages: list[Stage]) -> tuple[str, ContextInfo, list[str]]:
+                                   embedder: Embedder, stages: list[Stage]) -> tuple[str, ContextInfo, list[str]]:
         """The heuristic rewrite fed from the strategy's context (see the module notes)."""
         built = await memory.build(state, self.ctx)
         stages += built.stages

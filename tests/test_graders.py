@@ -16,7 +16,8 @@ from conftest import ikat_file
 from simloop.fakes.adversaries import clarifying_question, restate
 from simloop.fakes.seams import HashEmbedder
 from simloop.schema import RubricQuestion
-from simloop.simulators.graders import EmbeddingGrader, is_asking, is_evasive, residual
+from simloop.simulators.cues import is_asking
+from simloop.simulators.graders import EmbeddingGrader, is_evasive, residual
 from simloop.simulators.policy import SimContext
 
 # (question, keywords, {kind: response}): on-point Wikipedia-style answers must pass (> 3);

@@ -42,7 +42,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import DataFileError
-from ..schema import Behaviour, GoldTurn, Persona, RubricQuestion, Topic
+from ..schema import Behaviour, BehaviourSpec, GoldTurn, Persona, RubricQuestion, Topic
 from ..text import content_terms, content_words, sentences
 from .ikat import load_ikat_topics
 from .personas import load_personas
@@ -154,7 +154,7 @@ def personas_from_ikat(path: str | Path, prefix: str = "") -> list[Persona]:
         [topic] = conv.topics
         pid = prefix + _UNSAFE.sub("-", conv.id)
         rubric = rubric_from_turns(topic.gold_turns, topic.title)
-        out.append(Persona(id=pid, name=f"iKAT {conv.id}", ptkb=conv.ptkb, behaviour=Behaviour(patience=IKAT_PATIENCE),
+        out.append(Persona(id=pid, name=f"iKAT {conv.id}", ptkb=conv.ptkb, behaviour=BehaviourSpec(patience=IKAT_PATIENCE),
                            topics=[Topic(id=pid, title=topic.title, rubric=rubric)]))
     return out
 

@@ -31,9 +31,9 @@ import numpy as np
 
 from ..errors import LLMError
 from ..parts import is_dependent, timed_stage
-from ..schema import ContextInfo, DialogueState, Stage, Turn
+from ..schema import DialogueState, Stage, Turn
 from ..text import clip_to_tokens, clip_words, content_words, count_tokens, sentences, stem
-from .base import BuiltContext, ContextPart, MemoryDeps
+from .base import BuiltContext, ContextPart, MemoryDeps, built
 
 __all__ = ["AdaptiveMemory", "window_size", "history_share", "segment", "entity_score", "profile_vector"]
 
@@ -244,9 +244,8 @@ class AdaptiveMemory:
         stages: list[Stage] = []
         blocks = await self._blocks(state, deps, older, query, stages) if older else []
         text, parts, kept = _pack(blocks, window, budget)
-        info = ContextInfo(strategy=self.name, tokens=count_tokens(text), budget=budget, window_messages=k,
-                           blocks=len(blocks), kept_blocks=kept, history_share=share)
-        return BuiltContext(text, info, stages, tuple(parts))
+        return built(self.name, text, parts, stages, budget=budget, window_messages=k, blocks=len(blocks),
+                     kept_blocks=kept, history_share=share)
 
     async def _blocks(self, state: DialogueState, deps: MemoryDeps, older: list[_Msg], query: str,
                       stages: list[Stage]) -> list[_Block]:

@@ -198,7 +198,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -262,7 +262,13 @@ DEFAULT_PARAMS = RankParams()
 MINILM_PARAMS = RankParams.from_mapping({"encoder": "minilm"})
 
 
-async def ranker_embedder(ctx: Any, params: RankParams | None = None) -> Embedder:
+class EncoderSource(Protocol):
+    """What hands out the run's embedder per encoder (``minilm``, ``mpnet``): the plugin ``Context``."""
+
+    async def embedder(self, encoder: str) -> Embedder: ...
+
+
+async def ranker_embedder(ctx: EncoderSource, params: RankParams | None = None) -> Embedder:
     """The run's embedder for the ranker's encoder (``ctx``: a run ``Context``)."""
     return await ctx.embedder((params or DEFAULT_PARAMS).encoder)
 
@@ -293,7 +299,7 @@ def score_statements(sims: np.ndarray, params: RankParams = DEFAULT_PARAMS) -> n
     return np.maximum(current, params.history_weight * remembered)
 
 
-def order_scores(scores: Sequence[float]) -> list[tuple[int, float]]:
+def order_scores(scores: Sequence[float] | np.ndarray) -> list[tuple[int, float]]:
     """``(index, score)`` best first, scores rounded to 4 places, ties by index."""
     rounded = [round(float(s), 4) for s in scores]
     order = sorted(range(len(rounded)), key=lambda i: (-rounded[i], i))

@@ -295,7 +295,7 @@ async def close_plugins(*plugins: object) -> None:
         raise errors[0]
 
 
-def _annotations(cls: type) -> tuple[dict[str, inspect.Parameter], dict[str, Any], bool] | None:
+def _annotations(cls: type[Any]) -> tuple[dict[str, inspect.Parameter], dict[str, Any], bool] | None:
     """(constructor parameters after ``ctx``, their resolved annotations, takes **kwargs),
     or None when the constructor cannot be introspected (then the plugin checks alone)."""
     try:

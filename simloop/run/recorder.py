@@ -24,6 +24,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from io import BufferedWriter
 from pathlib import Path
 
 from ..errors import DataFileError, ResumeError
@@ -88,7 +89,7 @@ class Recorder:
     def __init__(self, run_dir: Path, manifest: RunManifest):
         self.dir = RunDir(run_dir)
         self.manifest = manifest
-        self._fh = None
+        self._fh: BufferedWriter | None = None
         self._lock = asyncio.Lock()
         self._waiting: list[tuple[bytes, Transcript]] = []  # lines not yet handed to a write
         self._queued = self._taken = 0  # lines queued so far / handed to a write so far
@@ -227,9 +228,9 @@ class Recorder:
                 except BaseException as exc:
                     self._failed.append((lo, hi, exc))
                     raise
-            for lo, hi, exc in self._failed:  # that batch was written before we got the lock ...
+            for lo, hi, why in self._failed:  # that batch was written before we got the lock ...
                 if lo < mine <= hi:  # ... or failed
-                    raise exc
+                    raise why
 
     def counts(self) -> dict[str, int]:
         """Counts over every line of the run, this session's and earlier ones'."""

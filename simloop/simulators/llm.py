@@ -19,12 +19,12 @@ fails the voice raises ``DialogueError`` and the engine records ``stop.reason = 
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, Field
 
 from ..errors import DialogueError, EmptyCompletionError, InvalidOutputError
+from ..run import Context
 from ..schema import Behaviour, RubricQuestion, Stage
 from ..text import looks_like_language, words
 from .offline import RubricSimulator
@@ -195,7 +195,7 @@ class LLMVoice:
     """Writes the user's message with the simulator model; keeps the best of ``candidates``."""
     llm_roles = ("simulator",)  # see RubricSimulator.llm_roles
 
-    def __init__(self, ctx: Any, candidates: int = 1, temperature: float | None = None):
+    def __init__(self, ctx: Context, candidates: int = 1, temperature: float | None = None):
         if not 1 <= candidates <= 16:
             raise ValueError("candidates must be between 1 and 16")
         self.ctx = ctx
@@ -248,7 +248,7 @@ class LLMGrader:
     asking for clarification, so a broken endpoint would be recorded as user behaviour."""
     llm_roles = ("simulator",)
 
-    def __init__(self, ctx: Any):
+    def __init__(self, ctx: Context):
         self.ctx = ctx
 
     async def grade(
@@ -271,7 +271,7 @@ class LLMSimulator(RubricSimulator):
 
     def __init__(
         self,
-        ctx: Any,
+        ctx: Context,
         threshold: float = 3.0,
         retries: int = 3,
         candidates: int = 1,

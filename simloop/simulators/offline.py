@@ -12,14 +12,18 @@ One instance serves every dialogue: all per-dialogue state is in
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..errors import BadInputError, DialogueError
-from ..schema import DialogueState, Scenario, SimulatorTurn, Stage
+from ..run import Context
+from ..schema import DialogueState, Persona, Scenario, SimulatorTurn, Stage
 from .cues import assistant_question
 from .policy import Action, Observation, RubricPolicy, SimContext
 from .registry import make_grader, make_voice
 from .voices import EmbedderSource
+
+if TYPE_CHECKING:
+    from ..config import RunConfig
 
 __all__ = ["RubricSimulator", "OfflineSimulator"]
 
@@ -29,7 +33,7 @@ class RubricSimulator:
 
     def __init__(
         self,
-        ctx: Any,
+        ctx: Context,
         threshold: float = 3.0,
         retries: int = 3,
         voice: str = "template",
@@ -56,7 +60,7 @@ class RubricSimulator:
         """The LLM roles its voice and grader call (none for the template voice and embedding grader)."""
         return tuple(dict.fromkeys((*getattr(self.voice, "llm_roles", ()), *getattr(self.grader, "llm_roles", ()))))
 
-    def check_sources(self, personas: list, cfg: Any) -> None:
+    def check_sources(self, personas: list[Persona], cfg: RunConfig) -> None:
         """Before the run: every topic needs rubric questions (an iKAT topic file has none)."""
         only = set(cfg.scenarios.topic_ids)
         bare = [t.id if t.id == p.id else f"{p.id}/{t.id}"
@@ -132,7 +136,7 @@ class OfflineSimulator(RubricSimulator):
 
     def __init__(
         self,
-        ctx: Any,
+        ctx: Context,
         threshold: float = 3.0,
         retries: int = 3,
         voice: str = "template",

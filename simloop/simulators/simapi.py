@@ -46,6 +46,7 @@ import httpx
 from ..errors import BadInputError, SimApiError, SimloopError
 from ..files import pack_memory, unpack_memory
 from ..parts import stage_note
+from ..run import Context
 from ..schema import (
     AssistantReply,
     AssistantTurn,
@@ -303,7 +304,7 @@ class SimApiSimulator:
     HOW_TO_RUN = ("it is what `simloop rehearse --api URL --token-env VAR --assistant NAME` runs "
                   "against a Sim.API server: use that command")
 
-    def __init__(self, ctx: Any, api: str, run_id: str | None = None, token_env: str = DEFAULT_TOKEN_ENV,
+    def __init__(self, ctx: Context, api: str, run_id: str | None = None, token_env: str = DEFAULT_TOKEN_ENV,
                  description: str = "simloop rehearsal", debug: bool = False, track_persona: bool = False,
                  runs: int = 1, limit: int | None = None, state_dir: str | None = None,
                  max_response_tokens: int = 250, timeout_s: float = 600.0, resume_attempts: int = 5):
