@@ -46,7 +46,8 @@ class ACMS:
     def __init__(self, ctx: Context, token_budget: int = 2048, system_tokens: int = 250, candidates: int = 30,
                  max_passages: int = 5, profile_weight: float = 0.2, prior_weight: float = 0.2,
                  compressor: Literal["extractive", "llm"] = "extractive", max_words: int = MAX_WORDS):
-        if candidates < 1 or max_passages < 1 or profile_weight + prior_weight >= 1 or min(profile_weight, prior_weight) < 0:
+        if (candidates < 1 or max_passages < 1 or profile_weight + prior_weight >= 1
+                or min(profile_weight, prior_weight) < 0):
             raise ValueError("need candidates, max_passages >= 1 and profile_weight + prior_weight < 1")
         self.ctx, self.candidates, self.max_passages, self.max_words = ctx, candidates, max_passages, max_words
         self.profile_weight, self.prior_weight = profile_weight, prior_weight

@@ -15,8 +15,9 @@ the user's facts that bear on it (PTKB statements, and what the memory strategy 
 With ``memory`` set to a context strategy (``full``, ``summary``, ``window``,
 ``adaptive``; see ``simloop/memory/``) the rewrite draws its context terms from that
 strategy's built context instead of the last user turns: the context's user messages
-(``BuiltContext.parts``, never parsed back out of the prompt text) stand in for the history, and the statements in it (what the user said about themselves, or a
-summary's sentences) are ranked by MiniLM similarity to the utterance like PTKB
+(``BuiltContext.parts``, never parsed back out of the prompt text) stand in for the
+history, and the statements in it (what the user said about themselves, or a summary's
+sentences) are ranked by MiniLM similarity to the utterance like PTKB
 statements; the best ones lend their salient words to the query, and those words weigh
 like the user's own in the extractive answer (the user did say them).  So what a strategy
 keeps is what the query can still use (``simloop memory`` measures exactly that).

@@ -89,7 +89,8 @@ class IIUoT:
         async with timed_stage("retrieve", stages, k=self.candidates):
             found = await retriever.search(refined, self.candidates)
         async with timed_stage("rerank", stages):
-            hits = await embedding_rerank(embedder, " ".join([refined, *(p.statement for p in used_only(selected)[:3])]),
+            profile = " ".join([refined, *(p.statement for p in used_only(selected)[:3])])
+            hits = await embedding_rerank(embedder, profile,
                                           found, self.k)
         return await grounded_reply(self.ctx.chat("assistant.generate"), utterance=utterance, hits=hits,
                                     shown=self.passages, context=context, info=info, ptkb=selected, stages=stages,

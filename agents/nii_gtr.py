@@ -56,7 +56,8 @@ class NiiGtR:
         if min(k, k_per_query, queries, passages, draft_words) < 1 or rerank_depth < k:
             raise ValueError("need k, k_per_query, queries, passages, draft_words >= 1 and rerank_depth >= k")
         self.ctx, self.k, self.k_per_query, self.n_queries = ctx, k, k_per_query, queries
-        self.rerank_depth, self.passages, self.max_words, self.draft_words = rerank_depth, passages, max_words, draft_words
+        self.rerank_depth, self.passages = rerank_depth, passages
+        self.max_words, self.draft_words = max_words, draft_words
         self.memory = make_memory("full")
 
     async def _branch(self, role: str, label: str, utterance: str, context: str, state: DialogueState) -> _Branch:

@@ -220,7 +220,8 @@ class AdaptiveMemory:
             raise ValueError("adaptive memory compressor is 'extractive' or 'llm'")
         self.token_budget, self.system_tokens, self.k_max = token_budget, system_tokens, k_max
         self.block_min, self.block_max, self.compress_below = block_min, block_max, compress_below
-        self.keep_ratio, self.low_ratio, self.smoothing, self.topic_shift = keep_ratio, low_ratio, smoothing, topic_shift
+        self.keep_ratio, self.low_ratio = keep_ratio, low_ratio
+        self.smoothing, self.topic_shift = smoothing, topic_shift
         total = sum(weights) or 1.0
         self.weights = tuple(w / total for w in weights)
         self.compressor, self.role = compressor, role
@@ -255,7 +256,8 @@ class AdaptiveMemory:
             vecs = await embedder.encode([query, *(m.text for m in older), *state.ptkb, *user_texts])
             q = vecs[0]
             mvecs = vecs[1:1 + len(older)]
-            pvecs, uvecs = vecs[1 + len(older):1 + len(older) + len(state.ptkb)], vecs[1 + len(older) + len(state.ptkb):]
+            ptkb_end = 1 + len(older) + len(state.ptkb)
+            pvecs, uvecs = vecs[1 + len(older):ptkb_end], vecs[ptkb_end:]
             profile = profile_vector(pvecs, uvecs, self.smoothing)
             spans = segment([m.role for m in older], mvecs, self.block_min, self.block_max, self.topic_shift)
             blocks = [self._score(older, span, mvecs, q, profile, i, len(spans)) for i, span in enumerate(spans)]

@@ -53,7 +53,8 @@ def rrf_fuse(rankings: Sequence[Sequence[Hit]], k: int = RRF_K, limit: int | Non
     return out[:limit] if limit is not None else out
 
 
-async def multi_query(retriever: Retriever, queries: Sequence[str], k_per_query: int, limit: int | None = None) -> list[Hit]:
+async def multi_query(retriever: Retriever, queries: Sequence[str], k_per_query: int,
+                      limit: int | None = None) -> list[Hit]:
     """Search every distinct query, then fuse and de-duplicate by docid."""
     distinct = list(dict.fromkeys(" ".join(q.split()) for q in queries if q.strip()))
     return rrf_fuse(await search_all(retriever, distinct, k_per_query), limit=limit)

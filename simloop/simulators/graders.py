@@ -166,9 +166,11 @@ class EmbeddingGrader:
         if min_scrambled < 1 or window < 1:
             raise ValueError("min_scrambled and window must be at least 1")
         self.embeddings = EmbedderSource(ctx, embedder)
-        self.cos_ramp, self.res_ramp, self.ref_ramp = (cos_floor, cos_full), (res_floor, res_full), (ref_floor, ref_full)
+        self.cos_ramp, self.res_ramp = (cos_floor, cos_full), (res_floor, res_full)
+        self.ref_ramp = (ref_floor, ref_full)
         self.w_keywords = w_keywords
-        self.off_cos, self.anchor_cos, self.off_coherence, self.off_weight = off_cos, anchor_cos, off_coherence, off_weight
+        self.off_cos, self.anchor_cos = off_cos, anchor_cos
+        self.off_coherence, self.off_weight = off_coherence, off_weight
         self.min_novel, self.cap = min_novel, cap
         self.max_words, self.max_stop_share, self.min_scrambled, self.window = (
             max_words, max_stop_share, min_scrambled, window)

@@ -76,7 +76,8 @@ class RubricSimulator:
     def needs(self) -> tuple[str, ...]:
         """The run's embedder when the voice or grader fetches it (opened before the first
         dialogue: run/runner.py warm_up)."""
-        fetches = any(isinstance(getattr(part, "embeddings", None), EmbedderSource) for part in (self.voice, self.grader))
+        parts = (self.voice, self.grader)
+        fetches = any(isinstance(getattr(part, "embeddings", None), EmbedderSource) for part in parts)
         return ("embedder",) if fetches else ()
 
     def _policy(self, scenario: Scenario) -> RubricPolicy:

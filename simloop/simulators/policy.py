@@ -232,7 +232,8 @@ class RubricPolicy:
             "questions": len(self.rubric),
             "answered": status.count("answered"),
             "moved_past": status.count("skipped"),
-            "not_reached": sum(1 for i, q in enumerate(self.rubric) if i > m.current and m.status[q.id] == "open"),
+            "not_reached": sum(1 for i, q in enumerate(self.rubric)
+                               if i > m.current and m.status[q.id] == "open"),
             "failures": m.failures,
             "unparsed": m.unparsed,
             "clarifications_answered": m.clarifications_answered,

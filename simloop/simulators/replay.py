@@ -38,7 +38,8 @@ class ReplaySimulator:
         if cfg.scenarios.behaviour:
             raise BadInputError(
                 f"--behaviour {', '.join(cfg.scenarios.behaviour)}: the replay simulator says the recorded turns "
-                "whatever the traits, so they would change nothing; drop --behaviour (or use --simulator offline or llm)")
+                "whatever the traits, so they would change nothing; drop --behaviour "
+                "(or use --simulator offline or llm)")
 
     async def open(self, state: DialogueState) -> SimulatorTurn:
         return _say(_gold_turns(state.scenario)[0])
