@@ -85,7 +85,8 @@ def test_a_replayed_ikat_topic_shows_no_gold_turn(tmp_path: Path):
     assert len(calls[t.dialogue_id]) == len(t.turns) == 4 and all(x.gold is not None for x in t.turns)
     said = {x.user.utterance for x in t.turns}
     assert not [g.response for g in gold if g.response and g.response in dumped]
-    assert not [g.resolved_utterance for g in gold if g.resolved_utterance not in said and g.resolved_utterance in dumped]
+    assert not [g.resolved_utterance for g in gold
+                if g.resolved_utterance not in said and g.resolved_utterance in dumped]
     assert all(turn["gold"] is None for c in calls[t.dialogue_id] for turn in c["state"]["turns"])
 
 
