@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..errors import BadInputError, DialogueError
-from ..run import Context
+from ..run import Context, plugin_llm_roles
 from ..schema import DialogueState, Persona, Scenario, SimulatorTurn, Stage
 from .cues import assistant_question
 from .policy import Action, Observation, RubricPolicy, SimContext
@@ -58,7 +58,7 @@ class RubricSimulator:
     @property
     def llm_roles(self) -> tuple[str, ...]:
         """The LLM roles its voice and grader call (none for the template voice and embedding grader)."""
-        return tuple(dict.fromkeys((*getattr(self.voice, "llm_roles", ()), *getattr(self.grader, "llm_roles", ()))))
+        return tuple(dict.fromkeys((*plugin_llm_roles(self.voice), *plugin_llm_roles(self.grader))))
 
     def check_sources(self, personas: list[Persona], cfg: RunConfig) -> None:
         """Before the run: every topic needs rubric questions (an iKAT topic file has none)."""
