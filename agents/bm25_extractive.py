@@ -15,8 +15,9 @@ the user's facts that bear on it (PTKB statements, and what the memory strategy 
 With ``memory`` set to a context strategy (``full``, ``summary``, ``window``,
 ``adaptive``; see ``simloop/memory/``) the rewrite draws its context terms from that
 strategy's built context instead of the last user turns: the context's user messages
-(``BuiltContext.parts``, never parsed back out of the prompt text) stand in for the history, and the statements in it (what the user said about themselves, or a
-summary's sentences) are ranked by MiniLM similarity to the utterance like PTKB
+(``BuiltContext.parts``, never parsed back out of the prompt text) stand in for the
+history, and the statements in it (what the user said about themselves, or a summary's
+sentences) are ranked by MiniLM similarity to the utterance like PTKB
 statements; the best ones lend their salient words to the query, and those words weigh
 like the user's own in the extractive answer (the user did say them).  So what a strategy
 keeps is what the query can still use (``simloop memory`` measures exactly that).
@@ -45,7 +46,9 @@ from simloop.parts import (
     timed_stage,
     used_only,
 )
+from simloop.run import Context
 from simloop.schema import AssistantReply, ContextInfo, DialogueState, Passage, Stage
+from simloop.search import Embedder
 from simloop.text import content_words, count_tokens, sentences, stem
 
 __all__ = ["BM25Extractive", "DEFAULT_PTKB_THRESHOLD", "memory_statements"]
@@ -93,11 +96,11 @@ def _with_remembered(utterance: str, query: str, remembered: list[str]) -> str:
 class BM25Extractive:
     """BM25 + extractive answer, with embedding-selected PTKB and a heuristic rewrite."""
 
-    needs = ("retriever", "embedder")  # opened before the first dialogue (run/runner.py warm_up)
+    needs: tuple[str, ...] = ("retriever", "embedder")  # opened before the first dialogue (run/runner.py warm_up)
 
     def __init__(
         self,
-        ctx: Any,
+        ctx: Context,
         k: int = 10,
         ptkb_threshold: float | None = None,
         ptkb_top_k: int = DEFAULT_PARAMS.used_top_k,
@@ -180,7 +183,7 @@ class BM25Extractive:
         )
 
     async def _rewrite_from_memory(self, memory: MemoryStrategy, state: DialogueState, utterance: str,
-                                   embedder: Any, stages: list[Stage]) -> tuple[str, ContextInfo, list[str]]:
+                                   embedder: Embedder, stages: list[Stage]) -> tuple[str, ContextInfo, list[str]]:
         """The heuristic rewrite fed from the strategy's context (see the module notes)."""
         built = await memory.build(state, self.ctx)
         stages += built.stages

@@ -19,8 +19,6 @@ the paper, the grounded JSON answer here).  LLM roles: ``assistant.rewrite``,
 
 from __future__ import annotations
 
-from typing import Any
-
 from simloop.memory import make_memory
 from simloop.parts import (
     DEFAULT_THRESHOLD,
@@ -37,6 +35,7 @@ from simloop.parts import (
     used_only,
     vote_ptkb,
 )
+from simloop.run import Context
 from simloop.schema import AssistantReply, DialogueState, PtkbUse, Stage
 
 __all__ = ["IIUoT"]
@@ -49,7 +48,7 @@ class IIUoT:
     llm_roles = ("assistant.ptkb", "assistant.rewrite", "assistant.generate")
     needs = ("retriever", "embedder")  # opened before the first dialogue (run/runner.py warm_up)
 
-    def __init__(self, ctx: Any, window: int = 3, candidates: int = 50, k: int = 20, passages: int = 5,
+    def __init__(self, ctx: Context, window: int = 3, candidates: int = 50, k: int = 20, passages: int = 5,
                  alpha: float = 0.4, prefilter_threshold: float = 0.15, prefilter_top_k: int = 5,
                  max_words: int = MAX_WORDS):
         if min(candidates, k, passages) < 1 or candidates < k or not 0.0 <= alpha <= 1.0:
@@ -90,7 +89,8 @@ class IIUoT:
         async with timed_stage("retrieve", stages, k=self.candidates):
             found = await retriever.search(refined, self.candidates)
         async with timed_stage("rerank", stages):
-            hits = await embedding_rerank(embedder, " ".join([refined, *(p.statement for p in used_only(selected)[:3])]),
+            profile = " ".join([refined, *(p.statement for p in used_only(selected)[:3])])
+            hits = await embedding_rerank(embedder, profile,
                                           found, self.k)
         return await grounded_reply(self.ctx.chat("assistant.generate"), utterance=utterance, hits=hits,
                                     shown=self.passages, context=context, info=info, ptkb=selected, stages=stages,

@@ -42,7 +42,7 @@ async def _parked(out: Path, n: int, measure: Any, timeout_s: float = 240.0) -> 
                        assistant="bench_plugins:ParkedAssistant", concurrency=n, limit=n,
                        sim_params={"turns": 1}, max_turns=2)
     prep = prepare_run(cfg, overrides={"chat:simulator": ScriptedChat("simulator", meter)})
-    assistant = prep.assistant
+    assistant: Any = prep.assistant  # a ParkedAssistant (bench_plugins): its arrived count and gate
     task = asyncio.create_task(execute(prep))
     t0 = time.monotonic()
     while assistant.arrived < n and time.monotonic() - t0 < timeout_s and not task.done():

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 # both are imported before the functions are bound: later imports of simloop.run.* find
 # the package in sys.modules and leave simloop.run the function.  Both faces are light.
 from . import evaluate as _evaluate_package  # noqa: F401
-from . import run as _run_package
+from . import run as _run_package  # noqa: F401
 from .api import Run, arun, evaluate, run
 
 if _TYPE_CHECKING:  # what static tools see; at run time the faces load these on demand

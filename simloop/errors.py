@@ -30,10 +30,10 @@ from __future__ import annotations
 import copy
 import errno
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:  # a type only: the error tree loads before (and without) the models
-    from .schema import Stage
+    from .schema import ErrorSource, Stage
 
 __all__ = [
     "SimloopError",
@@ -174,7 +174,7 @@ class SimApiAuthError(BadInputError):
     """A Sim.API server rejected the token (a bad flag: exit 2)."""
 
 
-def error_source(exc: BaseException, side: str) -> str:
+def error_source(exc: BaseException, side: Literal["simulator", "assistant"]) -> ErrorSource:
     """Which part failed (``error.source``) when ``exc`` came out of the ``side`` plugin
     (``simulator`` or ``assistant``): an LLM or retrieval failure anywhere in its cause
     chain names the infrastructure, a timeout or a broken contract the engine; anything

@@ -20,6 +20,7 @@ SCHEMA_VERSION = "1.0"
 StopReason = Literal["user_satisfied", "user_gave_up", "max_turns", "timeout", "error"]
 StopBy = Literal["simulator", "engine"]
 ErrorSource = Literal["simulator", "assistant", "llm", "retrieval", "engine"]
+RunStatus = Literal["running", "finished", "interrupted", "failed"]
 
 
 def utcnow() -> datetime:
@@ -297,7 +298,7 @@ class RunManifest(_Open):
     versions: dict[str, str] = Field(default_factory=dict)
     started_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime | None = None
-    status: Literal["running", "finished", "interrupted", "failed"] = "running"
+    status: RunStatus = "running"
     counts: dict[str, int] = Field(default_factory=dict)
 
 

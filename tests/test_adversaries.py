@@ -20,8 +20,8 @@ from simloop.fakes.adversaries import (
     restate,
     topic_phrase,
 )
+from simloop.run import read_manifest, read_transcripts
 from simloop.run.plugins import Assistant
-from simloop.run.recorder import read_manifest, read_transcripts
 from simloop.schema import Behaviour, Persona, RubricQuestion, Scenario, Topic
 from simloop.text import sentences
 

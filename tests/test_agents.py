@@ -14,9 +14,9 @@ from simloop.config import PluginSpec, RunConfig, ScenarioSelection
 from simloop.fakes.mockllm import MockLLM
 from simloop.inputs.personas import load_personas
 from simloop.llm.config import LLMConfig, LLMRole
+from simloop.run import read_manifest, read_transcripts
 from simloop.run.engine import run_dialogue
 from simloop.run.plugins import Context, load_plugin
-from simloop.run.recorder import read_manifest, read_transcripts
 from simloop.run.runner import execute, prepare_run
 from simloop.run.session import DialogueSpec
 from simloop.schema import PluginRef, Scenario, Transcript

@@ -14,7 +14,7 @@ from conftest import ikat_file, simloop_cli
 
 from simloop.inputs.ikat import load_ikat_topics
 from simloop.inputs.personas import load_personas
-from simloop.run.recorder import read_transcripts
+from simloop.run import read_transcripts
 from simloop.schema import Behaviour
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -85,7 +85,8 @@ def test_a_replayed_ikat_topic_shows_no_gold_turn(tmp_path: Path):
     assert len(calls[t.dialogue_id]) == len(t.turns) == 4 and all(x.gold is not None for x in t.turns)
     said = {x.user.utterance for x in t.turns}
     assert not [g.response for g in gold if g.response and g.response in dumped]
-    assert not [g.resolved_utterance for g in gold if g.resolved_utterance not in said and g.resolved_utterance in dumped]
+    assert not [g.resolved_utterance for g in gold
+                if g.resolved_utterance not in said and g.resolved_utterance in dumped]
     assert all(turn["gold"] is None for c in calls[t.dialogue_id] for turn in c["state"]["turns"])
 
 

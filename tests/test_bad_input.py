@@ -16,8 +16,8 @@ from conftest import free_port, ikat_file, mock_llm
 from conftest import simloop_cli as cli
 
 from simloop.config import RunConfig
+from simloop.run import Recorder, read_manifest
 from simloop.run.manifest import new_manifest
-from simloop.run.recorder import Recorder, read_manifest
 from simloop.schema import Behaviour, PluginRef, ScenarioRef, Stop, Transcript
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import simloop
+from simloop.inputs.personas import load_personas
 
 # Every shipped persona x topic, twice, through the rubric policy and the template voice (the
 # grades a seeded mix of passes and failures, the embedder the hashing fake at its seam: this
@@ -23,7 +24,6 @@ from test_voices import _shipped_dialogues
 lines = asyncio.run(_shipped_dialogues())
 print(len(lines), hashlib.sha256(repr(lines).encode()).hexdigest())
 """
-from simloop.inputs.personas import load_personas
 
 ROOT = Path(__file__).resolve().parents[1]
 DIALOGUES = 3

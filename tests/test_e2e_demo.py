@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from simloop.run.recorder import read_manifest, read_transcripts
+from simloop.run import read_manifest, read_transcripts
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow

@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from simloop.config import RunConfig
-from simloop.run.recorder import read_manifest, read_transcripts
+from simloop.run import read_manifest, read_transcripts
 from simloop.run.runner import execute, prepare_run
 
 ROOT = Path(__file__).resolve().parents[1]

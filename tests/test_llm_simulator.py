@@ -235,8 +235,8 @@ def test_prompt_swaps_roles_and_describes_the_persona_in_second_person():
 
 
 def test_second_person_and_invalid_reason():
-    said = second_person("I'm allergic to nuts and my dog hates me.")
-    assert said == "You're allergic to nuts and your dog hates you."
+    said = "I'm allergic to nuts and my dog hates me."
+    assert second_person(said) == "You're allergic to nuts and your dog hates you."
     ask = Action("ask", rubric=RUBRIC[0], turn=1)
     assert invalid_reason("Does it hurt?", ask) is None
     assert "assistant" in invalid_reason("As an AI, I think", ask)

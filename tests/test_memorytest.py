@@ -23,9 +23,9 @@ from simloop.memorytest.formats import MemoryResults
 from simloop.memorytest.probes import PROBE, REVEAL, ProbeSimulator, build_probes, deal_facts, query_kept
 from simloop.memorytest.run import MEMORY_FILE, SIMULATOR, MemoryTest, parse_config
 from simloop.memorytest.score import score_probe, summarise_probes
+from simloop.run import read_manifest, read_transcripts
 from simloop.run.engine import run_dialogue
 from simloop.run.plugins import Context
-from simloop.run.recorder import read_manifest, read_transcripts
 from simloop.run.session import DialogueSpec
 from simloop.schema import (
     Behaviour,

@@ -17,7 +17,7 @@ from simloop.cli import build_parser
 from simloop.fakes.seams import HashEmbedder, MemoryRetriever
 from simloop.memorytest.formats import MemoryResults
 from simloop.memorytest.run import MEMORY_FILE, MemoryTest, parse_config
-from simloop.run.recorder import read_manifest
+from simloop.run import read_manifest
 
 
 def _fakes() -> dict:

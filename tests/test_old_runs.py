@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from simloop.cli import main
-from simloop.run.recorder import read_transcripts
+from simloop.run import read_transcripts
 
 _TURN = {"index": 1, "user": {"utterance": "What is a marathon?", "rubric_id": "q1", "grade": 4.0, "intent": "ask"},
          "assistant": {"response": "A 42 km race.", "passages": [{"rank": 1, "docid": "Marathon", "score": 9.1,

@@ -18,7 +18,7 @@ from test_server_protocol import write_personas
 
 from simloop.config import RunConfig
 from simloop.fakes.seams import HashEmbedder
-from simloop.run.recorder import read_manifest, read_transcripts
+from simloop.run import read_manifest, read_transcripts
 from simloop.run.runner import execute, prepare_run
 from simloop.schema import AssistantReply, ContextInfo, Stage
 from simloop.simapi.app import create_app, running
@@ -43,7 +43,8 @@ class StagedAssistant(EchoAssistant):
 def _cfg(tmp: Path, out: str, simulator: str, **kw: Any) -> RunConfig:
     personas = write_personas(tmp / "personas", {"ana": ["ana-run"], "ben": ["ben-food", "ben-city"]})
     return RunConfig.model_validate({"out": str(tmp / out), "scenarios": {"personas_dir": str(personas)},
-                                     "simulator": {"name": simulator}, "assistant": {"name": "test_parity:StagedAssistant"},
+                                     "simulator": {"name": simulator},
+                                     "assistant": {"name": "test_parity:StagedAssistant"},
                                      "max_turns": 12, **kw})
 
 

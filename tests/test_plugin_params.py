@@ -11,8 +11,8 @@ from conftest import simloop_cli
 from simloop.cli import main
 from simloop.config import RunConfig
 from simloop.errors import BadInputError
+from simloop.run import read_manifest, read_transcripts
 from simloop.run.plugins import Context, available, effective_params, load_plugin, resolve
-from simloop.run.recorder import read_manifest, read_transcripts
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -8,8 +8,8 @@ import pytest
 from conftest import ROOT, EchoAssistant
 
 from simloop.config import RunConfig
+from simloop.run import read_manifest, read_transcripts
 from simloop.run.plugins import Context, close_plugins, effective_params, load_plugin
-from simloop.run.recorder import read_manifest, read_transcripts
 from simloop.run.runner import execute, prepare_run
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from simloop.errors import DataFileError, ResumeError
-from simloop.run.recorder import ReadReport, Recorder, read_manifest, read_transcripts
+from simloop.run import ReadReport, Recorder, read_manifest, read_transcripts
 from simloop.schema import Behaviour, PluginRef, RunManifest, ScenarioRef, Stop, Transcript
 
 
@@ -19,7 +19,8 @@ def _t(i: int) -> Transcript:
 
 
 def _manifest(h: str = "h1") -> RunManifest:
-    return RunManifest(run_id="r1", config={}, config_hash=h, simulator=PluginRef(name="s"), assistant=PluginRef(name="a"))
+    return RunManifest(run_id="r1", config={}, config_hash=h, simulator=PluginRef(name="s"),
+                       assistant=PluginRef(name="a"))
 
 
 async def test_append_and_read_back(tmp_path: Path):
@@ -208,8 +209,10 @@ def test_resuming_a_run_on_a_read_only_file_system_is_refused_before_any_write(t
             self.f_flag = real.f_flag | os.ST_RDONLY
 
     monkeypatch.setattr(files.os, "access", lambda p, mode: False if str(p) == run_dir else real_access(p, mode))
-    monkeypatch.setattr(files.os, "statvfs", lambda p: ReadOnly(real_statvfs(p)) if str(p) == run_dir else real_statvfs(p))
-    with pytest.raises(ResumeError, match=f"cannot resume {run_dir}: cannot write in {run_dir} \\(read-only file system\\)"):
+    monkeypatch.setattr(files.os, "statvfs",
+                        lambda p: ReadOnly(real_statvfs(p)) if str(p) == run_dir else real_statvfs(p))
+    why = f"cannot resume {run_dir}: cannot write in {run_dir} \\(read-only file system\\)"
+    with pytest.raises(ResumeError, match=why):
         Recorder.resume(tmp_path / "r1", "h1")
     assert not (tmp_path / "r1" / LOCK_FILE).exists()  # nothing written, not even the lock
 

@@ -20,7 +20,7 @@ import pytest
 
 from simloop.config import RunConfig
 from simloop.fakes.seams import HashEmbedder
-from simloop.run.recorder import read_manifest, read_transcripts
+from simloop.run import read_manifest, read_transcripts
 from simloop.run.runner import execute, prepare_run
 from simloop.simapi.app import ServeOptions, create_app, running
 from simloop.text import truncate_wordpunct as truncate_tokens

@@ -12,7 +12,7 @@ from pathlib import Path
 from conftest import simloop_cli
 from test_recorder import _manifest, _t
 
-from simloop.run.recorder import ReadReport, Recorder, read_manifest, read_transcripts
+from simloop.run import ReadReport, Recorder, read_manifest, read_transcripts
 from simloop.schema import ErrorInfo
 
 ROOT = Path(__file__).resolve().parents[1]

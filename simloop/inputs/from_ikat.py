@@ -42,12 +42,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..errors import DataFileError
-from ..schema import Behaviour, GoldTurn, Persona, RubricQuestion, Topic
+from ..schema import Behaviour, BehaviourSpec, GoldTurn, Persona, RubricQuestion, Topic
 from ..text import content_terms, content_words, sentences
 from .ikat import load_ikat_topics
 from .personas import load_personas
 
-__all__ = ["SAME_QUESTION", "IKAT_PATIENCE", "rubric_from_turns", "personas_from_ikat", "check_prefix", "persona_toml", "write_personas"]
+__all__ = ["SAME_QUESTION", "IKAT_PATIENCE", "rubric_from_turns", "personas_from_ikat", "check_prefix", "persona_toml",
+           "write_personas"]
 
 SAME_QUESTION = 0.6
 # the largest patience a persona may have (Behaviour's own bound, so the two cannot drift apart)
@@ -62,7 +63,8 @@ _ASKS = re.compile(
 )
 # "That is not what I asked": the user is re-asking the question before.
 _CORRECTION = re.compile(
-    r"\b(?:i meant|i mean|not what i|that was not|that's not what|wasn't what|but i'?m looking for|i was asking|i asked)\b",
+    r"\b(?:i meant|i mean|not what i|that was not|that's not what|wasn't what|but i'?m looking for"
+    r"|i was asking|i asked)\b",
     re.IGNORECASE,
 )
 # Words of a sentence that only acknowledges ("Thanks for those suggestions!").
@@ -154,7 +156,8 @@ def personas_from_ikat(path: str | Path, prefix: str = "") -> list[Persona]:
         [topic] = conv.topics
         pid = prefix + _UNSAFE.sub("-", conv.id)
         rubric = rubric_from_turns(topic.gold_turns, topic.title)
-        out.append(Persona(id=pid, name=f"iKAT {conv.id}", ptkb=conv.ptkb, behaviour=Behaviour(patience=IKAT_PATIENCE),
+        out.append(Persona(id=pid, name=f"iKAT {conv.id}", ptkb=conv.ptkb,
+                           behaviour=BehaviourSpec(patience=IKAT_PATIENCE),
                            topics=[Topic(id=pid, title=topic.title, rubric=rubric)]))
     return out
 

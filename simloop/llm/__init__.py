@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 if _TYPE_CHECKING:
-    from .client import ChatResult, LLMPool
+    from .client import ChatModel, ChatResult, LLMPool
     from .config import PLACEHOLDER_KEY, LLMConfig, LLMRole, LLMRoleOverride, role_setting
     from .limits import Permit
     from .meter import metered
@@ -15,7 +15,7 @@ else:
     from ..lazy import lazy_face as _lazy_face
 
     __getattr__, __dir__ = _lazy_face(__name__, {
-        "client": ("ChatResult", "LLMPool",),
+        "client": ("ChatModel", "ChatResult", "LLMPool",),
         "config": ("LLMConfig", "LLMRole", "LLMRoleOverride", "PLACEHOLDER_KEY", "role_setting",),
         "limits": ("Permit",),
         "meter": ("metered",),
@@ -24,6 +24,6 @@ else:
     })
 
 __all__ = [
-    "ChatResult", "LLMConfig", "LLMPool", "LLMRole", "LLMRoleOverride", "PLACEHOLDER_KEY", "Permit",
+    "ChatModel", "ChatResult", "LLMConfig", "LLMPool", "LLMRole", "LLMRoleOverride", "PLACEHOLDER_KEY", "Permit",
     "check_endpoints", "check_judge_llm", "metered", "role_setting", "transport_name",
 ]

@@ -33,19 +33,18 @@ class timed_stage:
         self._start = time.perf_counter()
         return self
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:  # never swallows
         elapsed = (time.perf_counter() - self._start) * 1000
         error = f"{type(exc).__name__}: {exc}"[:300] if exc is not None else None
         self.stage = Stage(name=self.name, latency_ms=round(elapsed, 3), error=error, **self.fields)
         if self.into is not None:
             self.into.append(self.stage)
-        return False
 
     async def __aenter__(self) -> timed_stage:
         return self.__enter__()
 
-    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
-        return self.__exit__(exc_type, exc, tb)
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        self.__exit__(exc_type, exc, tb)
 
 
 def stage_note(stage: Stage, note: str) -> Stage:

@@ -8,19 +8,22 @@ if _TYPE_CHECKING:
     from .engine import Engine, Event, RunStats, gather_until_cancelled
     from .interrupt import INTERRUPTED, at_hard_exit, exit_now, sigterm_as_sigint, until_signalled
     from .manifest import new_manifest
-    from .plugins import Assistant, Context, UserSimulator, available, close_plugins, effective_params, load_plugin
-    from .recorder import (
-        DIALOGUES,
-        INFRASTRUCTURE,
-        ReadReport,
-        Recorder,
-        check_out_dir,
-        check_run_id,
-        new_run_id,
-        occupied,
-        read_manifest,
-        read_transcripts,
+    from .plugins import (
+        Assistant,
+        ChecksSources,
+        ChoosesScenarios,
+        Closable,
+        Context,
+        UserSimulator,
+        available,
+        close_plugins,
+        effective_params,
+        load_plugin,
+        plugin_llm_roles,
+        plugin_needs,
     )
+    from .recorder import Recorder, check_out_dir, check_run_id, new_run_id, occupied
+    from .runfiles import DIALOGUES, INFRASTRUCTURE, ReadReport, read_manifest, read_transcripts
     from .runner import PreparedRun, execute, llm_roles, prepare_run, resume_config
     from .scenarios import iter_scenarios, load_sources
     from .session import DialogueSession, DialogueSpec
@@ -32,22 +35,21 @@ else:
         "interrupt": ("INTERRUPTED", "at_hard_exit", "exit_now", "sigterm_as_sigint", "until_signalled",),
         "manifest": ("new_manifest",),
         "plugins": (
-            "Assistant", "Context", "UserSimulator", "available", "close_plugins", "effective_params", "load_plugin",
+            "Assistant", "ChecksSources", "ChoosesScenarios", "Closable", "Context", "UserSimulator", "available",
+            "close_plugins", "effective_params", "load_plugin", "plugin_llm_roles", "plugin_needs",
         ),
-        "recorder": (
-            "DIALOGUES", "INFRASTRUCTURE", "ReadReport", "Recorder", "check_out_dir", "check_run_id", "new_run_id",
-            "occupied", "read_manifest", "read_transcripts",
-        ),
+        "recorder": ("Recorder", "check_out_dir", "check_run_id", "new_run_id", "occupied",),
+        "runfiles": ("DIALOGUES", "INFRASTRUCTURE", "ReadReport", "read_manifest", "read_transcripts",),
         "runner": ("PreparedRun", "execute", "llm_roles", "prepare_run", "resume_config",),
         "scenarios": ("iter_scenarios", "load_sources",),
         "session": ("DialogueSession", "DialogueSpec",),
     })
 
 __all__ = [
-    "Assistant", "Context", "DIALOGUES", "DialogueSession", "DialogueSpec", "Engine", "Event", "INFRASTRUCTURE",
-    "INTERRUPTED", "PreparedRun", "ReadReport", "Recorder", "RunStats", "UserSimulator", "at_hard_exit", "available",
-    "check_out_dir", "check_run_id", "close_plugins", "effective_params", "execute", "exit_now",
-    "gather_until_cancelled", "iter_scenarios", "llm_roles", "load_plugin", "load_sources", "new_manifest",
-    "new_run_id", "occupied", "prepare_run", "read_manifest", "read_transcripts", "resume_config",
-    "sigterm_as_sigint", "until_signalled",
+    "Assistant", "ChecksSources", "ChoosesScenarios", "Closable", "Context", "DIALOGUES", "DialogueSession",
+    "DialogueSpec", "Engine", "Event", "INFRASTRUCTURE", "INTERRUPTED", "PreparedRun", "ReadReport", "Recorder",
+    "RunStats", "UserSimulator", "at_hard_exit", "available", "check_out_dir", "check_run_id", "close_plugins",
+    "effective_params", "execute", "exit_now", "gather_until_cancelled", "iter_scenarios", "llm_roles", "load_plugin",
+    "load_sources", "new_manifest", "new_run_id", "occupied", "plugin_llm_roles", "plugin_needs", "prepare_run",
+    "read_manifest", "read_transcripts", "resume_config", "sigterm_as_sigint", "until_signalled",
 ]

@@ -40,19 +40,20 @@ import asyncio
 import re
 import time
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from ..run import Context
 from ..schema import RubricQuestion, Stage
 from ..search import Embedder, encode_fixed
 from ..text import content_words, sentences, stem, term_coverage, word_count, words
-from .cues import is_asking  # the one asking rule, shared with the policy (re-exported)
+from .cues import is_asking  # the one asking rule, shared with the policy
 from .policy import SimContext
 from .prose import scrambled_pairs, states_nothing
 from .voices import EmbedderSource
 
-__all__ = ["Grader", "EmbeddingGrader", "GradeParts", "is_evasive", "is_asking", "residual"]
+__all__ = ["Grader", "EmbeddingGrader", "GradeParts", "is_evasive", "residual"]
 
 # A reply that declines or defers, with no substance after it.
 _EVASIVE = re.compile(
@@ -134,7 +135,7 @@ class EmbeddingGrader:
 
     def __init__(
         self,
-        ctx: Any = None,
+        ctx: Context | None = None,
         embedder: Embedder | None = None,
         cos_floor: float = 0.2,
         cos_full: float = 0.65,
@@ -165,9 +166,11 @@ class EmbeddingGrader:
         if min_scrambled < 1 or window < 1:
             raise ValueError("min_scrambled and window must be at least 1")
         self.embeddings = EmbedderSource(ctx, embedder)
-        self.cos_ramp, self.res_ramp, self.ref_ramp = (cos_floor, cos_full), (res_floor, res_full), (ref_floor, ref_full)
+        self.cos_ramp, self.res_ramp = (cos_floor, cos_full), (res_floor, res_full)
+        self.ref_ramp = (ref_floor, ref_full)
         self.w_keywords = w_keywords
-        self.off_cos, self.anchor_cos, self.off_coherence, self.off_weight = off_cos, anchor_cos, off_coherence, off_weight
+        self.off_cos, self.anchor_cos = off_cos, anchor_cos
+        self.off_coherence, self.off_weight = off_coherence, off_weight
         self.min_novel, self.cap = min_novel, cap
         self.max_words, self.max_stop_share, self.min_scrambled, self.window = (
             max_words, max_stop_share, min_scrambled, window)
