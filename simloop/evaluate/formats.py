@@ -21,8 +21,8 @@ from ..schema import Stage, Usage
 
 __all__ = [
     "SUMMARY_VERSION", "Percentiles", "UsageTotals", "RunStats", "PtkbMetrics", "PassageMetrics", "PtkbReference",
-    "JudgeSummary", "EvaluatedInput", "ReadNotes", "RunSummary", "TurnScores", "RubricGroupScores", "DialogueJudgeScores",
-    "DialogueScores",
+    "JudgeSummary", "EvaluatedInput", "ReadNotes", "RunSummary", "TurnScores", "RubricGroupScores",
+    "DialogueJudgeScores", "DialogueScores",
 ]
 
 SUMMARY_VERSION = "1.0"
