@@ -86,9 +86,9 @@ class Evaluation:
 
 
 def resolve_source(path: str | Path, run_dir: Path) -> Path | None:
-    """A path recorded in run.json: as written (relative to where the run started; runs
-    since 2026-11-24 record it absolute), else relative to the folder holding
-    ``transcripts/`` (runs usually start at the repo root) or the run folder.  A run
+    """A path recorded in run.json: as written (absolute, or relative to where the run
+    started), else relative to the folder holding ``transcripts/`` (runs usually start at
+    the repo root) or the run folder.  A run
     copied to another checkout or machine records paths that are not there: the path's
     tails are then tried under the repo root and the folder beside it
     (``/old/simloop/personas`` -> ``ROOT/personas``, ``/old/shared/data/x.json`` ->
