@@ -43,7 +43,7 @@ def runs():
 
 
 def test_counts_and_reasons(runs):
-    s = run_stats(runs)
+    s = run_stats(runs).model_dump()
     assert s["dialogues"] == 3
     assert s["turns"] == {"total": 3, "mean": 1.0, "max": 2, "min": 0}
     assert s["stop_reasons"] == {"user_satisfied": 1, "error": 1, "user_gave_up": 1}
@@ -54,13 +54,13 @@ def test_counts_and_reasons(runs):
 
 
 def test_latency_percentiles(runs):
-    lat = run_stats(runs)["latency_ms"]
+    lat = run_stats(runs).model_dump()["latency_ms"]
     assert lat["turn"] == {"p50": 200.0, "p90": 300.0, "p99": 300.0}
     assert lat["dialogue"] == {"p50": 1000.0, "p90": 4000.0, "p99": 4000.0}
 
 
 def test_tokens_cost_calls_by_role_and_model(runs):
-    s = run_stats(runs)
+    s = run_stats(runs).model_dump()
     assert s["llm_calls"] == 2          # the cached answer and the retrieval stage sent no request
     assert s["cached_calls"] == 1
     assert s["retries"] == 2
@@ -80,12 +80,12 @@ def test_stages_on_no_turn_are_counted(runs):
     failed = runs[2].model_copy(update={"loose_stages": [
         st("simulator.voice", model="m2", p=40, c=4),
         st("assistant.ptkb", p=30, c=0, retries=1, error="LLMStatusError: HTTP 500", role="assistant")]})
-    s = run_stats([runs[0], runs[1], failed])
+    s = run_stats([runs[0], runs[1], failed]).model_dump()
     assert (s["llm_calls"], s["retries"]) == (4, 3)
     assert s["tokens"] == {"prompt": 220, "completion": 34, "total": 254}
     assert s["stage_errors"] == {"RetrievalError": 1, "LLMStatusError: HTTP 500": 1}
 
 
 def test_empty_run():
-    s = run_stats([])
+    s = run_stats([]).model_dump()
     assert s["dialogues"] == 0 and s["turns"]["mean"] == 0.0 and s["latency_ms"]["turn"]["p50"] is None

@@ -13,7 +13,8 @@ from eval_helpers import PTKB, transcript, turn, write_run
 
 from simloop.cli import main
 from simloop.errors import BadInputError, DataFileError
-from simloop.evaluate.export import ExportFilter, export_run, validate_chat
+from simloop.evaluate import ExportFilter, export_run
+from simloop.evaluate.export_chat import validate_chat
 from simloop.schema import Behaviour, GoldTurn
 
 PERSONA_TOML = """

@@ -12,7 +12,7 @@ from eval_helpers import PTKB, transcript, turn, write_run
 
 from simloop.cli import main
 from simloop.errors import BadInputError
-from simloop.evaluate.export import ExportFilter, RunTag, export_run
+from simloop.evaluate import ExportFilter, RunTag, export_run
 from simloop.evaluate.export_ikat25 import MAX_REFERENCES, response_words, trim_words, validate_ikat25
 from simloop.inputs.ikat import load_ikat_topics
 from simloop.schema import Passage, PtkbUse

@@ -54,14 +54,15 @@ async def test_judge_over_http_with_mockllm():
         finally:
             await pool.aclose()
         requests = mock.stats()["requests"]
-    s = result.summary
+    s = result.summary.model_dump()  # as summary.json holds it
     assert s["rubric"]["n"] == 4 and s["dialogue"]["n"] == 2 and s["errors"] == {}
     for level, keys in (("rubric", ["engagement", "relevance", "quality", "confidence", "score"]),
                         ("dialogue", ["mixed_initiative", "personalization", "flow", "trustworthiness",
                                       "satisfaction", "confidence", "score"])):
         assert all(_in_unit(s[level][k]) for k in keys), s[level]
     assert _in_unit(s["overall"]) and _in_unit(s["overall_of_means"])
-    for did, d in result.per_dialogue.items():
+    per = {did: d.model_dump() for did, d in result.per_dialogue.items()}  # as scores.jsonl holds them
+    for d in per.values():
         # each dialogue's overall is the harmonic mean of its two level scores
         r = sum(g["score"] for g in d["rubric_groups"]) / len(d["rubric_groups"])
         assert d["rubric"] == pytest.approx(r, abs=1e-4)
@@ -70,7 +71,7 @@ async def test_judge_over_http_with_mockllm():
         names = sorted(st["name"] for st in d["stages"])
         assert names == ["judge.dialogue"] + ["judge.rubric"] * len(d["rubric_groups"])
         assert all(st["role"] == "judge" and st["model"] == "mock-model" for st in d["stages"])
-    assert s["overall"] == pytest.approx(sum(d["overall"] for d in result.per_dialogue.values()) / 2, abs=1e-4)
+    assert s["overall"] == pytest.approx(sum(d["overall"] for d in per.values()) / 2, abs=1e-4)
     assert s["usage"]["calls"] == 6 == requests
 
 
@@ -82,9 +83,9 @@ async def test_failed_judge_calls_are_recorded_not_fatal():
             result = await judge_transcripts(_runs()[:1], pool.model("judge"))
         finally:
             await pool.aclose()
-    s = result.summary
+    s = result.summary.model_dump()  # as summary.json holds it
     assert s["overall"] is None and s["rubric"]["n"] == 0 and sum(s["errors"].values()) == 3
-    assert len(result.per_dialogue["p1--t1--0"]["errors"]) == 3
+    assert len(result.per_dialogue["p1--t1--0"].errors) == 3
 
 
 class ScriptedJudge:
@@ -108,7 +109,7 @@ class ScriptedJudge:
 async def test_scores_by_hand_with_a_scripted_judge():
     chat = ScriptedJudge()
     result = await judge_transcripts(_runs(), chat)
-    s = result.summary
+    s = result.summary.model_dump()  # as summary.json holds it
     assert s["rubric"]["score"] == 1.0 and s["dialogue"]["score"] == 0.5 and s["dialogue"]["confidence"] == 0.5
     assert s["overall"] == pytest.approx(2 * 1.0 * 0.5 / 1.5, abs=1e-4)  # 0.6667
     assert sorted(chat.calls).count("judge.dialogue") == 2 and len(chat.calls) == 6

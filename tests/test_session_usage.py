@@ -60,7 +60,7 @@ def assert_everything_sent_is_recorded(t: Transcript, mock: MockLLM) -> None:
     stats = mock.stats()
     assert t.usage.calls + t.usage.retries == stats["requests"]
     assert (t.usage.prompt_tokens, t.usage.completion_tokens) == tuple(stats["billed"].values())
-    summary = run_stats([t])  # summary.json's stats read the same stages
+    summary = run_stats([t]).model_dump()  # summary.json's stats read the same stages
     assert summary["llm_calls"] + summary["retries"] == stats["requests"]
     assert summary["tokens"]["prompt"] == t.usage.prompt_tokens
 
@@ -79,7 +79,7 @@ async def test_an_assistant_failure_keeps_the_stages_it_billed(mock):
     failed = t.loose_stages[-1]
     assert failed.retries == 1 and failed.error.startswith("LLMStatusError")
     assert_everything_sent_is_recorded(t, mock)
-    assert run_stats([t])["stage_errors"] == {failed.error: 1}
+    assert run_stats([t]).stage_errors == {failed.error: 1}
 
 
 async def test_a_timeout_keeps_the_stages_billed_and_the_request_in_flight(mock):

@@ -10,14 +10,17 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from ..config import RunConfig, with_absolute_paths
 from ..llm import Permit
 from ..run import DialogueSpec, Engine, Event
 from ..schema import Scenario, Transcript
 
-__all__ = ["RateGate", "DialogueWorker", "gate_permit", "worker_config", "TICK_S"]
+if TYPE_CHECKING:
+    from ray.actor import ActorHandle
+
+__all__ = ["Batch", "RateGate", "DialogueWorker", "gate_permit", "worker_config", "TICK_S"]
 
 TICK_S = 0.2  # how often a worker sends what finished: batches lines, bounds progress lag
 
@@ -61,7 +64,7 @@ class RateGate:
         return slot - now
 
 
-def gate_permit(gate: Any) -> Permit:
+def gate_permit(gate: ActorHandle) -> Permit:
     """A worker's ``LLMPool`` permit: ask the gate (an actor handle) for a slot, wait for it here."""
 
     async def permit(url: str, rpm: float) -> None:
@@ -70,6 +73,15 @@ def gate_permit(gate: Any) -> Permit:
             await asyncio.sleep(delay)
 
     return permit
+
+
+class Batch(TypedDict):
+    """What a worker reports of a shard since its last batch."""
+
+    started: list[str]  # dialogue ids
+    ended: list[str]  # finished transcripts as JSON lines (as the recorder writes them: null fields stay)
+    turns: int  # turns answered
+    missing: NotRequired[list[str]]  # in the shard's last batch: ids this worker could not rebuild
 
 
 class _Outbox:
@@ -92,8 +104,8 @@ class _Outbox:
     def __bool__(self) -> bool:
         return bool(self.started or self.ended or self.turns)
 
-    def take(self) -> dict[str, Any]:
-        batch = {"started": self.started, "ended": self.ended, "turns": self.turns}
+    def take(self) -> Batch:
+        batch = Batch(started=self.started, ended=self.ended, turns=self.turns)
         self.started, self.ended, self.turns = [], [], 0
         return batch
 
@@ -101,7 +113,7 @@ class _Outbox:
 class DialogueWorker:
     """One worker: its own context and plugins, and the one engine over each shard it gets."""
 
-    def __init__(self, cfg_json: str, spec: DialogueSpec, concurrency: int, gate: Any | None):
+    def __init__(self, cfg_json: str, spec: DialogueSpec, concurrency: int, gate: ActorHandle | None):
         from ..llm import LLMPool
         from ..run import Context, load_plugin, load_sources
 
@@ -125,7 +137,7 @@ class DialogueWorker:
                 if not wanted:
                     return
 
-    async def run(self, ids: list[str]) -> AsyncIterator[dict[str, Any]]:
+    async def run(self, ids: list[str]) -> AsyncIterator[Batch]:
         """Run one shard; yields batches ``{started, ended, turns}``, the last with ``missing``."""
         outbox, wanted = _Outbox(), set(ids)
         engine = Engine(self.spec, self.simulator, self.assistant, outbox.sink, self.concurrency, outbox.event)
@@ -136,7 +148,9 @@ class DialogueWorker:
                 yield outbox.take()
         task.result()  # an engine bug surfaces on the driver as a failed call
         # Ids this worker cannot rebuild (inputs differ on this node) come back by name.
-        yield {**outbox.take(), "missing": sorted(wanted)}
+        last = outbox.take()
+        last["missing"] = sorted(wanted)
+        yield last
 
     async def aclose(self) -> None:
         from ..run import close_plugins

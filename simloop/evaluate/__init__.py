@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 if _TYPE_CHECKING:
-    from .export import FORMATS, ExportFilter, RunTag, export_run
+    from .export import FORMATS, export_run
+    from .export_job import RunTag
+    from .export_select import ExportFilter
     from .formats import DialogueScores, RunSummary
     from .provenance import ptkb_scores, read_ptkb_qrels, turn_key
     from .report import load_views, write_report
@@ -20,7 +22,9 @@ else:
     from ..lazy import lazy_face as _lazy_face
 
     __getattr__, __dir__ = _lazy_face(__name__, {
-        "export": ("ExportFilter", "FORMATS", "RunTag", "export_run",),
+        "export": ("FORMATS", "export_run",),
+        "export_job": ("RunTag",),
+        "export_select": ("ExportFilter",),
         "formats": ("DialogueScores", "RunSummary",),
         "provenance": ("ptkb_scores", "read_ptkb_qrels", "turn_key",),
         "report": ("load_views", "write_report",),

@@ -61,7 +61,7 @@ from ..run import (
 from ..schema import PluginRef, RunManifest, Scenario, Transcript
 from ..search import is_lucene_index
 from .facts import FACTS, fact_by_id
-from .formats import MemoryResults
+from .formats import MemoryResults, MemoryStatus
 from .probes import ProbeJudge, ProbePlan, build_probes
 from .score import judge_rows, score_probe, summarise_probes
 
@@ -249,7 +249,7 @@ class MemoryTest:
             await asyncio.to_thread(check_endpoints, self.base.llm, ["judge"])
         top = Recorder.create(self.base.out, self._manifest())
         shared = Context(self.base, overrides=dict(self.overrides))
-        status = "failed"
+        status: MemoryStatus = "failed"
         try:
             # One retriever and one embedder per encoder for all sub-runs: the index and the
             # models load once (MPNet: the offline assistants' PTKB ranker).
@@ -294,12 +294,12 @@ class MemoryTest:
         events = (lambda ev: on_event(s.name, ev)) if on_event else None
         return await execute(run, events=events, sink=sink)
 
-    async def _score(self, shared: Context, status: str) -> MemoryResults:
+    async def _score(self, shared: Context, status: MemoryStatus) -> MemoryResults:
         judge = ProbeJudge(shared.chat("judge"), self.base.concurrency) if self.cfg.judge else None
         memory = MemoryResults(
             run_id=self.run_id, status=status, distances=self.cfg.distances, reveal_turn=self.cfg.reveal_turn,
             scorer="judge" if judge else "rules",
-            assistant={"name": self.cfg.assistant, "params": self.cfg.assistant_params},
+            assistant=PluginRef(name=self.cfg.assistant, params=self.cfg.assistant_params),
             personas=sorted({p.persona_id for s in self.strategies for _, p in s.plans}))
         # An interrupted strategy is left out, not scored as recall 0 over the probes it never
         # ran; so are the strategies after it.  Its dialogues stay in its run directory.
