@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from bench_common import bench_config, figure, info
-from bench_plugins import CpuMeter, ScriptedChat
+from bench_plugins import bench_chat
+
+from simloop.fakes import CpuMeter
 
 KIB = 1024
 
@@ -41,7 +43,7 @@ async def _parked(out: Path, n: int, measure: Any, timeout_s: float = 240.0) -> 
     cfg = bench_config(out, base_url=None, simulator="bench_plugins:OneCallSimulator",
                        assistant="bench_plugins:ParkedAssistant", concurrency=n, limit=n,
                        sim_params={"turns": 1}, max_turns=2)
-    prep = prepare_run(cfg, overrides={"chat:simulator": ScriptedChat("simulator", meter)})
+    prep = prepare_run(cfg, overrides={"chat:simulator": bench_chat("simulator", meter)})
     assistant = prep.assistant
     task = asyncio.create_task(execute(prep))
     t0 = time.monotonic()
