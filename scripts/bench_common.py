@@ -56,7 +56,7 @@ IKAT_ENV = "SIMLOOP_IKAT_DATA"
 def ikat_dir(files: tuple[str, ...]) -> Path | None:
     """The iKAT data folder holding every one of ``files``: ``$SIMLOOP_IKAT_DATA``, else the first
     ``shared/data/ikat`` beside an ancestor of the checkout (the main checkout and its worktrees
-    sit at different depths).  The tests find it the same way (tests/conftest.py)."""
+    sit at different depths).  The tests find it the same way (tests/helpers/data.py)."""
     env = os.environ.get(IKAT_ENV)
     candidates = [Path(env)] if env else [p / "shared" / "data" / "ikat" for p in ROOT.parents]
     return next((c for c in candidates if all((c / f).is_file() for f in files)), None)

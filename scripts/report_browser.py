@@ -1,6 +1,6 @@
 """Open a `simloop report` page in headless Chromium: check it and take a screenshot.
 
-Used by ``scripts/check-report`` and ``tests/test_report_browser.py``.  Chromium is driven
+Used by ``scripts/check-report`` and ``tests/evaluate/test_report_browser.py``.  Chromium is driven
 over the DevTools protocol (a websocket on 127.0.0.1, a port Chromium picks itself), so
 the check sees what a reader sees: which sections rendered, whether every plot decoded,
 and every console message, network failure or exception the page caused.  The report

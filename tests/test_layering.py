@@ -17,7 +17,8 @@ import tomllib
 import warnings
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers.data import ROOT
+
 PACKAGE = ROOT / "simloop"
 
 # Lowest first.  A unit is a subpackage of simloop or one of its top-level modules.

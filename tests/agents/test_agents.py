@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from pathlib import Path
 
 import httpx
 import pytest
@@ -21,8 +20,8 @@ from simloop.run.runner import execute, prepare_run
 from simloop.run.session import DialogueSpec
 from simloop.schema import PluginRef, Scenario, Transcript
 from simloop.simulators.offline import OfflineSimulator
+from tests.helpers.data import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 MODELS = {"mock-model", "mock-second"}
 

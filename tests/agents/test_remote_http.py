@@ -6,7 +6,6 @@ import asyncio
 import json
 
 import pytest
-from conftest import ScriptedSimulator, make_scenario
 
 from agents.remote_http import REMOTE_ERROR_RESPONSE, RemoteHTTP
 from simloop.config import RunConfig
@@ -15,6 +14,8 @@ from simloop.run.engine import run_dialogue
 from simloop.run.plugins import Context, load_plugin
 from simloop.run.session import DialogueSpec
 from simloop.schema import DialogueState, PluginRef, Turn, UserTurn
+from tests.helpers.data import make_scenario
+from tests.helpers.plugins import ScriptedSimulator
 
 GOOD = {"response": "Porto is lovely.", "rewritten_query": "porto vegetarian food",
         "passages": [{"docid": "Porto", "score": 3.5, "used": True, "text": "Porto is a city."},

@@ -6,47 +6,16 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
 from contextlib import closing
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from conftest import free_port, ikat_file, mock_llm
-from conftest import simloop_cli as cli
 
-from simloop.config import RunConfig
-from simloop.run.manifest import new_manifest
-from simloop.run.recorder import Recorder, read_manifest
-from simloop.schema import Behaviour, PluginRef, ScenarioRef, Stop, Transcript
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def one_line_exit_2(p: subprocess.CompletedProcess, *needles: str) -> str:
-    assert p.returncode == 2, (p.returncode, p.stderr)
-    assert "Traceback" not in p.stderr, p.stderr
-    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
-    assert len(lines) == 1, p.stderr
-    for needle in needles:
-        assert needle in lines[0], lines[0]
-    return lines[0]
-
-
-def persona_run(tmp_path: Path) -> Path:
-    """A finished run directory of two persona dialogues (real files, as `simloop run` writes)."""
-    cfg = RunConfig(out=tmp_path, run_id="personas")
-    ref = PluginRef(name="offline")
-    rec = Recorder.create(tmp_path, new_manifest("personas", cfg, simulator=ref,
-                                                  assistant=PluginRef(name="bm25_extractive"), scenarios=2))
-    now = datetime.now(UTC)
-    lines = [Transcript(run_id="personas", dialogue_id=f"p1--t{i}--0",
-                        scenario=ScenarioRef(persona_id="p1", topic_id=f"t{i}", behaviour=Behaviour(), seed=0),
-                        simulator=ref, assistant=PluginRef(name="bm25_extractive"), started_at=now, ended_at=now,
-                        stop=Stop(reason="user_satisfied", by="simulator")) for i in (1, 2)]
-    rec.dir.dialogues.write_text("".join(t.model_dump_json() + "\n" for t in lines))
-    rec.finish("finished", {"scenarios": 2})
-    return rec.dir.path
+from simloop.run.recorder import read_manifest
+from tests.helpers.cli import free_port, mock_llm, one_line_exit_2
+from tests.helpers.cli import simloop_cli as cli
+from tests.helpers.data import ROOT, ikat_file
+from tests.helpers.runs import persona_run
 
 
 def test_out_pointing_at_a_file(tmp_path):

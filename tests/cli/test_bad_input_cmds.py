@@ -8,12 +8,11 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import free_port, ikat_file, mock_llm
-from conftest import simloop_cli as cli
-from eval_helpers import read_json, transcript, turn, write_run
-from test_bad_input import one_line_exit_2, persona_run
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers.cli import free_port, mock_llm, one_line_exit_2
+from tests.helpers.cli import simloop_cli as cli
+from tests.helpers.data import ROOT, ikat_file
+from tests.helpers.runs import persona_run, read_json, transcript, turn, write_run
 
 
 def cli_in(folder: Path, *args) -> object:

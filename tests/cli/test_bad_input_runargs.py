@@ -10,11 +10,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import simloop_cli
-from test_bad_input import one_line_exit_2
 
-ROOT = Path(__file__).resolve().parents[1]
-SIM, ASSISTANT = "resume_plugins:ScriptedSimulator", "resume_plugins:FlakyLLMAssistant"
+from tests.helpers.cli import one_line_exit_2, simloop_cli
+from tests.helpers.data import ROOT
+from tests.helpers.resume_plugins import ASSISTANT, SIM
+
 # A two-turn iKAT 2023 topic file (the schema replay reads; real files are 10x larger).
 TOPICS = [{"number": "1-1", "title": "t", "ptkb": {"1": "I live in Leiden."}, "turns": [
     {"turn_id": i, "utterance": f"question {i}?", "resolved_utterance": f"question {i}?", "response": "an answer.",
@@ -23,7 +23,7 @@ TOPICS = [{"number": "1-1", "title": "t", "ptkb": {"1": "I live in Leiden."}, "t
 
 def cli_in(folder: Path, *args, **env) -> object:
     """The CLI run from ``folder``, on this checkout's code and test plugins."""
-    path = os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])
+    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
     return simloop_cli(*args, cwd=folder, env={**os.environ, "PYTHONPATH": path, **env})
 
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 import os
 
 import pytest
-from conftest import free_port
-from conftest import simloop_cli as cli
-from test_bad_input import one_line_exit_2, persona_run
+
+from tests.helpers.cli import free_port, one_line_exit_2
+from tests.helpers.cli import simloop_cli as cli
+from tests.helpers.runs import persona_run
 
 AUDIT_KEY = "sk-AUDIT-SECRET-123"
 

@@ -4,9 +4,9 @@ in a subprocess (DESIGN §12): one line on stderr, exit 2, no traceback, nothing
 from __future__ import annotations
 
 import pytest
-from conftest import free_port, mock_llm
-from conftest import simloop_cli as cli
-from test_bad_input import one_line_exit_2
+
+from tests.helpers.cli import free_port, mock_llm, one_line_exit_2
+from tests.helpers.cli import simloop_cli as cli
 
 
 def _serve(tmp_path, *flags):

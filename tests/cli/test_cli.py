@@ -2,9 +2,8 @@
 
 from pathlib import Path
 
-from conftest import write_personas
-
 from simloop.cli import main
+from tests.helpers.data import write_personas
 
 PERSONA = """id = "{pid}"
 name = "X"
@@ -109,7 +108,7 @@ def test_verbose_is_accepted_after_the_command_too():
 
 def test_a_corrupt_line_reads_alike_in_show_eval_and_export(tmp_path):
     """One format for the same warning, whichever command reads the run (audit 15)."""
-    from conftest import simloop_cli
+    from tests.helpers.cli import simloop_cli
 
     proc = simloop_cli("run", "--limit", "1", "--max-turns", "1", "--no-progress", "--out", tmp_path, "--run-id", "r")
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from simloop.run.recorder import read_manifest, read_transcripts
+from tests.helpers.data import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
 

@@ -24,13 +24,13 @@ from simloop.run.recorder import read_manifest, read_transcripts
 from simloop.run.runner import execute, prepare_run
 from simloop.simapi.app import ServeOptions, create_app, running
 from simloop.text import truncate_wordpunct as truncate_tokens
+from tests.helpers.data import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "cmVoZWFyc2FsLXRva2VuLTQy"
 SECRETS = {"REHEARSE_TOKEN": TOKEN}
 
 
-def client_cfg(tmp: Path, url: str, run_id: str, assistant: str = "conftest:EchoAssistant") -> RunConfig:
+def client_cfg(tmp: Path, url: str, run_id: str, assistant: str = "tests.helpers.plugins:EchoAssistant") -> RunConfig:
     return RunConfig.model_validate({
         "out": str(tmp / "client"), "run_id": run_id, "max_turns": 1000,
         "simulator": {"name": "simapi", "params": {"api": url, "run_id": run_id, "token_env": "REHEARSE_TOKEN"}},
@@ -128,10 +128,10 @@ async def _cli(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
 
 async def test_rehearse_cli_with_scripted_plugins(tmp_path):
     cfg = RunConfig.model_validate({"out": str(tmp_path / "out"), "scenarios": {"personas_dir": str(_write_personas(tmp_path))},
-                                    "simulator": {"name": "test_server_protocol:QuickSimulator"}})
+                                    "simulator": {"name": "tests.helpers.plugins:QuickSimulator"}})
     app = create_app(cfg, {"team-y": TOKEN}, ServeOptions(), overrides={"embedder": (fake := HashEmbedder()), "embedder:mpnet": fake})
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests"), "TEAM_TOKEN": TOKEN}
-    common = ["--assistant", "conftest:EchoAssistant", "--out", str(tmp_path / "client")]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TEAM_TOKEN": TOKEN}
+    common = ["--assistant", "tests.helpers.plugins:EchoAssistant", "--out", str(tmp_path / "client")]
     async with running(app) as url:
         code, out, err = await _cli("--api", url, "--token-env", "TEAM_TOKEN", "--run-id", "cli", *common, env=env)
         assert code == 0, err
@@ -161,11 +161,11 @@ async def test_rehearse_limit_counts_only_new_sessions_on_resume(tmp_path):
     # `--limit 1` twice: the second invocation starts on the session the first one recorded
     # and ended; it must add one new session (hives), not count the old one and stop.
     cfg = RunConfig.model_validate({"out": str(tmp_path / "out"), "scenarios": {"personas_dir": str(_write_personas(tmp_path))},
-                                    "simulator": {"name": "test_server_protocol:QuickSimulator"}})
+                                    "simulator": {"name": "tests.helpers.plugins:QuickSimulator"}})
     app = create_app(cfg, {"team-l": TOKEN}, ServeOptions(), overrides={"embedder": (fake := HashEmbedder()), "embedder:mpnet": fake})
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests"), "TEAM_TOKEN": TOKEN}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TEAM_TOKEN": TOKEN}
     args = ["--token-env", "TEAM_TOKEN", "--run-id", "lim", "--limit", "1",
-            "--assistant", "conftest:EchoAssistant", "--out", str(tmp_path / "client")]
+            "--assistant", "tests.helpers.plugins:EchoAssistant", "--out", str(tmp_path / "client")]
     async with running(app) as url:
         code, _, err = await _cli("--api", url, *args, env=env)
         assert code == 0, err
@@ -190,7 +190,7 @@ async def test_rehearse_records_why_a_simloop_server_ended_each_session(tmp_path
         '[[topics]]\nid = "hives"\ntitle = "Hives"\n' + "".join(
             f'[[topics.rubric]]\nid = "q{i}"\nquestion = "Hive question {i}?"\n' for i in (1, 2, 3)))
     cfg = RunConfig.model_validate({"out": str(tmp_path / "out"), "max_turns": 2, "scenarios": {"personas_dir": str(personas)},
-                                    "simulator": {"name": "test_server_protocol:QuickSimulator"}})
+                                    "simulator": {"name": "tests.helpers.plugins:QuickSimulator"}})
     app = create_app(cfg, {"team-s": TOKEN}, ServeOptions(), overrides={"embedder": (fake := HashEmbedder()), "embedder:mpnet": fake})
     async with running(app) as url:
         prep = prepare_run(client_cfg(tmp_path, url, "why"), secrets=SECRETS)
@@ -238,7 +238,7 @@ class DropOneReply(httpx.AsyncHTTPTransport):
 async def test_lost_reply_is_recovered_through_session(tmp_path, nth):
     cfg = RunConfig.model_validate({"out": str(tmp_path / "out"),
                                     "scenarios": {"personas_dir": str(ROOT / "personas"), "limit": 2},
-                                    "simulator": {"name": "test_server_protocol:QuickSimulator"}})
+                                    "simulator": {"name": "tests.helpers.plugins:QuickSimulator"}})
     app = create_app(cfg, {"team-z": TOKEN})
     async with running(app) as url:
         prep = prepare_run(client_cfg(tmp_path, url, "lossy"), secrets=SECRETS,
@@ -275,12 +275,11 @@ async def test_session_reply_of_an_ended_session_says_why_it_ended(tmp_path):
     # A team that crashes after the closing line arrived but before it recorded the dialogue
     # resumes through /session, whose reply clears the flags; it carried no reason, and the
     # team recorded "user_satisfied" where the server recorded "max_turns" or "user_gave_up".
-    from test_server_protocol import SimApi
-
     from simloop.simapi.protocol import UserUtterance
+    from tests.helpers.simapi import SimApi
 
     cfg = RunConfig.model_validate({"out": str(tmp_path / "out"), "scenarios": {"personas_dir": str(_write_personas(tmp_path))},
-                                    "simulator": {"name": "test_server_protocol:QuickSimulator"}})
+                                    "simulator": {"name": "tests.helpers.plugins:QuickSimulator"}})
     app = create_app(cfg, {"team-s": TOKEN}, ServeOptions(), overrides={"embedder": (fake := HashEmbedder()), "embedder:mpnet": fake})
     async with running(app) as url:
         api = SimApi(url, TOKEN)

@@ -2,7 +2,7 @@
 
 Every test that starts Ray runs its payload in a subprocess inside a private network
 namespace (``unshare -n``, loopback up), where Ray binds to 127.0.0.1 and nothing can leave
-the machine.  The plugins the workers load live in ``tests/ray_plugins.py``.
+the machine.  The plugins the workers load live in ``tests/helpers/ray_plugins.py``.
 """
 
 from __future__ import annotations
@@ -29,9 +29,8 @@ from simloop.distributed.worker import RateGate, worker_config
 from simloop.llm.client import LLMConfig, LLMPool, LLMRole
 from simloop.llm.limits import Endpoint
 from simloop.run.scenarios import iter_scenarios, load_sources
+from tests.helpers.data import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
-TESTS = ROOT / "tests"
 PAYLOAD_TIMEOUT_S = 110  # every Ray test stays well under two minutes
 
 
@@ -53,7 +52,7 @@ needs_netns = pytest.mark.skipif(
 def _in_netns(argv: list[str], timeout: float = PAYLOAD_TIMEOUT_S) -> subprocess.CompletedProcess:
     """Run ``argv`` in a fresh network namespace with only loopback up; kill it all on timeout."""
     ray_tmp = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # short: Ray's socket paths live under it
-    path = os.pathsep.join(p for p in (str(TESTS), os.environ.get("PYTHONPATH")) if p)
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p)
     env = {**os.environ, "PYTHONPATH": path, "RAY_TMPDIR": ray_tmp, "RAY_USAGE_STATS_ENABLED": "0"}
     cmd = ["unshare", "-n", "sh", "-c", 'ip link set lo up && exec "$@"', "sh", *argv]
     proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -78,7 +77,7 @@ def _shell(argv: list[str]) -> str:
 
 
 def _fake_run_args(out: Path, run_id: str, *extra: str) -> list[str]:
-    return ["--personas", str(ROOT / "personas"), "--simulator", "ray_plugins:ScriptedSimulator",
+    return ["--personas", str(ROOT / "personas"), "--simulator", "tests.helpers.ray_plugins:ScriptedSimulator",
             "--repeat", "5", "--out", str(out), "--run-id", run_id, *extra]
 
 
@@ -101,7 +100,7 @@ def _expected_ids(limit: int) -> list[str]:
 
 @needs_netns
 def test_ray_run_records_the_same_dialogues_as_local_and_resumes(tmp_path):
-    common = ["--assistant", "ray_plugins:EchoAssistant", "--limit", "200"]
+    common = ["--assistant", "tests.helpers.ray_plugins:EchoAssistant", "--limit", "200"]
     assert main(["run", *_fake_run_args(tmp_path, "local", *common), "--no-progress"]) == 0
     local = {t["dialogue_id"]: (len(t["turns"]), t["stop"]["reason"]) for t in _lines(tmp_path / "local")}
 
@@ -131,7 +130,7 @@ def test_ray_run_records_the_same_dialogues_as_local_and_resumes(tmp_path):
 def test_a_killed_worker_has_its_dialogues_rerun_and_each_recorded_once(tmp_path):
     marker = tmp_path / "crashed"
     args = _fake_run_args(tmp_path, "crash", "--limit", "120", "--backend", "ray", "--simulator-param", "delay=0.01",
-                          "--assistant", "ray_plugins:CrashOnce", "--assistant-param", f"marker={marker}",
+                          "--assistant", "tests.helpers.ray_plugins:CrashOnce", "--assistant-param", f"marker={marker}",
                           "--assistant-param", "after=40")
     res = _in_netns(_simloop(*args))
     assert res.returncode == 0, res.stderr[-3000:]
@@ -149,7 +148,7 @@ def test_a_killed_worker_has_its_dialogues_rerun_and_each_recorded_once(tmp_path
 def test_a_dialogue_that_keeps_killing_workers_is_recorded_as_an_error(tmp_path):
     poison = _expected_ids(30)[7]
     args = _fake_run_args(tmp_path, "poison", "--limit", "30", "--backend", "ray",
-                          "--assistant", "ray_plugins:CrashOn", "--assistant-param", f"dialogue={poison}")
+                          "--assistant", "tests.helpers.ray_plugins:CrashOn", "--assistant-param", f"dialogue={poison}")
     res = _in_netns(_simloop(*args))
     assert res.returncode == 0, res.stderr[-3000:]
     lines = {t["dialogue_id"]: t for t in _lines(tmp_path / "poison")}
@@ -187,7 +186,7 @@ def test_the_rate_limit_is_shared_by_all_workers(tmp_path):
     # workers busy at once, each able to send 10/s alone (without the gate this measures 20/s).
     rpm = 600
     args = _simloop("--personas", str(ROOT / "personas"), "--simulator", "llm", "--simulator-param", "voice=llm",
-                    "--simulator-param", "grader=llm", "--assistant", "ray_plugins:EchoAssistant", "--limit", "12",
+                    "--simulator-param", "grader=llm", "--assistant", "tests.helpers.ray_plugins:EchoAssistant", "--limit", "12",
                     "--max-turns", "3", "--base-url", "http://127.0.0.1:8089/v1", "--model", "mock-model",
                     "--rpm", str(rpm), "--concurrency", "2", "--no-cache", "--out", str(tmp_path), "--run-id", "rate",
                     "--backend", "ray")
@@ -207,7 +206,7 @@ def test_the_rate_limit_is_shared_by_all_workers(tmp_path):
 @needs_netns
 def test_workers_that_cannot_start_anywhere_fail_the_run_without_blaming_dialogues(tmp_path):
     args = _fake_run_args(tmp_path, "nogpu", "--limit", "20", "--backend", "ray",
-                          "--assistant", "ray_plugins:FailsInWorkers")
+                          "--assistant", "tests.helpers.ray_plugins:FailsInWorkers")
     res = _in_netns(_simloop(*args))
     said = " ".join(res.stderr.split())
     assert res.returncode == 1 and "(last: ActorDiedError: RuntimeError: this node has no GPU)" in said
@@ -220,7 +219,7 @@ def test_workers_that_cannot_start_anywhere_fail_the_run_without_blaming_dialogu
 @needs_netns
 def test_a_wrong_cluster_address_fails_fast_with_one_line(tmp_path):
     t0 = time.monotonic()
-    res = _in_netns(_simloop(*_fake_run_args(tmp_path, "nowhere", "--assistant", "ray_plugins:EchoAssistant",
+    res = _in_netns(_simloop(*_fake_run_args(tmp_path, "nowhere", "--assistant", "tests.helpers.ray_plugins:EchoAssistant",
                                              "--limit", "3", "--backend", "ray", "--address", "127.0.0.1:1")))
     assert res.returncode == 2 and time.monotonic() - t0 < 30  # ray.init alone would retry for minutes
     assert res.stderr.strip().splitlines()[-1].startswith("simloop: error: cannot reach a Ray cluster at 127.0.0.1:1")

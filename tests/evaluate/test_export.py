@@ -8,13 +8,13 @@ from pathlib import Path
 import ir_measures
 import pyarrow.parquet as pq
 import pytest
-from conftest import ikat_file, write_personas
-from eval_helpers import PTKB, transcript, turn, write_run
 
 from simloop.cli import main
 from simloop.errors import BadInputError, DataFileError
 from simloop.evaluate.export import ExportFilter, export_run, validate_chat
 from simloop.schema import Behaviour, GoldTurn
+from tests.helpers.data import ikat_file, write_personas
+from tests.helpers.runs import PTKB, transcript, turn, write_run
 
 PERSONA_TOML = """
 id = "p1"

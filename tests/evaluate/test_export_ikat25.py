@@ -7,8 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import ikat_file, simloop_cli
-from eval_helpers import PTKB, transcript, turn, write_run
 
 from simloop.cli import main
 from simloop.errors import BadInputError
@@ -16,6 +14,9 @@ from simloop.evaluate.export import ExportFilter, RunTag, export_run
 from simloop.evaluate.export_ikat25 import MAX_REFERENCES, response_words, trim_words, validate_ikat25
 from simloop.inputs.ikat import load_ikat_topics
 from simloop.schema import Passage, PtkbUse
+from tests.helpers.cli import simloop_cli
+from tests.helpers.data import ikat_file
+from tests.helpers.runs import PTKB, transcript, turn, write_run
 
 # A made-up conversation in the 2025 schema (no 2025 file ships with the data).
 TOPICS_2025 = [{

@@ -8,11 +8,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from eval_helpers import read_json, transcript, turn, write_run
 
 from simloop.evaluate.judge import (
-    DialogueVerdict,
-    RubricVerdict,
     harmonic_mean,
     judge_transcripts,
     normalise,
@@ -21,7 +18,8 @@ from simloop.evaluate.judge import (
 from simloop.fakes.mockllm import MockLLM
 from simloop.llm.client import LLMPool
 from simloop.llm.config import LLMConfig
-from simloop.schema import Stage
+from tests.helpers.models import ScriptedJudge
+from tests.helpers.runs import read_json, transcript, turn, write_run
 
 
 def _runs():
@@ -85,24 +83,6 @@ async def test_failed_judge_calls_are_recorded_not_fatal():
     s = result.summary
     assert s["overall"] is None and s["rubric"]["n"] == 0 and sum(s["errors"].values()) == 3
     assert len(result.per_dialogue["p1--t1--0"]["errors"]) == 3
-
-
-class ScriptedJudge:
-    """Fixed verdicts: every rubric group perfect, the dialogue mid-scale."""
-
-    def __init__(self):
-        self.calls: list[str] = []
-        self.prompts: list[str] = []
-
-    async def structured(self, messages, schema, *, stage):
-        self.calls.append(stage)
-        self.prompts.append(messages[-1]["content"])
-        if schema is RubricVerdict:
-            v = RubricVerdict(engagement=5, relevance_and_usefulness=5, overall_quality=5, rater_confidence=3)
-        else:
-            v = DialogueVerdict(mixed_initiative=3, personalization=3, information_flow=3, trustworthiness=3,
-                                user_satisfaction=3, rater_confidence=2)
-        return v, Stage(name=stage, model="scripted", role="judge", prompt_tokens=10, completion_tokens=5)
 
 
 async def test_scores_by_hand_with_a_scripted_judge():

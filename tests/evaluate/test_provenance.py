@@ -7,12 +7,12 @@ import math
 from pathlib import Path
 
 import pytest
-from eval_helpers import read_json, transcript, turn, write_run
 
 from simloop.errors import DataFileError
 from simloop.evaluate.provenance import passage_scores, ptkb_scores, read_passage_qrels, read_ptkb_qrels
 from simloop.evaluate.summary import EvalOptions, evaluate_run, write_evaluation
 from simloop.schema import GoldTurn
+from tests.helpers.runs import read_json, transcript, turn, write_run
 
 # gold {1, 3}, ranking [3, 2, 1]: relevant at ranks 1 and 3.
 NDCG3_13 = (1 / math.log2(2) + 1 / math.log2(4)) / (1 / math.log2(2) + 1 / math.log2(3))
@@ -203,7 +203,7 @@ def test_eval_cli_prints_tables(tmp_path: Path, capsys):
 
 
 def test_2023_reference_only_for_2023_topic_files(tmp_path: Path):
-    from conftest import ikat_file
+    from tests.helpers.data import ikat_file
 
     ts = [transcript([turn(1, ptkb=[1], gold=gold(1, [1]))], persona="9-1", topic="9-1")]
     y2025 = tmp_path / "2025.json"  # 2025 topics are numbered like 2023 ones ("9-1"): the file's shape decides

@@ -8,8 +8,6 @@ import re
 from datetime import timedelta
 from pathlib import Path
 
-from eval_helpers import T0, transcript, turn, write_run
-
 from simloop.cli import main
 from simloop.evaluate.diagnostics import diagnose
 from simloop.evaluate.report import load_views, render_html
@@ -17,6 +15,7 @@ from simloop.evaluate.summary import EvalOptions, evaluate_run, write_evaluation
 from simloop.evaluate.tables import compare_rows, signed
 from simloop.memory.offline import MODEL_NAME as OFFLINE_SUMMARISER
 from simloop.schema import GoldTurn, Stage
+from tests.helpers.runs import T0, transcript, turn, write_run
 
 MEMORY = {"run_id": "run-beta", "distances": [5, 10, 20], "reveal_turn": 2,
           "strategies": {"full": {"recall_by_distance": {"5": 0.9, "10": 0.8, "20": 0.5}, "tokens_per_turn": 900,

@@ -9,15 +9,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from eval_helpers import transcript, turn, write_run
 
 from simloop.evaluate.report import load_views, write_report
 from simloop.evaluate.summary import EvalOptions, evaluate_run, write_evaluation
 from simloop.schema import GoldTurn, Stage
+from tests.helpers.data import ROOT
+from tests.helpers.runs import transcript, turn, write_run
 
-ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-import report_browser  # noqa: E402  (scripts/ is not a package)
+import report_browser  # scripts/ is not a package
 
 pytestmark = [pytest.mark.skipif(report_browser.chromium() is None, reason="chromium not installed (apt-get install -y chromium)"),
               pytest.mark.timeout(180)]

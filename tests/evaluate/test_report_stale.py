@@ -8,14 +8,13 @@ import json
 from datetime import timedelta
 from pathlib import Path
 
-from eval_helpers import T0, transcript, turn, write_run
-
 from simloop.cli import main
 from simloop.evaluate.diagnostics import diagnose
 from simloop.evaluate.report import load_views
 from simloop.evaluate.summary import EvalOptions, evaluate_run, write_evaluation
 from simloop.evaluate.tables import compare_rows
 from simloop.schema import GoldTurn
+from tests.helpers.runs import T0, transcript, turn, write_run
 
 
 def _dialogue(i: int, gold: list[int] | None = (1,), grade: float = 4.0):

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from eval_helpers import transcript, turn
 
 from simloop.evaluate.stats import percentiles, run_stats, stage_role
 from simloop.schema import Stage
+from tests.helpers.runs import transcript, turn
 
 
 def st(name: str, model: str | None = "m1", p: int = 10, c: int = 5, cached: bool = False, retries: int = 0,

@@ -8,7 +8,6 @@ import random
 from pathlib import Path
 
 import pytest
-from conftest import simloop_cli
 
 from simloop.fakes.adversaries import (
     Asker,
@@ -24,8 +23,9 @@ from simloop.run.plugins import Assistant
 from simloop.run.recorder import read_manifest, read_transcripts
 from simloop.schema import Behaviour, Persona, RubricQuestion, Scenario, Topic
 from simloop.text import sentences
+from tests.helpers.cli import simloop_cli
+from tests.helpers.data import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 ADVERSARIES = ["Parrot", "OffTopic", "Asker", "KeywordDump"]
 
 

@@ -1,16 +1,13 @@
-"""Plugins for tests/test_interrupt.py, imported by the CLI subprocess (tests/ on PYTHONPATH)."""
+"""Plugins for tests/run/test_interrupt.py, imported by the CLI subprocess (the checkout on PYTHONPATH)."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 from agents.genaius import GenAIus
 from simloop.fakes.seams import MemoryRetriever
 from simloop.inputs.personas import load_personas
+from tests.helpers.data import ROOT
 
 __all__ = ["GenAIusInMemory"]
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 class GenAIusInMemory(GenAIus):

@@ -1,10 +1,11 @@
-"""Plugins for tests/test_distributed.py that Ray workers can import (the tests put tests/ on PYTHONPATH)."""
+"""Plugins for tests/distributed/test_distributed.py that Ray workers can import (the tests put the
+checkout on PYTHONPATH)."""
 
 from __future__ import annotations
 
 import os
 
-from conftest import EchoAssistant, ScriptedSimulator
+from tests.helpers.plugins import EchoAssistant, ScriptedSimulator
 
 __all__ = ["ScriptedSimulator", "EchoAssistant", "CrashOnce", "CrashOn", "FailsInWorkers"]
 

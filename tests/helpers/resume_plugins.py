@@ -1,16 +1,21 @@
-"""Plugins for tests/test_resume.py, imported by the CLI subprocess (tests/ on PYTHONPATH)."""
+"""Plugins for the resume tests, imported by the CLI subprocess (the checkout on PYTHONPATH),
+and the run command that loads them."""
 
 from __future__ import annotations
 
 import os
-
-from conftest import EchoAssistant, ScriptedSimulator
+import subprocess
 
 from simloop.errors import LLMConnectionError
+from tests.helpers.cli import simloop_cli
+from tests.helpers.data import ROOT
+from tests.helpers.plugins import EchoAssistant, ScriptedSimulator
 
 __all__ = ["ScriptedSimulator", "FlakyLLMAssistant"]
 
 OUTAGE = "RESUME_TEST_OUTAGE"  # set: the "endpoint" is down; unset: it is back
+# The names a run loads them by.
+SIM, ASSISTANT = "tests.helpers.resume_plugins:ScriptedSimulator", "tests.helpers.resume_plugins:FlakyLLMAssistant"
 
 
 class FlakyLLMAssistant(EchoAssistant):
@@ -24,3 +29,13 @@ class FlakyLLMAssistant(EchoAssistant):
         if any(p in state.dialogue_id for p in parts):
             raise LLMConnectionError("assistant.generate: connection refused after 5 attempts")
         return await super().respond(state)
+
+
+def resume_cli(*args: str, outage: str | None = None) -> subprocess.CompletedProcess:
+    """The real CLI with these plugins loadable, the "endpoint" down for ``outage`` (see
+    ``FlakyLLMAssistant``) or up when None."""
+    env = {k: v for k, v in os.environ.items() if k != OUTAGE}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    if outage:
+        env[OUTAGE] = outage
+    return simloop_cli(*args, env=env)

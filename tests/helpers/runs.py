@@ -1,4 +1,4 @@
-"""Hand-built transcripts and run directories for the eval/report/export tests.
+"""Hand-built transcripts, manifests and run directories (eval, report, export, recorder, CLI).
 
 Built from the pydantic models directly (not by running the engine), so every number a
 test checks can be worked out by hand from what is written here.
@@ -11,6 +11,9 @@ from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from simloop.config import RunConfig
+from simloop.run.manifest import new_manifest
+from simloop.run.recorder import Recorder
 from simloop.schema import (
     AssistantTurn,
     Behaviour,
@@ -82,3 +85,38 @@ def write_run(run_dir: Path, transcripts: Sequence[Transcript], config: dict | N
 
 def read_json(path: Path) -> dict:
     return json.loads(Path(path).read_text())
+
+
+def lines_of(run_dir: Path) -> list[dict]:
+    """The dialogue lines of a run folder, as JSON objects."""
+    return [json.loads(x) for x in (run_dir / "dialogues.jsonl").read_text().splitlines()]
+
+
+def numbered_transcript(i: int) -> Transcript:
+    """A bare finished dialogue ``d<i>`` of run ``r1``, recorded now."""
+    now = datetime.now(UTC)
+    return Transcript(run_id="r1", dialogue_id=f"d{i}",
+                      scenario=ScenarioRef(persona_id="p", topic_id="t", behaviour=Behaviour(), seed=i),
+                      simulator=PluginRef(name="s"), assistant=PluginRef(name="a"),
+                      started_at=now, ended_at=now, stop=Stop(reason="user_satisfied", by="simulator"))
+
+
+def bare_manifest(h: str = "h1") -> RunManifest:
+    """The manifest of run ``r1`` with config hash ``h``."""
+    return RunManifest(run_id="r1", config={}, config_hash=h, simulator=PluginRef(name="s"), assistant=PluginRef(name="a"))
+
+
+def persona_run(tmp_path: Path) -> Path:
+    """A finished run directory of two persona dialogues (real files, as `simloop run` writes)."""
+    cfg = RunConfig(out=tmp_path, run_id="personas")
+    ref = PluginRef(name="offline")
+    rec = Recorder.create(tmp_path, new_manifest("personas", cfg, simulator=ref,
+                                                  assistant=PluginRef(name="bm25_extractive"), scenarios=2))
+    now = datetime.now(UTC)
+    lines = [Transcript(run_id="personas", dialogue_id=f"p1--t{i}--0",
+                        scenario=ScenarioRef(persona_id="p1", topic_id=f"t{i}", behaviour=Behaviour(), seed=0),
+                        simulator=ref, assistant=PluginRef(name="bm25_extractive"), started_at=now, ended_at=now,
+                        stop=Stop(reason="user_satisfied", by="simulator")) for i in (1, 2)]
+    rec.dir.dialogues.write_text("".join(t.model_dump_json() + "\n" for t in lines))
+    rec.finish("finished", {"scenarios": 2})
+    return rec.dir.path

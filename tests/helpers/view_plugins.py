@@ -1,4 +1,4 @@
-"""The assistant of tests/test_assistant_view.py, imported by the CLI subprocess (tests/ on
+"""The assistant of tests/run/test_view.py, imported by the CLI subprocess (the checkout on
 PYTHONPATH): it records everything it is shown, one JSON line per call."""
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import ikat_file, simloop_cli
 
 from simloop.cli import main
 from simloop.inputs.from_ikat import IKAT_PATIENCE, personas_from_ikat, rubric_from_turns
@@ -19,8 +18,9 @@ from simloop.inputs.personas import load_personas
 from simloop.run.recorder import read_transcripts
 from simloop.schema import GoldTurn
 from simloop.text import sentences
+from tests.helpers.cli import simloop_cli
+from tests.helpers.data import ikat_file
 
-ROOT = Path(__file__).resolve().parents[1]
 REAL = ["2023/2023_train_topics.json", "2023/2023_test_topics.json", "2024/2024_test_topics.json"]
 
 

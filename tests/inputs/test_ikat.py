@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import ikat_file
 
 from simloop.errors import DataFileError
 from simloop.inputs.ikat import load_ikat_topics
 from simloop.schema import Behaviour
+from tests.helpers.data import ikat_file
 
 
 @pytest.mark.parametrize(

@@ -12,8 +12,8 @@ import pytest
 from simloop.errors import BadInputError, DataFileError
 from simloop.inputs.personas import load_persona_file, load_personas
 from simloop.schema import Persona
+from tests.helpers.data import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 FIRST_PERSON = re.compile(r"\b(I|I'm|my|me|our|we|us)\b", re.IGNORECASE)
 SHIPPED = ROOT / "personas"
 

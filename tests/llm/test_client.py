@@ -24,17 +24,11 @@ from simloop.fakes.mockllm import FAULT_KINDS, MockLLM
 from simloop.llm.client import ChatModel, LLMConfig, LLMPool, response_format_for, retry_after_s
 from simloop.llm.limits import Endpoint, TokenWindow
 from simloop.run.plugins import Context
+from tests.helpers.llm import MSGS, Answer
 
 pytestmark = pytest.mark.timeout(90)
 
 SECRET = "sk-test-SECRET0123456789abcdef"
-MSGS = [{"role": "user", "content": "Which vegetarian restaurants in Porto? Passages: [doc_A] [doc_B]"}]
-
-
-class Answer(BaseModel):
-    response: str
-    references: list[str]
-    grade: int = Field(ge=0, le=5)
 
 
 @pytest.fixture

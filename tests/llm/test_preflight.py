@@ -9,7 +9,8 @@ import subprocess
 import sys
 
 import pytest
-from conftest import free_port, mock_llm
+
+from tests.helpers.cli import free_port, mock_llm
 
 
 def test_a_run_that_calls_a_model_imports_openai_while_preparing(tmp_path):
@@ -59,7 +60,7 @@ def test_a_plain_http_endpoint_is_checked_without_loading_the_ca_bundle(monkeypa
 
 @pytest.mark.parametrize("form", ["http://u:{key}@{host}/v1", "http://{host}/v1?api-key={key}"])
 def test_a_preflight_failure_never_shows_a_key_in_the_url(form):
-    # Such a URL is refused when the config is validated (tests/test_bad_input.py); this is the
+    # Such a URL is refused when the config is validated (tests/cli/test_bad_input.py); this is the
     # second line of defence, for one that got past it (built without validation here).
     import httpx
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from test_llm import MSGS, Answer  # the same request and reply model as the client's own tests
 
 from simloop.errors import EmptyCompletionError, LLMError, StructuredOutputError
 from simloop.fakes.mockllm import MockLLM
 from simloop.llm.client import LLMConfig, LLMPool
 from simloop.schema import Stage, Usage
 from simloop.text import looks_like_language
+from tests.helpers.llm import MSGS, Answer  # the same request and reply model as the client's own tests
 
 pytestmark = pytest.mark.timeout(90)
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scripted_chat import ScriptedChat
 
 from simloop.config import RunConfig
 from simloop.errors import LLMTimeoutError
+from simloop.fakes import ScriptedChat
 from simloop.fakes.seams import HashEmbedder
 from simloop.memory import (
     FullHistory,

@@ -11,13 +11,14 @@ import signal
 from pathlib import Path
 
 import pytest
-from test_memorytest import DOCS, ROOT, _base, _config
 
 from simloop.cli import build_parser
 from simloop.fakes.seams import HashEmbedder, MemoryRetriever
 from simloop.memorytest.formats import MemoryResults
 from simloop.memorytest.run import MEMORY_FILE, MemoryTest, parse_config
 from simloop.run.recorder import read_manifest
+from tests.helpers.data import ROOT
+from tests.helpers.memorytest import DOCS, base_config, memory_config
 
 
 def _fakes() -> dict:
@@ -44,8 +45,8 @@ def _signal_in(strategy: str, sig: int, on_event=None):
 async def test_an_interrupted_strategy_is_left_out_of_memory_json(tmp_path: Path, sig: int):
     # window finishes, full is interrupted after one turn: memory.json must not report full
     # as recall 0 over probes it never ran (it did: "dialogues: 0, unanswered: 2").
-    cfg = parse_config(_config(strategies=["window", "full", "adaptive"]))
-    test = MemoryTest(cfg, _base(tmp_path), overrides=_fakes())
+    cfg = parse_config(memory_config(strategies=["window", "full", "adaptive"]))
+    test = MemoryTest(cfg, base_config(tmp_path), overrides=_fakes())
     memory = await test.run(_signal_in("full", sig))
     run_dir = tmp_path / "m"
     assert memory.status == "interrupted"
@@ -96,7 +97,7 @@ async def test_a_signal_between_strategies_records_interrupted(tmp_path: Path, m
         return await original(self, s, overrides, on_event)
 
     monkeypatch.setattr(MemoryTest, "_run_strategy", run_strategy)
-    test = MemoryTest(parse_config(_config(strategies=["window", "full"])), _base(tmp_path), overrides=_fakes())
+    test = MemoryTest(parse_config(memory_config(strategies=["window", "full"])), base_config(tmp_path), overrides=_fakes())
     with pytest.raises(stop):
         await test.run()
     assert started == ["window", "full"]
@@ -111,6 +112,6 @@ async def test_a_memory_test_may_use_a_folder_holding_only_a_stale_lock(tmp_path
 
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / LOCK_FILE).write_text("12345\n")
-    test = MemoryTest(parse_config(_config(strategies=["window"])), _base(tmp_path), overrides=_fakes())
+    test = MemoryTest(parse_config(memory_config(strategies=["window"])), base_config(tmp_path), overrides=_fakes())
     memory = await test.run()
     assert memory.status == "finished" and read_manifest(tmp_path / "m").status == "finished"

@@ -8,11 +8,10 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import EchoAssistant, make_persona
 
 from agents.bm25_extractive import BM25Extractive, memory_statements
 from simloop.cli import main
-from simloop.config import RunConfig, load_config
+from simloop.config import RunConfig
 from simloop.errors import ConfigError
 from simloop.fakes.mockllm import MockLLM
 from simloop.fakes.seams import HashEmbedder, MemoryRetriever
@@ -41,13 +40,9 @@ from simloop.schema import (
     UserTurn,
     utcnow,
 )
-
-ROOT = Path(__file__).resolve().parents[1]
-DOCS = [
-    ("Allergy", "Allergy\nAn allergy is an immune response to a harmless substance. Peanut allergy is common."),
-    ("Snack", "Snack\nA snack is a small portion of food eaten between meals. Fruit and nuts are snacks."),
-    ("Marathon", "Marathon\nThe marathon is a long-distance road race of 42.195 kilometres."),
-]
+from tests.helpers.data import make_persona
+from tests.helpers.memorytest import DOCS, base_config, memory_config
+from tests.helpers.plugins import EchoAssistant
 
 
 def spec(max_turns: int = 100) -> DialogueSpec:
@@ -246,22 +241,12 @@ def test_bm25_memory_params_are_validated():
 # ----------------------------------------------------------------------------- runs, config, CLI
 
 
-def _config(**kw) -> dict:
-    return {"facts": ["allergy-peanut"], "distances": [1, 3], **kw}
-
-
-def _base(tmp_path: Path, **llm) -> RunConfig:
-    """The run config every strategy starts from (what `simloop memory` builds from its flags)."""
-    return load_config(None, {"scenarios": {"personas_dir": ROOT / "personas", "persona_ids": ["maya"]},
-                              "out": tmp_path, "run_id": "m", "concurrency": 2, "llm": {"default": llm}}, environ={})
-
-
 async def test_summary_strategy_and_judge_against_the_mock_llm(tmp_path: Path):
     fake = HashEmbedder()
     fakes = {"retriever": MemoryRetriever(DOCS), "embedder": fake, "embedder:mpnet": fake}
     async with MockLLM(seed=2) as mock:
-        cfg = parse_config(_config(strategies=["summary", "window"], judge=True))
-        test = MemoryTest(cfg, _base(tmp_path, base_url=mock.url, model="mock-model"), overrides=fakes)
+        cfg = parse_config(memory_config(strategies=["summary", "window"], judge=True))
+        test = MemoryTest(cfg, base_config(tmp_path, base_url=mock.url, model="mock-model"), overrides=fakes)
         assert not test.offline_summary
         memory = await test.run()
         calls = mock.stats()["requests"]
@@ -292,7 +277,7 @@ async def test_offline_summary_stand_in_without_an_llm(tmp_path: Path, monkeypat
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     fake = HashEmbedder()
     fakes = {"retriever": MemoryRetriever(DOCS), "embedder": fake, "embedder:mpnet": fake}
-    test = MemoryTest(parse_config(_config(strategies=["summary"], distances=[2])), _base(tmp_path), overrides=fakes)
+    test = MemoryTest(parse_config(memory_config(strategies=["summary"], distances=[2])), base_config(tmp_path), overrides=fakes)
     assert test.offline_summary
     memory = await test.run()
     assert memory.strategies["summary"].memory_models == [MODEL_NAME] and memory.scorer == "rules"
@@ -302,8 +287,8 @@ def test_config_errors(tmp_path: Path):
     for bad in ({"distances": [0, 5]}, {"strategies": ["full", "nope"]}, {"facts": ["nope"]},
                 {"distances": [999], "reveal_turn": 2}, {"assistant_params": {"memory": "full"}}):
         with pytest.raises(ConfigError):
-            parse_config(_config(**bad))
-    assert parse_config(_config(distances=[10, 5, 5])).distances == [5, 10]
+            parse_config(memory_config(**bad))
+    assert parse_config(memory_config(distances=[10, 5, 5])).distances == [5, 10]
 
 
 @pytest.mark.parametrize("argv, message", [

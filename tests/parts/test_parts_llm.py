@@ -8,9 +8,9 @@ import asyncio
 import json
 
 import pytest
-from scripted_chat import ScriptedChat
 
 from simloop.config import RunConfig
+from simloop.fakes import ScriptedChat
 from simloop.fakes.mockllm import MockLLM
 from simloop.fakes.seams import HashEmbedder, MemoryRetriever
 from simloop.llm.config import LLMConfig, LLMRole

@@ -8,16 +8,17 @@ fakes (the PTKB stage reads neither)."""
 from __future__ import annotations
 
 import pytest
-from conftest import IKAT, bench_script, ikat_file
-from test_bm25_extractive import DOCS, make_config
 
 from agents.bm25_extractive import BM25Extractive
+from simloop.config import RunConfig
 from simloop.evaluate.provenance import ptkb_scores
 from simloop.fakes.seams import HashEmbedder, MemoryRetriever
 from simloop.parts.ptkb_rank import DEFAULT_PARAMS, MINILM_PARAMS
 from simloop.run.plugins import Context
 from simloop.schema import DialogueState, Scenario, UserTurn
 from simloop.search.embeddings import open_embedder
+from tests.helpers.cli import bench_script
+from tests.helpers.data import IKAT, ikat_file
 
 CONVERSATIONS = 2  # enough turns to carry history; the full set is the bench's job
 
@@ -49,9 +50,9 @@ async def _scores_as_the_bench(bench_ptkb, params, real):
 
     # The real encoder under the key the ranker asks for; a fake for the other one.
     key = "embedder" if params.encoder == "minilm" else f"embedder:{params.encoder}"
-    overrides = {"retriever": MemoryRetriever(DOCS), "embedder": HashEmbedder(), "embedder:mpnet": HashEmbedder(),
+    overrides = {"retriever": MemoryRetriever([]), "embedder": HashEmbedder(), "embedder:mpnet": HashEmbedder(),
                  key: real}
-    agent = BM25Extractive(Context(make_config(), overrides=overrides), ptkb_params={"encoder": params.encoder})
+    agent = BM25Extractive(Context(RunConfig(), overrides=overrides), ptkb_params={"encoder": params.encoder})
     replayed = []
     for persona, t in zip(ts.personas, ts.transcripts):
         if persona.id not in picked:

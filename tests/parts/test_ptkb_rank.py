@@ -8,7 +8,6 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from conftest import bench_script
 
 from simloop.parts.ptkb_rank import (
     DEFAULT_PARAMS,
@@ -20,6 +19,7 @@ from simloop.parts.ptkb_rank import (
     score_statements,
     select_used,
 )
+from tests.helpers.cli import bench_script
 
 M = MINILM_PARAMS  # the tests below run MiniLM's vectors
 PTKB = [

@@ -1,13 +1,14 @@
-"""The engine's worker pool (the dialogue itself is tests/test_session.py)."""
+"""The engine's worker pool (the dialogue itself is tests/run/test_session.py)."""
 
 import asyncio
 
 import pytest
-from conftest import EchoAssistant, ScriptedSimulator, make_scenario
 
 from simloop.run.engine import Engine, run_dialogue
 from simloop.run.session import DialogueSpec
 from simloop.schema import PluginRef
+from tests.helpers.data import make_scenario
+from tests.helpers.plugins import EchoAssistant, ScriptedSimulator
 
 SPEC = DialogueSpec(run_id="r", simulator=PluginRef(name="s"), assistant=PluginRef(name="a"), max_turns=10, timeout_s=5)
 

@@ -5,11 +5,12 @@ import asyncio
 import gc
 
 import pytest
-from conftest import EchoAssistant, ScriptedSimulator, make_scenario
 
 from simloop.run.engine import Engine
 from simloop.run.session import DialogueSpec
 from simloop.schema import PluginRef
+from tests.helpers.data import make_scenario
+from tests.helpers.plugins import EchoAssistant, ScriptedSimulator
 
 SPEC = DialogueSpec(run_id="r", simulator=PluginRef(name="s"), assistant=PluginRef(name="a"), max_turns=10, timeout_s=5)
 

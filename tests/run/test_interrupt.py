@@ -32,8 +32,7 @@ import pytest
 from simloop.config import RunConfig
 from simloop.run.recorder import read_manifest, read_transcripts
 from simloop.run.runner import execute, prepare_run
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers.data import ROOT
 
 SEED = 14
 EXIT_DEADLINE_S = 10.0  # the bound on how long a stop may take, not a speed figure
@@ -57,7 +56,7 @@ class Proc:
 
     def __init__(self, args: list[str], cwd: Path, name: str):
         self.out, self.err = cwd / f"{name}.out", cwd / f"{name}.err"
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
         with self.out.open("w") as out, self.err.open("w") as err:
             self.p = subprocess.Popen([sys.executable, "-m", "simloop", *args], cwd=cwd, stdout=out, stderr=err,
                                       env=env)  # tests/ on the path: interrupt_plugins
@@ -178,7 +177,7 @@ class SlowEcho:
         self.ctx = ctx
 
     async def respond(self, state):
-        from conftest import EchoAssistant
+        from tests.helpers.plugins import EchoAssistant
 
         await self.ctx.embedder()
         await asyncio.sleep(0.05)
@@ -194,8 +193,8 @@ def _prepared(tmp_path: Path, limit: int = 8):
     cfg = RunConfig.model_validate({
         "out": str(tmp_path), "run_id": "s", "concurrency": 2,
         "scenarios": {"personas_dir": str(ROOT / "personas"), "limit": limit},
-        "simulator": {"name": "conftest:ScriptedSimulator", "params": {"delay": 0.05}},
-        "assistant": {"name": "test_interrupt:SlowEcho"},
+        "simulator": {"name": "tests.helpers.plugins:ScriptedSimulator", "params": {"delay": 0.05}},
+        "assistant": {"name": "tests.run.test_interrupt:SlowEcho"},
     })
     return prepare_run(cfg, overrides={"embedder": CountingEmbedder()})  # no MiniLM in unit tests
 
@@ -311,13 +310,13 @@ def slow_llm(tmp_path):
 @pytest.mark.timeout(900)
 @pytest.mark.slow
 def test_llm_run_interrupted_in_the_middle_of_llm_calls(tmp_path, slow_llm):
-    # genaius over an in-memory index (tests/interrupt_plugins.py): no JVM to boot in each run;
+    # genaius over an in-memory index (tests/helpers/interrupt_plugins.py): no JVM to boot in each run;
     # a signal while the JVM boots is the offline chain's (both signals, the real stack), so
     # this chain no longer starts with one.
     rng = random.Random(SEED + 1)
     total = 8
     start = ["run", "--personas", str(ROOT / "personas"), "--simulator", "llm",
-             "--assistant", "interrupt_plugins:GenAIusInMemory", "--base-url", slow_llm, "--model", "mock-model",
+             "--assistant", "tests.helpers.interrupt_plugins:GenAIusInMemory", "--base-url", slow_llm, "--model", "mock-model",
              "--limit", str(total), "--concurrency", "4", "--max-turns", "3", "--out", str(tmp_path / "runs"),
              "--run-id", "r", "--no-progress"]
     plan = [("llm calls", signal.SIGINT), ("llm calls", signal.SIGTERM), ("llm calls, after a line", signal.SIGINT),

@@ -6,15 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import simloop_cli
 
 from simloop.cli import main
 from simloop.config import RunConfig
 from simloop.errors import BadInputError
 from simloop.run.plugins import Context, available, effective_params, load_plugin, resolve
 from simloop.run.recorder import read_manifest, read_transcripts
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers.cli import simloop_cli
+from tests.helpers.data import ROOT
 
 
 def _bad_run(capsys, tmp_path: Path, *flags: str) -> str:

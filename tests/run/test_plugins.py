@@ -5,12 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, EchoAssistant
 
 from simloop.config import RunConfig
 from simloop.run.plugins import Context, close_plugins, effective_params, load_plugin
 from simloop.run.recorder import read_manifest, read_transcripts
 from simloop.run.runner import execute, prepare_run
+from tests.helpers.data import ROOT
+from tests.helpers.plugins import EchoAssistant
 
 
 class Tunable:
@@ -70,8 +71,8 @@ async def test_a_run_records_effective_params_and_closes_its_plugins(tmp_path):
     cfg = RunConfig.model_validate({
         "out": str(tmp_path), "run_id": "r", "progress": False,
         "scenarios": {"personas_dir": str(ROOT / "personas"), "limit": 3},
-        "simulator": {"name": "conftest:ScriptedSimulator", "params": {"grade": 5.0}},
-        "assistant": {"name": "test_plugins:Closing"}})
+        "simulator": {"name": "tests.helpers.plugins:ScriptedSimulator", "params": {"grade": 5.0}},
+        "assistant": {"name": "tests.run.test_plugins:Closing"}})
     prep = prepare_run(cfg)
     await execute(prep)
     assert Closing.closed == 1  # once for the run, not per dialogue

@@ -4,37 +4,16 @@ run after any number of resumes.  Through the real CLI in subprocesses, on real 
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-from pathlib import Path
-
-from conftest import simloop_cli
-from test_recorder import _manifest, _t
-
 from simloop.run.recorder import ReadReport, Recorder, read_manifest, read_transcripts
 from simloop.schema import ErrorInfo
-
-ROOT = Path(__file__).resolve().parents[1]
-SIM, ASSISTANT = "resume_plugins:ScriptedSimulator", "resume_plugins:FlakyLLMAssistant"
-
-
-def cli(*args: str, outage: str | None = None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "RESUME_TEST_OUTAGE"}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "tests"), env.get("PYTHONPATH", "")])
-    if outage:
-        env["RESUME_TEST_OUTAGE"] = outage
-    return simloop_cli(*args, env=env)
-
-
-def lines_of(run_dir: Path) -> list[dict]:
-    return [json.loads(x) for x in (run_dir / "dialogues.jsonl").read_text().splitlines()]
+from tests.helpers.resume_plugins import ASSISTANT, SIM, resume_cli
+from tests.helpers.runs import bare_manifest, lines_of, numbered_transcript
 
 
 def test_corrupt_lines_outage_and_retry_errors_end_to_end(tmp_path):
     run_dir = tmp_path / "r"
-    first = cli("run", "--simulator", SIM, "--assistant", ASSISTANT, "--persona", "aroha", "--persona", "dieter",
-                "--repeat", "2", "--out", tmp_path, "--run-id", "r", "--no-progress", outage="aroha")
+    first = resume_cli("run", "--simulator", SIM, "--assistant", ASSISTANT, "--persona", "aroha", "--persona",
+                       "dieter", "--repeat", "2", "--out", tmp_path, "--run-id", "r", "--no-progress", outage="aroha")
     rows = lines_of(run_dir)
     n, failed = len(rows), sum("aroha" in r["dialogue_id"] for r in rows)
     assert 0 < failed < n and first.returncode == (1 if failed / n > 0.5 else 0), first.stderr
@@ -49,7 +28,7 @@ def test_corrupt_lines_outage_and_retry_errors_end_to_end(tmp_path):
     (run_dir / "dialogues.jsonl").write_text("".join(text) + '{"schema_version": "1.0", "ru')
 
     for args in (("show", run_dir), ("eval", run_dir), ("report", run_dir, "--out", tmp_path / "r.html")):
-        p = cli(*args)
+        p = resume_cli(*args)
         assert p.returncode == 0, p.stderr
         # each problem said once (show said it twice: the reader's log line and its own note)
         assert p.stderr.count(f"dialogues.jsonl:{bad_no}: corrupt line skipped") == 1, (args, p.stderr)
@@ -58,7 +37,7 @@ def test_corrupt_lines_outage_and_retry_errors_end_to_end(tmp_path):
             assert len([ln for ln in p.stderr.splitlines() if ln.strip()]) == 2, p.stderr
 
     # Resume while the outage lasts, without --retry-errors: only the corrupt dialogue re-runs.
-    p = cli("run", "--resume", run_dir, "--no-progress", outage="aroha")
+    p = resume_cli("run", "--resume", run_dir, "--no-progress", outage="aroha")
     assert p.returncode == first.returncode, p.stderr
     assert f"corrupt line(s) {bad_no} moved to dialogues.rejected.jsonl" in p.stderr
     rejected = (run_dir / "dialogues.rejected.jsonl").read_text().splitlines()
@@ -71,7 +50,7 @@ def test_corrupt_lines_outage_and_retry_errors_end_to_end(tmp_path):
     assert counts["dialogues"] == n and counts["errors"] == failed == counts["errors.infrastructure"]
 
     # The outage is over: --retry-errors replaces each failed line by its re-run.
-    p = cli("run", "--resume", run_dir, "--retry-errors", "--no-progress")
+    p = resume_cli("run", "--resume", run_dir, "--retry-errors", "--no-progress")
     assert p.returncode == 0, p.stderr
     assert f"{failed} dialogue(s) that ended in an infrastructure error will re-run" in p.stderr
     rows = lines_of(run_dir)
@@ -85,24 +64,24 @@ def test_corrupt_lines_outage_and_retry_errors_end_to_end(tmp_path):
 
     # Any number of resumes later the counts still cover the whole run.  Flags equal to the
     # run's (the original command again) are accepted, and --concurrency may change.
-    p = cli("run", "--simulator", SIM, "--assistant", ASSISTANT, "--persona", "aroha", "--persona", "dieter",
-            "--repeat", "2", "--out", tmp_path, "--run-id", "r", "--resume", run_dir, "--retry-errors",
-            "--no-progress", "--concurrency", "3")
+    p = resume_cli("run", "--simulator", SIM, "--assistant", ASSISTANT, "--persona", "aroha", "--persona", "dieter",
+                   "--repeat", "2", "--out", tmp_path, "--run-id", "r", "--resume", run_dir, "--retry-errors",
+                   "--no-progress", "--concurrency", "3")
     assert p.returncode == 0 and f"resuming {run_dir}: {n} recorded, 0 to go" in p.stderr, p.stderr
     assert {k: read_manifest(run_dir).counts.get(k) for k in want} == want
 
 
 async def test_resume_moves_repeated_and_corrupt_lines_and_keeps_plugin_errors(tmp_path):
-    rec = Recorder.create(tmp_path, _manifest())
-    plugin_error = _t(2).model_copy(update={"error": ErrorInfo(type="ValueError", message="x", source="assistant")})
-    retrieval_error = _t(3).model_copy(update={"error": ErrorInfo(type="RetrievalError", message="y",
+    rec = Recorder.create(tmp_path, bare_manifest())
+    plugin_error = numbered_transcript(2).model_copy(update={"error": ErrorInfo(type="ValueError", message="x", source="assistant")})
+    retrieval_error = numbered_transcript(3).model_copy(update={"error": ErrorInfo(type="RetrievalError", message="y",
                                                                   source="retrieval")})
-    for t in (_t(0), _t(1), plugin_error, retrieval_error):
+    for t in (numbered_transcript(0), numbered_transcript(1), plugin_error, retrieval_error):
         await rec.append(t)
     rec.close()
     path = rec.dir.dialogues
     with path.open("a") as fh:
-        fh.write("not json at all\n" + _t(0).model_dump_json() + "\n")  # garbage, then d0 a second time
+        fh.write("not json at all\n" + numbered_transcript(0).model_dump_json() + "\n")  # garbage, then d0 a second time
     rec2, done, report = Recorder.resume(tmp_path / "r1", "h1", retry_errors=True)
     assert done == {"d0", "d1", "d2"} and report.bad_lines == [5] and rec2.retried == 1
     assert [t.dialogue_id for t in read_transcripts(tmp_path / "r1", ReadReport())] == ["d0", "d1", "d2"]

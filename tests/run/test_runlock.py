@@ -13,21 +13,20 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_recorder import _manifest
-from test_resume import ASSISTANT, SIM, cli, lines_of
 
 from simloop.errors import ResumeError
 from simloop.run.recorder import Recorder
 from simloop.run.runlock import LOCK_FILE, RunLock
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers.data import ROOT
+from tests.helpers.resume_plugins import ASSISTANT, SIM, resume_cli
+from tests.helpers.runs import bare_manifest, lines_of
 
 
 def _killed_run(tmp_path: Path) -> tuple[Path, int]:
     """A run through the real CLI, then its last line dropped as if it had been killed
     mid-run: a resume has a dialogue to re-run."""
-    p = cli("run", "--simulator", SIM, "--assistant", ASSISTANT, "--persona", "aroha", "--out", tmp_path,
-            "--run-id", "r", "--no-progress")
+    p = resume_cli("run", "--simulator", SIM, "--assistant", ASSISTANT, "--persona", "aroha", "--out", tmp_path,
+                   "--run-id", "r", "--no-progress")
     assert p.returncode == 0, p.stderr
     run_dir = tmp_path / "r"
     text = (run_dir / "dialogues.jsonl").read_text().splitlines(keepends=True)
@@ -41,7 +40,7 @@ def _snapshot(run_dir: Path) -> dict[str, bytes]:
 
 
 def _assert_resumes_whole(run_dir: Path, n: int) -> None:
-    p = cli("run", "--resume", run_dir, "--no-progress")
+    p = resume_cli("run", "--resume", run_dir, "--no-progress")
     assert p.returncode == 0, p.stderr
     assert f"resuming {run_dir}: {n - 1} recorded, 1 to go" in p.stderr
     ids = [r["dialogue_id"] for r in lines_of(run_dir)]
@@ -55,7 +54,7 @@ def test_resume_of_a_run_in_use_is_refused_and_writes_nothing(tmp_path):
     before = _snapshot(run_dir)
     lock = RunLock.take(run_dir)  # this process is "the run still going"
     try:
-        p = cli("run", "--resume", run_dir, "--no-progress")
+        p = resume_cli("run", "--resume", run_dir, "--no-progress")
         assert p.returncode == 2, p.stderr
         assert p.stderr.strip() == (f"simloop: error: run {run_dir} is in use by another simloop process "
                                     f"(pid {os.getpid()}); wait for it to end or stop it, then resume")
@@ -88,7 +87,7 @@ def test_a_lock_left_by_a_killed_process_does_not_block_resume(tmp_path):
 
 
 def test_one_recorder_per_run_until_it_closes(tmp_path):
-    rec = Recorder.create(tmp_path, _manifest())
+    rec = Recorder.create(tmp_path, bare_manifest())
     with pytest.raises(ResumeError, match=f"in use by another simloop process \\(pid {os.getpid()}\\)"):
         Recorder.resume(tmp_path / "r1", "h1")  # a lock belongs to an open file: this process too
     rec.finish("interrupted", {})  # finishing lets the run go
@@ -100,9 +99,9 @@ def test_one_recorder_per_run_until_it_closes(tmp_path):
 def test_a_new_run_may_use_a_folder_holding_only_a_stale_lock(tmp_path):
     (tmp_path / "r1").mkdir()
     (tmp_path / "r1" / LOCK_FILE).write_text("12345\n")  # a crash before run.json was written
-    rec = Recorder.create(tmp_path, _manifest())
+    rec = Recorder.create(tmp_path, bare_manifest())
     assert (tmp_path / "r1" / LOCK_FILE).read_text() == f"{os.getpid()}\n"
     with pytest.raises(ResumeError, match="already exists"):
-        Recorder.create(tmp_path, _manifest())  # a second new run with this id: refused, as before
+        Recorder.create(tmp_path, bare_manifest())  # a second new run with this id: refused, as before
     rec.close()
 

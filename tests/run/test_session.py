@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import json
 
-from conftest import EchoAssistant, ScriptedSimulator, make_scenario
-
 from simloop.errors import DialogueError, LLMTimeoutError, RetrievalError
 from simloop.run.session import DialogueSession, DialogueSpec
 from simloop.schema import AssistantReply, PluginRef, SimulatorTurn, Stage
+from tests.helpers.data import make_scenario
+from tests.helpers.plugins import EchoAssistant, ScriptedSimulator
 
 SPEC = DialogueSpec(run_id="r", simulator=PluginRef(name="s"), assistant=PluginRef(name="a"), max_turns=10, timeout_s=5)
 

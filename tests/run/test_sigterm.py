@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from simloop.run.interrupt import sigterm_as_sigint
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers.data import ROOT
 
 
 def test_sigterm_raises_keyboard_interrupt_inside_the_block_only():

@@ -1,7 +1,7 @@
 """The assistant under test sees what an iKAT system sees (simloop/run/view.py): the
 utterances, its own replies, the PTKB and its own memory; never the rubric, the need, gold
 turns, grades or the simulator's memory.  End to end through the real CLI, with a plugin
-that records every state it is handed (tests/view_plugins.py)."""
+that records every state it is handed (tests/helpers/view_plugins.py)."""
 
 from __future__ import annotations
 
@@ -10,21 +10,20 @@ import os
 from collections import defaultdict
 from pathlib import Path
 
-from conftest import ikat_file, simloop_cli
-
 from simloop.inputs.ikat import load_ikat_topics
 from simloop.inputs.personas import load_personas
 from simloop.run.recorder import read_transcripts
 from simloop.schema import Behaviour
+from tests.helpers.cli import simloop_cli
+from tests.helpers.data import ROOT, ikat_file
 
-ROOT = Path(__file__).resolve().parents[1]
 _KEYS = ('"keywords"', '"reference"', '"question"', '"rubric_id": "')
 
 
 def _run(tmp_path: Path, *args: str) -> tuple[list, dict[str, list[dict]]]:
     seen_file = tmp_path / "seen.jsonl"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")])}
-    proc = simloop_cli("run", "--assistant", "view_plugins:Recorder", "--assistant-param", f"out={seen_file}",
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = simloop_cli("run", "--assistant", "tests.helpers.view_plugins:Recorder", "--assistant-param", f"out={seen_file}",
                        "--no-progress", "--out", tmp_path / "runs", "--run-id", "r", *args, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     calls: dict[str, list[dict]] = defaultdict(list)
@@ -92,10 +91,10 @@ def test_a_replayed_ikat_topic_shows_no_gold_turn(tmp_path: Path):
 async def test_a_session_restored_from_disk_shows_the_same_view_and_memory():
     """The rehearsal server's way (dump, load, answer on): the view is rebuilt redacted, and
     the assistant's memory is the restored session's own dict."""
-    from conftest import ScriptedSimulator, make_scenario
-
     from simloop.run.session import DialogueSession, DialogueSpec
     from simloop.schema import AssistantReply, PluginRef
+    from tests.helpers.data import make_scenario
+    from tests.helpers.plugins import ScriptedSimulator
 
     spec = DialogueSpec(run_id="r", simulator=PluginRef(name="s"), assistant=PluginRef(name="a"), max_turns=10,
                         timeout_s=5)

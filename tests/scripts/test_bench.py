@@ -10,11 +10,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers.data import ROOT
 
 
 @pytest.mark.timeout(120)

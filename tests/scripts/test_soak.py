@@ -5,11 +5,11 @@ against a healthy mock on the same port.  Real subprocesses, HTTP, index and fil
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers.data import ROOT
+
 pytestmark = pytest.mark.slow
 
 

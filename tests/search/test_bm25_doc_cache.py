@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from test_retrieval import DOCS, write_jsonl
 
 from simloop.search import BM25Retriever, Hit, RetrievalConfig, build_index
+from tests.helpers.data import DOCS, write_jsonl
 
 
 @pytest.fixture(scope="module")

@@ -6,9 +6,9 @@ from __future__ import annotations
 import asyncio
 
 import numpy as np
-from test_embeddings import CountingModel
 
 from simloop.search.embeddings import MiniLMEmbedder, length_buckets
+from tests.helpers.models import CountingModel
 
 SHORT = [f"A short sentence number {i}." for i in range(20)]
 ANSWER = " ".join(f"Sentence {i} of a long extractive answer with several clauses in it." for i in range(20))

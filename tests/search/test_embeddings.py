@@ -3,30 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
 
 import numpy as np
 import pytest
 
 from simloop.errors import RetrievalError
 from simloop.search.embeddings import Embedder, MiniLMEmbedder, cosine, open_embedder
-
-
-class CountingModel:
-    """Stands in for SentenceTransformer: deterministic unit vectors, counts calls."""
-
-    def __init__(self, dim: int = 384):
-        self.dim = dim
-        self.batches: list[list[str]] = []
-
-    def encode(self, texts: Sequence[str], **_: object) -> np.ndarray:
-        self.batches.append(list(texts))
-        rows = []
-        for text in texts:
-            rng = np.random.default_rng(abs(hash(text)) % 2**32)
-            v = rng.standard_normal(self.dim).astype(np.float32)
-            rows.append(v / np.linalg.norm(v))
-        return np.stack(rows)
+from tests.helpers.models import CountingModel
 
 
 async def test_concurrent_encodes_share_one_model_batch():

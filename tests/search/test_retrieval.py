@@ -11,7 +11,6 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import simloop_cli
 
 from simloop.errors import BadInputError, DataFileError, IndexMissingError, RetrievalError
 from simloop.llm.config import NO_KEY, PLACEHOLDER_KEY, LLMRole
@@ -31,22 +30,8 @@ from simloop.search import (
     validate_corpus,
     write_wiki_corpus,
 )
-
-DOCS = [
-    {"id": "cello", "title": "Cello", "contents": "The cello is a bowed string instrument of the violin family."},
-    {"id": "porto", "title": "Porto", "contents": "Porto is a coastal city in northwest Portugal known for port wine."},
-    {"id": "tofu", "title": "Tofu", "contents": "Tofu is made from soy milk and is popular with vegetarians."},
-    {"id": "shark", "title": "Shark", "contents": "Sharks are cartilaginous fish with a streamlined body."},
-    {"id": "glycogen", "contents": "Glycogen is the main storage form of glucose in the liver and muscles."},
-    {"id": "marathon", "title": "Marathon", "contents": "The marathon is a road race of 42.195 kilometres."},
-]
-
-
-def write_jsonl(path: Path, docs: list[dict], extra_lines: list[str] = ()) -> Path:
-    path.write_text("".join(json.dumps(d) + "\n" for d in docs) + "".join(extra_lines), encoding="utf-8")
-    return path
-
-
+from tests.helpers.cli import simloop_cli
+from tests.helpers.data import DOCS, write_jsonl
 
 
 @pytest.fixture(scope="module")

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_embeddings import CountingModel
-from test_retrieval import DOCS, write_jsonl
 
 from simloop.search import build_index
 from simloop.search.embeddings import MiniLMEmbedder, open_embedder
 from simloop.search.vectors import SENTENCES_META, SentenceVectors, corpus_sentences, write_sentence_vectors
 from simloop.text import sentences
+from tests.helpers.data import DOCS, write_jsonl
+from tests.helpers.models import CountingModel
 
 TWO = [{"id": "a", "contents": "Cellos are tuned in fifths. Short one. The bow is strung with horsehair."},
        {"id": "b", "contents": "Cellos are tuned in fifths. Porto lies on the Douro river."}]

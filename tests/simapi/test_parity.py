@@ -13,8 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import EchoAssistant
-from test_server_protocol import write_personas
 
 from simloop.config import RunConfig
 from simloop.fakes.seams import HashEmbedder
@@ -22,6 +20,8 @@ from simloop.run.recorder import read_manifest, read_transcripts
 from simloop.run.runner import execute, prepare_run
 from simloop.schema import AssistantReply, ContextInfo, Stage
 from simloop.simapi.app import create_app, running
+from tests.helpers.plugins import EchoAssistant
+from tests.helpers.simapi import write_persona_topics
 
 TOKEN = "cGFyaXR5LXRva2VuLTc3"
 FAKES = {"embedder": HashEmbedder()}
@@ -41,9 +41,9 @@ class StagedAssistant(EchoAssistant):
 
 
 def _cfg(tmp: Path, out: str, simulator: str, **kw: Any) -> RunConfig:
-    personas = write_personas(tmp / "personas", {"ana": ["ana-run"], "ben": ["ben-food", "ben-city"]})
+    personas = write_persona_topics(tmp / "personas", {"ana": ["ana-run"], "ben": ["ben-food", "ben-city"]})
     return RunConfig.model_validate({"out": str(tmp / out), "scenarios": {"personas_dir": str(personas)},
-                                     "simulator": {"name": simulator}, "assistant": {"name": "test_parity:StagedAssistant"},
+                                     "simulator": {"name": simulator}, "assistant": {"name": "tests.simapi.test_parity:StagedAssistant"},
                                      "max_turns": 12, **kw})
 
 
@@ -69,13 +69,13 @@ async def _rehearse(tmp: Path, url: str, run_id: str) -> tuple[list, Any]:
     cfg = RunConfig.model_validate({
         "out": str(tmp / "client"), "run_id": run_id, "max_turns": 1000,
         "simulator": {"name": "simapi", "params": {"api": url, "run_id": run_id, "token_env": "PARITY_TOKEN"}},
-        "assistant": {"name": "test_parity:StagedAssistant"}})
+        "assistant": {"name": "tests.simapi.test_parity:StagedAssistant"}})
     prep = prepare_run(cfg, secrets={"PARITY_TOKEN": TOKEN})
     await execute(prep)
     return list(read_transcripts(prep.run_dir)), prep
 
 
-@pytest.mark.parametrize("simulator", ["conftest:ScriptedSimulator", "offline"])
+@pytest.mark.parametrize("simulator", ["tests.helpers.plugins:ScriptedSimulator", "offline"])
 async def test_engine_and_server_record_the_same_dialogues(tmp_path, simulator):
     engine = await _engine(_cfg(tmp_path, "engine", simulator))
     server_cfg = _cfg(tmp_path, "server", simulator)

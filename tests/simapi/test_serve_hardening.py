@@ -7,14 +7,13 @@ import asyncio
 import json
 
 import httpx
-from test_server_protocol import TOKEN_A, TOKENS, QuickSimulator, make_cfg
 
 from simloop.fakes.seams import HashEmbedder, MemoryRetriever
 from simloop.simapi.app import ServeOptions, create_app, running
 from simloop.simapi.protocol import MAX_DESCRIPTION_CHARS, MAX_RESPONSE_CHARS
+from tests.helpers.simapi import TOKEN_A, TOKENS, make_cfg
 
-SIM = "test_server_protocol:QuickSimulator"
-assert QuickSimulator  # the simulator the server loads by name
+SIM = "tests.helpers.plugins:QuickSimulator"  # the simulator the server loads by name
 
 
 def _app(tmp_path, max_body: int = 1 << 20):

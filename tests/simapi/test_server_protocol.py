@@ -1,8 +1,9 @@
 """`simloop serve` against a client written only from SIMULATION_API.md §1–§3.
 
-The client side (``SimApi`` and the loops that use it) is plain httpx and JSON: no simloop import, so it
-checks the protocol, not our own models.  The server side is the real app with the real offline simulator
-(a hashing embedder instead of MiniLM) or a deterministic test simulator.
+The client side (``SimApi`` of tests/helpers/simapi.py and the loops here that use it) is plain
+httpx and JSON: no simloop import, so it checks the protocol, not our own models.  The server side
+is the real app with the real offline simulator (a hashing embedder instead of MiniLM) or a
+deterministic test simulator.
 """
 
 from __future__ import annotations
@@ -11,80 +12,21 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 import httpx
 
 from simloop.config import RunConfig
 from simloop.fakes.seams import HashEmbedder, MemoryRetriever
 from simloop.run.recorder import read_manifest, read_transcripts
-from simloop.schema import SimulatorTurn
 from simloop.simapi.app import ServeOptions, create_app, running
 from simloop.simapi.runs import ServeLimits
-
-ROOT = Path(__file__).resolve().parents[1]
-TOKEN_A = "dGVhbS1hLXNlY3JldC10b2tlbi0xMjM0NQ=="  # base64, like the organisers' tokens
-TOKEN_B = "dGVhbS1iLW90aGVyLXRva2VuLTk4NzY1"
-TOKENS = {"team-a": TOKEN_A, "team-b": TOKEN_B}
-
-PERSONA = """id = "{pid}"
-name = "{pid}"
-ptkb = ["I live in Lisbon.", "I am vegetarian.", "I run three times a week."]
-[behaviour]
-patience = 2
-{topics}
-"""
-TOPIC = """[[topics]]
-id = "{tid}"
-title = "Topic {tid}"
-[[topics.rubric]]
-id = "q1"
-question = "What is a marathon and how long is it?"
-[[topics.rubric]]
-id = "q2"
-question = "What do runners eat before a race?"
-"""
-
-
-class QuickSimulator:
-    """Asks each rubric question once (grade 4), then ends with a goodbye: the policy's
-    shape without any model.  ``sleep`` blocks on purpose (event-loop test)."""
-
-    def __init__(self, ctx, sleep: float = 0.0):
-        self.sleep = sleep
-
-    async def open(self, state):
-        q = state.scenario.topic.rubric[0]
-        return SimulatorTurn.say(q.question, rubric_id=q.id, intent="ask")
-
-    async def next(self, state):
-        if self.sleep:
-            time.sleep(self.sleep)
-        rubric = state.scenario.topic.rubric
-        if len(state.turns) >= len(rubric):
-            return SimulatorTurn.stop("user_satisfied", "all answered", utterance="Thanks, that is all. Bye!", grade=4.0)
-        q = rubric[len(state.turns)]
-        return SimulatorTurn.say(q.question, rubric_id=q.id, intent="ask", grade=4.0)
-
-
-def write_personas(root: Path, layout: dict[str, list[str]]) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    for pid, tids in layout.items():
-        topics = "\n".join(TOPIC.format(tid=t) for t in tids)
-        (root / f"{pid}.toml").write_text(PERSONA.format(pid=pid, topics=topics))
-    return root
-
-
-def make_cfg(tmp: Path, simulator: str = "offline", params: dict | None = None, **kw) -> RunConfig:
-    personas = write_personas(tmp / "personas", {"ana": ["ana-run"], "ben": ["ben-food", "ben-city"]})
-    return RunConfig.model_validate({
-        "out": str(tmp / "out"), "scenarios": {"personas_dir": str(personas)},
-        "simulator": {"name": simulator, "params": params or {}}, "max_turns": 12, **kw})
+from tests.helpers.cli import free_port
+from tests.helpers.data import ROOT
+from tests.helpers.simapi import TOKEN_A, TOKEN_B, TOKENS, SimApi, make_cfg
 
 
 @asynccontextmanager
@@ -96,27 +38,6 @@ async def serve(cfg: RunConfig, limits: ServeLimits | None = None):
 
 
 # ----------------------------------------------------------------------------- the doc-only client
-
-
-class SimApi:
-    """Sim.API as SIMULATION_API.md describes it: bearer token, JSON bodies."""
-
-    def __init__(self, base: str, token: str | None, api: str = "run"):
-        headers = {"Authorization": f"Bearer {token}"} if token is not None else {}
-        self.http = httpx.AsyncClient(base_url=base, headers=headers, timeout=30)
-        self.api = api
-
-    async def close(self):
-        await self.http.aclose()
-
-    async def start(self, run_id, description="rehearsal", **fields):
-        return await self.http.post(f"/{self.api}/start", json={"run_id": run_id, "description": description, **fields})
-
-    async def cont(self, run_id, response, **fields):
-        return await self.http.post(f"/{self.api}/continue", json={"run_id": run_id, "response": response, **fields})
-
-    async def get(self, what, run_id, api=None):
-        return await self.http.get(f"/{api or self.api}/{what}", params={"run_id": run_id})
 
 
 def answer(utt: dict) -> dict:
@@ -213,7 +134,7 @@ async def test_whole_run_with_client_crash_and_resume(tmp_path):
 
 
 async def test_every_error_code(tmp_path):
-    cfg = make_cfg(tmp_path, simulator="test_server_protocol:QuickSimulator")
+    cfg = make_cfg(tmp_path, simulator="tests.helpers.plugins:QuickSimulator")
     async with serve(cfg, ServeLimits(run_budget=2, debug_budget=1, max_response_tokens=20)) as url:
         a, b = SimApi(url, TOKEN_A), SimApi(url, TOKEN_B)
         anon, wrong = SimApi(url, None), SimApi(url, "bm90LWEtdG9rZW4=")
@@ -267,7 +188,7 @@ async def test_every_error_code(tmp_path):
 
 
 async def test_debug_api_reuses_finished_ids(tmp_path):
-    cfg = make_cfg(tmp_path, simulator="test_server_protocol:QuickSimulator")
+    cfg = make_cfg(tmp_path, simulator="tests.helpers.plugins:QuickSimulator")
     async with serve(cfg) as url:
         d = SimApi(url, TOKEN_A, api="debug")
         for _ in range(2):
@@ -284,7 +205,7 @@ async def test_debug_api_reuses_finished_ids(tmp_path):
 
 
 async def test_2025_and_2026_fields(tmp_path):
-    cfg = make_cfg(tmp_path, simulator="test_server_protocol:QuickSimulator")
+    cfg = make_cfg(tmp_path, simulator="tests.helpers.plugins:QuickSimulator")
     async with serve(cfg) as url:
         api = SimApi(url, TOKEN_A)
         assert (await api.start("v", extra={"track_persona": True})).status_code == 200
@@ -336,7 +257,7 @@ async def test_restart_continues_the_run(tmp_path):
 
 
 async def test_blocking_simulator_does_not_stall_the_server(tmp_path):
-    cfg = make_cfg(tmp_path, simulator="test_server_protocol:QuickSimulator", params={"sleep": 1.0})
+    cfg = make_cfg(tmp_path, simulator="tests.helpers.plugins:QuickSimulator", params={"sleep": 1.0})
     async with serve(cfg) as url:
         api = SimApi(url, TOKEN_A)
         await api.start("slow")
@@ -353,22 +274,16 @@ async def test_blocking_simulator_does_not_stall_the_server(tmp_path):
 # ----------------------------------------------------------------------------- a real process
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_serve_process_never_logs_tokens(tmp_path):
     make_cfg(tmp_path)  # writes the personas
-    port = _free_port()
+    port = free_port()
     log = tmp_path / "serve.log"
     tokens = tmp_path / "tokens.txt"
     tokens.write_text(f"# teams\nteam-a={TOKEN_A}\n")
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests"), "SIMLOOP_SERVE_TOKENS": f"team-b={TOKEN_B}"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SIMLOOP_SERVE_TOKENS": f"team-b={TOKEN_B}"}
     cmd = [sys.executable, "-m", "simloop", "serve", "--port", str(port), "--tokens-file", str(tokens),
            "--personas", str(tmp_path / "personas"), "--out", str(tmp_path / "out"),
-           "--simulator", "test_server_protocol:QuickSimulator"]
+           "--simulator", "tests.helpers.plugins:QuickSimulator"]
     with log.open("w") as fh:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=fh, stderr=subprocess.STDOUT)
     try:

@@ -12,20 +12,19 @@ from pathlib import Path
 import pytest
 
 import simloop
+from simloop.inputs.personas import load_personas
+from tests.helpers.data import ROOT
 
 # Every shipped persona x topic, twice, through the rubric policy and the template voice (the
 # grades a seeded mix of passes and failures, the embedder the hashing fake at its seam: this
 # checks the voice and paraphrase code, which the end-to-end test below covers only in part).
 VOICE_SCRIPT = """
-import asyncio, hashlib, sys
-sys.path.insert(0, "tests")
-from test_voices import _shipped_dialogues
-lines = asyncio.run(_shipped_dialogues())
+import asyncio, hashlib
+from tests.helpers.dialogues import shipped_dialogues
+lines = asyncio.run(shipped_dialogues())
 print(len(lines), hashlib.sha256(repr(lines).encode()).hexdigest())
 """
-from simloop.inputs.personas import load_personas
 
-ROOT = Path(__file__).resolve().parents[1]
 DIALOGUES = 3
 
 

@@ -8,7 +8,9 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, free_port, mock_llm, simloop_cli
+
+from tests.helpers.cli import free_port, mock_llm, simloop_cli
+from tests.helpers.data import ROOT
 
 pytestmark = pytest.mark.slow  # subprocess runs, MiniLM (the template voice's persona facts)
 

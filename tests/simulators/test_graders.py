@@ -11,13 +11,13 @@ import json
 import random
 
 import pytest
-from conftest import ikat_file
 
 from simloop.fakes.adversaries import clarifying_question, restate
 from simloop.fakes.seams import HashEmbedder
 from simloop.schema import RubricQuestion
 from simloop.simulators.graders import EmbeddingGrader, is_asking, is_evasive, residual
 from simloop.simulators.policy import SimContext
+from tests.helpers.data import ikat_file
 
 # (question, keywords, {kind: response}): on-point Wikipedia-style answers must pass (> 3);
 # off-topic and evasive replies must fail (<= 3); topical-but-not-answering and other-aspect
@@ -253,8 +253,7 @@ def test_bad_calibration_constants_are_rejected():
 
 
 async def test_the_llm_grader_is_shown_the_reference_when_there_is_one():
-    from scripted_chat import ScriptedChat
-
+    from simloop.fakes import ScriptedChat
     from simloop.run.plugins import Context
     from simloop.simulators.llm import LLMGrader
 

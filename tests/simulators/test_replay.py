@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-from conftest import ikat_file, make_scenario
 
 from simloop.errors import DialogueError
 from simloop.inputs.ikat import load_ikat_topics
 from simloop.schema import AssistantTurn, DialogueState, Scenario, Turn, UserTurn
 from simloop.simulators.replay import ReplaySimulator
+from tests.helpers.data import ikat_file, make_scenario
 
 
 def scenarios() -> list[Scenario]:

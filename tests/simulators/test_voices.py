@@ -6,18 +6,17 @@ from __future__ import annotations
 import random
 import sys
 from collections import Counter
-from pathlib import Path
 
 from simloop.fakes.seams import HashEmbedder
 from simloop.inputs.personas import load_personas
 from simloop.schema import Behaviour, Persona, RubricQuestion, Scenario, Topic
 from simloop.simulators.cues import mentions_statement
 from simloop.simulators.paraphrase import casual, clauses, elide_topic, indirect, misspell, subject
-from simloop.simulators.policy import Action, Ending, Observation, RubricPolicy, SimContext
+from simloop.simulators.policy import Action, Ending, SimContext
 from simloop.simulators.voices import TemplateVoice
 from simloop.text import content_terms, words
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers.data import ROOT
+from tests.helpers.dialogues import shipped_dialogues
 
 PTKB = [
     "Ibuprofen allergies run in my family.",
@@ -330,31 +329,11 @@ async def test_closing_lines_never_ask_or_answer_and_rarely_repeat():
 # ---------------------------------------------------------------------------- realism, whole dialogues
 
 
-async def _shipped_dialogues(repeats: int = 2) -> list[tuple[str, str | None]]:
-    """Every shipped persona x topic, ``repeats`` seeds each, the policy fed a seeded mix of
-    passing and failing grades: (utterance, its rubric question or None) for every line."""
-    v, out = voice(), []
-    for persona in load_personas(ROOT / "personas"):
-        for topic in persona.topics:
-            for r in range(repeats):
-                seed = len(out) * 7919 + r
-                sc = Scenario(dialogue_id="d", persona=persona, topic=topic, behaviour=persona.behaviour, seed=seed)
-                policy, memory, history = RubricPolicy(topic.rubric, persona.behaviour, seed), {}, []
-                action, grades = policy.start(memory), random.Random(seed)
-                while action.kind != "end":
-                    text, _ = await v.speak(action, SimContext(scenario=sc, history=list(history), memory=memory))
-                    closing = action.kind in ("farewell", "give_up")
-                    out.append((text, None if closing else action.rubric.question))
-                    history.append((text, "..."))
-                    action = policy.step(memory, Observation(4.0 if grades.random() < 0.8 else 2.0))
-    return out
-
-
 async def test_shipped_personas_talk_like_real_ikat_users():
     sys.path.insert(0, str(ROOT / "scripts"))
     from bench_realism import statistics  # the bench's definitions (scripts/bench_realism.py)
 
-    stats = statistics(await _shipped_dialogues())
+    stats = statistics(await shipped_dialogues())
     assert 0.7 * 12.44 <= stats["words_per_utterance"] <= 1.3 * 12.44, stats  # real mean 12.44
     assert stats["distinct2"] >= 0.55, stats
     assert stats["verbatim_rubric_share"] <= 0.20, stats
