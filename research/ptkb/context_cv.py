@@ -1,6 +1,6 @@
 """PTKB ranking with more context than the user's utterances, on 2023 train ONLY (issue 12).
 
-``scripts/bench_ptkb_explore.py --context`` runs this.  Three sources the ranker does not read
+``explore.py --context`` runs this.  Three sources the ranker does not read
 yet, each scored as an extra term on top of the MiniLM ranker (``score_statements``):
 
 - ``canonical``: MiniLM cosine of each statement to the previous turns' canonical responses
@@ -117,11 +117,13 @@ async def features(ts: B.TopicSet, index: Path) -> list[dict[str, np.ndarray]]:
     async def conversation(persona: Any, t: Any) -> list[dict[str, np.ndarray]]:
         scenario = Scenario(dialogue_id=t.dialogue_id, persona=persona, topic=persona.topics[0],
                             behaviour=persona.behaviour, seed=0)
-        state, gold, rows = DialogueState(dialogue_id=t.dialogue_id, scenario=scenario), persona.topics[0].gold_turns, []
+        state = DialogueState(dialogue_id=t.dialogue_id, scenario=scenario)
+        gold, rows = persona.topics[0].gold_turns, []
         for k, turn in enumerate(t.turns):  # the replay: gold utterances in order, the agent's own answers
             said = [g.utterance for g in gold]
             hits = await retriever.search(heuristic_rewrite(said[k], [(u, "") for u in said[:k]]), PRF_DEPTH)
-            rows.append({"S": await similarities(embedder, query_texts(said[k], said[:k], B.TUNE_HISTORY), persona.ptkb),
+            queries = query_texts(said[k], said[:k], B.TUNE_HISTORY)
+            rows.append({"S": await similarities(embedder, queries, persona.ptkb),
                          "canonical": await back([g.response for g in gold[:k]], persona.ptkb),
                          "own": await back([r for _, r in state.history()], persona.ptkb),
                          "prf": await similarities(embedder, [h.text for h in hits], persona.ptkb)})
@@ -138,7 +140,8 @@ async def features(ts: B.TopicSet, index: Path) -> list[dict[str, np.ndarray]]:
 
 
 # ----------------------------------------------------------------------------- the families
-BASE = [Variant(history_weight=hw, decay=d) for hw, d in itertools.product((0.3, 0.4, 0.5, 0.6, 0.7), (0.1, 0.2, 0.3, 0.5))]
+BASE = [Variant(history_weight=hw, decay=d)
+        for hw, d in itertools.product((0.3, 0.4, 0.5, 0.6, 0.7), (0.1, 0.2, 0.3, 0.5))]
 RESP = [dict(resp_weight=w, resp_decay=rd, resp_n=n, resp_mode=m)
         for w, (rd, n), m in itertools.product((0.1, 0.2, 0.3, 0.5, 0.7, 0.9), ((1.0, 1), (0.3, 50), (0.7, 50)),
                                                ("max", "add"))]
@@ -149,7 +152,8 @@ FUSED_BASE = [Variant(history_weight=hw, decay=d) for hw, d in itertools.product
 def families() -> dict[str, list[Variant]]:
     """Each family starts with the plain ranker's grid, so it can always choose "no term"."""
     def with_(extra: Iterable[dict], base: list[Variant] = BASE, **fixed: Any) -> list[Variant]:
-        return base + [Variant(history_weight=v.history_weight, decay=v.decay, **fixed, **e) for v in base for e in extra]
+        return base + [Variant(history_weight=v.history_weight, decay=v.decay, **fixed, **e)
+                       for v in base for e in extra]
 
     fused = [dict(resp_weight=w, resp_mode="max", prf_weight=p, prf_k=k)
              for w, p, k in itertools.product((0.3, 0.5, 0.7, 0.9), (0.2, 0.4, 0.6, 0.8, 1.0), (2, 3, 5))]

@@ -1,73 +1,44 @@
-"""The alternatives tried against the MiniLM PTKB ranker (its values; the default until MPNet) (issue 12 item 4), on 2023 train ONLY.
+"""The alternatives tried against the MiniLM PTKB ranker (its values; the default until MPNet)
+(issue 12 item 4), on 2023 train ONLY.
 
 Prints, best first, the ranking objective (mean of nDCG@3 and nDCG@5, as ``--tune`` uses)
 and nDCG@3 of each variant, then the best ``used`` rules with a threshold relative to the
-turn's best score.  Numbers quoted in ``simloop/parts/ptkb_rank.py`` come from here.
+turn's best score.  Numbers quoted in README.md come from here.
 
-``--context`` measures the context sources issue 12 left untried (``ptkb_context_cv.py``):
+``--context`` measures the context sources issue 12 left untried (``context_cv.py``):
 the previous turns' canonical responses, the assistant's own earlier answers (bm25_extractive
 replayed on the demo index) and the top BM25 passages of the turn (pseudo relevance
 feedback), each alone and fused, with leave-one-conversation-out cross-validation.
 
-``--signals`` measures signals issue 12 left untried (``ptkb_signals_cv.py``): late
+``--signals`` measures signals issue 12 left untried (``signals_cv.py``): late
 interaction on MiniLM's token vectors and clause-level matching, the same way.
 
-``--mpnet`` re-runs the single-row terms below and ``--signals``' sentence-level signals
-against the default ranker, all-mpnet-base-v2 (``ptkb_mpnet_cv.py``), the same way.
+``--mpnet`` re-runs the single-row terms (``features.py``) and ``--signals``' sentence-level signals
+against the default ranker, all-mpnet-base-v2 (``mpnet_cv.py``), the same way.
 
-    .venv/bin/python scripts/bench_ptkb_explore.py
-    .venv/bin/python scripts/bench_ptkb_explore.py --signals
-    .venv/bin/python scripts/bench_ptkb_explore.py --mpnet
-    SIMLOOP_CACHE=.pytest_cache/simloop-cache .venv/bin/python scripts/bench_ptkb_explore.py --context
+    .venv/bin/python research/ptkb/explore.py
+    .venv/bin/python research/ptkb/explore.py --signals
+    .venv/bin/python research/ptkb/explore.py --mpnet
+    SIMLOOP_CACHE=.pytest_cache/simloop-cache .venv/bin/python research/ptkb/explore.py --context
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-import math
 import sys
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
+# The checkout (simloop) and scripts/ (bench_ptkb: the data, the scoring, the ranker's grid).
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
 import bench_ptkb as B  # noqa: E402
+from features import features  # noqa: E402
 
-from simloop.parts import (  # noqa: E402
-    RankParams,
-    heuristic_rewrite,
-    lexical_matrix,
-    order_scores,
-    query_texts,
-    score_statements,
-    similarities,
-)
-from simloop.search import encode_fixed, open_embedder  # noqa: E402
-from simloop.text import content_words, stem  # noqa: E402
-
-
-def bm25(query: str, docs: list[str], k1: float = 1.2, b: float = 0.75) -> np.ndarray:
-    """BM25 of each statement for ``query`` (statements as the collection), scaled to max 1."""
-    toks = [[stem(w) for w in content_words(d)] for d in docs]
-    q = {stem(w) for w in content_words(query)}
-    avg = float(np.mean([len(t) for t in toks])) or 1.0
-    df = {w: sum(w in t for t in toks) for w in q}
-    out = np.array([sum(math.log(1 + (len(docs) - df[w] + 0.5) / (df[w] + 0.5)) * t.count(w) * (k1 + 1)
-                        / (t.count(w) + k1 * (1 - b + b * len(t) / avg)) for w in q if w in t) for t in toks])
-    return out / out.max() if out.max() > 0 else out
-
-
-def generic(statements: np.ndarray) -> np.ndarray:
-    """How generic each statement is in its PTKB: centred cosine to the PTKB's mean vector
-    (a prior that reads only the statements; tried as a penalty, not adopted)."""
-    if len(statements) < 2:
-        return np.zeros(len(statements))
-    centre = statements.mean(axis=0)
-    closeness = statements @ (centre / np.linalg.norm(centre))
-    return closeness - closeness.mean()
+from simloop.parts import RankParams, order_scores, score_statements  # noqa: E402
 
 
 def rrf(*vectors: np.ndarray, k: int = 60) -> np.ndarray:
@@ -78,45 +49,14 @@ def rrf(*vectors: np.ndarray, k: int = 60) -> np.ndarray:
     return out
 
 
-async def features(ts: B.TopicSet, encoder: str = "minilm") -> list[dict[str, np.ndarray]]:
-    """``turn_features`` under ``encoder`` (an embedder opened for it)."""
-    emb = await open_embedder(encoder=encoder)
-    try:
-        return await turn_features(ts, emb)
-    finally:
-        await emb.aclose()
-
-
-async def turn_features(ts: B.TopicSet, emb: Any) -> list[dict[str, np.ndarray]]:
-    """Per turn, under ``emb``'s encoder: the cosines ``S`` the ranker pools, and each
-    single-row term tried against it."""
-    rows = []
-    for _, ptkb, u, h in ts.turns():
-        extra = [" ".join([u, *h[-1:]]), h[0] if h else u, heuristic_rewrite(u, [(x, "") for x in h]),
-                 " ".join([*h[-2:], u])]
-        e = await similarities(emb, extra, ptkb)
-        statements = np.asarray(await encode_fixed(emb, ptkb), dtype=np.float64)
-        rows.append({"S": await similarities(emb, query_texts(u, h, B.TUNE_HISTORY), ptkb), "joined": e[0],
-                     "first": e[1], "rewrite": e[2], "joined3": e[3], "bm25": bm25(u, ptkb),
-                     "bm25_joined": bm25(extra[0], ptkb), "lex": lexical_matrix([u], ptkb)[0],
-                     "centroid": centroid_cosine(statements, np.asarray(await emb.encode([u, *h]), dtype=np.float64)),
-                     "generic": generic(statements)})
-    return rows
-
-
-def centroid_cosine(statements: np.ndarray, said: np.ndarray) -> np.ndarray:
-    """Cosine of each statement to the mean of the user's utterances so far (the conversation's gist)."""
-    centre = said.mean(axis=0)
-    return statements @ (centre / np.linalg.norm(centre)) / np.linalg.norm(statements, axis=1)
-
-
 def generic_cv(ts: B.TopicSet, feats: list, ranker: object) -> None:
     """Leave one conversation out: the penalty's weight chosen on the other conversations
     (objective as ``--tune``), the held-out one scored; against the weight 0 (the defaults)."""
     everyone = {t.dialogue_id for t in ts.transcripts}
     judged = sorted(h for h in everyone if any(g.ptkb_provenance for p in ts.personas if p.id == h
                                                  for g in p.topics[0].gold_turns))
-    ranked = {w: [order_scores(ranker(f) - w * f["generic"]) for f in feats] for w in (0, 0.5, 1.0, 1.5, 1.75, 2.0, 2.5)}
+    weights = (0, 0.5, 1.0, 1.5, 1.75, 2.0, 2.5)
+    ranked = {w: [order_scores(ranker(f) - w * f["generic"]) for f in feats] for w in weights}
 
     def objective(w: float, only: set[str]) -> float:
         r = ts.score(ranked[w], only=only)
@@ -131,20 +71,21 @@ def main(argv: list[str] | None = None) -> int:
     root = B.data_dir()
     why = B.missing_data(root)
     if why:
-        print(f"bench_ptkb_explore: {why}", file=sys.stderr)
+        print(f"research/ptkb/explore.py: {why}", file=sys.stderr)
         return 2
     ts = B.TopicSet("train23", root)
     if "--context" in (sys.argv[1:] if argv is None else argv):
-        from ptkb_context_cv import explore_context  # needs the demo index and the JVM
+        from context_cv import explore_context  # needs the demo index and the JVM
         return explore_context(ts)
     if "--signals" in (sys.argv[1:] if argv is None else argv):
-        from ptkb_signals_cv import explore_signals  # MiniLM's token vectors, clauses
+        from signals_cv import explore_signals  # MiniLM's token vectors, clauses
         return explore_signals(ts)
     if "--mpnet" in (sys.argv[1:] if argv is None else argv):
-        from ptkb_mpnet_cv import explore_mpnet  # the families above and --signals' on MPNet
+        from mpnet_cv import explore_mpnet  # the families above and --signals' on MPNet
         return explore_mpnet(ts)
     feats = asyncio.run(features(ts))
-    base = RankParams.from_mapping({"encoder": "minilm", "max_history": B.TUNE_HISTORY})  # the MiniLM ranker, on its vectors
+    # the MiniLM ranker, on its vectors
+    base = RankParams.from_mapping({"encoder": "minilm", "max_history": B.TUNE_HISTORY})
 
     def ranker(f: dict, row0: np.ndarray | None = None) -> np.ndarray:
         sims = f["S"] if row0 is None else np.vstack([row0, f["S"][1:]])
@@ -173,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
     generic_cv(ts, feats, ranker)
     rankings = [order_scores(ranker(f)) for f in feats]
     used_rows = []
-    for th, rel, k, m in itertools.product(np.arange(0, 0.51, 0.05), (0, 0.5, 0.6, 0.7, 0.8, 0.9), (1, 2, 3, 4), (0, 1)):
+    grid = itertools.product(np.arange(0, 0.51, 0.05), (0, 0.5, 0.6, 0.7, 0.8, 0.9), (1, 2, 3, 4), (0, 1))
+    for th, rel, k, m in grid:
         if m <= k:
             def used(r: list, th=th, rel=rel, k=k, m=m) -> list[int]:
                 head = r[:k]

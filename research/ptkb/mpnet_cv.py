@@ -1,7 +1,7 @@
 """The earlier families re-run on the default ranker's encoder, all-mpnet-base-v2, on 2023 train ONLY.
 
-``scripts/bench_ptkb_explore.py --mpnet`` runs this (issue 12).  The alternatives of
-``bench_ptkb_explore.py`` and ``--signals`` were judged against the MiniLM ranker; a family
+``explore.py --mpnet`` runs this (issue 12).  The alternatives of
+``explore.py`` and ``--signals`` were judged against the MiniLM ranker; a family
 that lost there may still help MPNet, whose cosines sit on another scale.  Two kinds:
 
 - a per-turn term joined to the ranker's pooled score (``Term``): added, max-pooled or
@@ -11,10 +11,10 @@ that lost there may still help MPNet, whose cosines sit on another scale.  Two k
   (``lex``), cosine to the centroid of the user's utterances so far, the generic-statement
   prior (subtracted);
 - a per-utterance signal mixed into the cosines before the history pooling, as
-  ``ptkb_signals_cv.py`` does (``Signal``): clause-level matching, content words only, and
+  ``signals_cv.py`` does (``Signal``): clause-level matching, content words only, and
   late interaction (MaxSim) on MPNet's own contextual token vectors (``MPNetTokens``).
 
-Judged as ``ptkb_context_cv.py`` judges (leave one conversation out; every family starts
+Judged as ``context_cv.py`` judges (leave one conversation out; every family starts
 with the plain ranker's history grid).  The bar, fixed before measuring: a family is worth
 adopting only if its CV figure beats the plain MPNet ranker's by >= 0.015 and it wins at
 least as many held-out conversations as it loses.
@@ -30,16 +30,17 @@ from typing import Any
 
 import bench_ptkb as B
 import numpy as np
-from bench_ptkb_explore import turn_features
-from ptkb_context_cv import judge_families
-from ptkb_signals_cv import MIX, Signal, clause_features, content_text_features, token_features, token_record
+from context_cv import judge_families
+from features import turn_features
+from signals_cv import MIX, Signal, clause_features, content_text_features, token_features, token_record
 
 from simloop.parts import query_texts
 from simloop.search import load_mpnet, open_embedder
 
 ENCODER = "mpnet"
 TOKEN_HISTORY = 6  # utterances the signals read: the current one and 5 back (the ranker pools 4 back)
-HISTORY = [(hw, d) for hw, d in itertools.product((0.4, 0.5, 0.6, 0.7, 0.8), (0.3, 0.5, 0.7))]  # around MPNet's 0.6 / 0.5
+# around MPNet's 0.6 / 0.5
+HISTORY = [(hw, d) for hw, d in itertools.product((0.4, 0.5, 0.6, 0.7, 0.8), (0.3, 0.5, 0.7))]
 TERMS = {  # term -> (modes, weights)
     "joined": (("add", "max"), (0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 1.0)),
     "joined3": (("add", "max"), (0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 1.0)),
@@ -73,7 +74,7 @@ class Term(Signal):
 
 class MPNetTokens:
     """MPNet's contextual token vectors, from the shipped encoder (``tokens`` as
-    ``ptkb_signals_cv.TokenModel`` gives MiniLM's: unit vectors without <s>/</s>, a
+    ``signals_cv.TokenModel`` gives MiniLM's: unit vectors without <s>/</s>, a
     content-token mask, each token's whole word)."""
 
     def __init__(self, model: Any = None) -> None:
@@ -89,8 +90,8 @@ class MPNetTokens:
 
 
 async def features(ts: B.TopicSet) -> list[dict[str, np.ndarray]]:
-    """Per turn: the single-row terms (``bench_ptkb_explore.features`` on MPNet's vectors) and
-    the per-utterance signals of ``ptkb_signals_cv`` (token signals over the last
+    """Per turn: the single-row terms (``features.turn_features`` on MPNet's vectors) and
+    the per-utterance signals of ``signals_cv`` (token signals over the last
     ``TOKEN_HISTORY`` utterances: the shipped ranker reads 4)."""
     embedder = await open_embedder(encoder=ENCODER)  # one model load for every signal
     try:
@@ -112,7 +113,8 @@ def families(signals: list[str]) -> dict[str, list]:
     plain = [Term(hw, d) for hw, d in HISTORY]
     out: dict[str, list] = {"plain MPNet ranker": plain}
     for name, (modes, weights) in TERMS.items():
-        out[f"term {name}"] = plain + [Term(hw, d, name, w, m) for (hw, d), m, w in itertools.product(HISTORY, modes, weights)]
+        out[f"term {name}"] = plain + [Term(hw, d, name, w, m)
+                                        for (hw, d), m, w in itertools.product(HISTORY, modes, weights)]
     for name in signals:
         out[f"signal {name}"] = plain + [Signal(hw, d, name, a) for (hw, d), a in itertools.product(HISTORY, MIX)]
     return out

@@ -1,6 +1,6 @@
 """PTKB ranking signals from MiniLM's token vectors and from utterance clauses, on 2023 train ONLY.
 
-``scripts/bench_ptkb_explore.py --signals`` runs this (issue 12).  Each signal X is a
+``explore.py --signals`` runs this (issue 12).  Each signal X is a
 per-utterance similarity of the same shape as the ranker's cosines S (row j: the utterance
 j turns back), mixed as ``(1 - a) * S + a * X`` and pooled over the history exactly as the
 MiniLM ranker pools S (``score_statements``):
@@ -19,7 +19,7 @@ MiniLM ranker pools S (``score_statements``):
   cosine of a statement to the whole utterance or any of its clauses, so one part of a
   multi-part utterance can match a statement undiluted.
 
-Judged like ``ptkb_context_cv.py``: every configuration (the plain ranker's history grid,
+Judged like ``context_cv.py``: every configuration (the plain ranker's history grid,
 with and without each signal) scored per turn once; leave one conversation out, the
 configuration best on the other ten scored on the held-out one; mean over conversations.
 """
@@ -37,7 +37,7 @@ from typing import Any
 
 import bench_ptkb as B
 import numpy as np
-from ptkb_context_cv import BASE, judge_families, objective_per_turn
+from context_cv import BASE, judge_families, objective_per_turn
 
 from simloop.parts import RankParams, order_scores, query_texts, score_statements, similarities
 from simloop.search import open_embedder

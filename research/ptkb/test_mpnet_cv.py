@@ -1,24 +1,19 @@
-"""The MPNet re-run of the PTKB families (scripts/ptkb_mpnet_cv.py): each term must join the
+"""The MPNet re-run of the PTKB families (mpnet_cv.py): each term must join the
 plain ranker's pooled score the way its mode names, every family must start with the plain
 ranker's grid (so a fold can always choose "no term"), and the centroid term must read the
 user's utterances so far."""
 
 from __future__ import annotations
 
+import features
+import mpnet_cv as mp
 import numpy as np
 import pytest
-from conftest import bench_script
 
 from simloop.parts.ptkb_rank import RankParams, score_statements
 
 
-@pytest.fixture
-def mp():
-    with bench_script("ptkb_mpnet_cv") as module:
-        yield module
-
-
-def test_term_modes(mp):
+def test_term_modes():
     S = np.array([[0.30, 0.10, 0.05], [0.00, 0.40, 0.00]])  # current utterance, one back
     f = {"S": S, "joined": np.array([0.1, 0.2, 0.8]), "generic": np.array([0.2, -0.1, -0.1])}
     plain = score_statements(S, RankParams(history_weight=0.6, decay=0.5, max_history=50))
@@ -32,7 +27,7 @@ def test_term_modes(mp):
     assert not mp.Term(name="joined").has_term and mp.Term(name="joined", mix=0.1).has_term
 
 
-def test_every_family_starts_with_the_plain_grid(mp):
+def test_every_family_starts_with_the_plain_grid():
     fams = mp.families(["clause"])
     plain = fams["plain MPNet ranker"]
     assert (0.6, 0.5) in [(t.history_weight, t.decay) for t in plain]  # the shipped values are in the grid
@@ -44,14 +39,13 @@ def test_every_family_starts_with_the_plain_grid(mp):
 
 
 def test_centroid_reads_the_mean_utterance():
-    with bench_script("bench_ptkb_explore") as ex:
-        statements = np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
-        said = np.array([[1.0, 0.0], [0.0, 1.0]])  # two utterances: their mean points at 45 degrees
-        assert ex.centroid_cosine(statements, said) == pytest.approx([2 ** -0.5, 2 ** -0.5, 1.0])
-        assert ex.centroid_cosine(statements, said[:1]) == pytest.approx([1.0, 0.0, 2 ** -0.5])
+    statements = np.array([[1.0, 0.0], [0.0, 2.0], [1.0, 1.0]])
+    said = np.array([[1.0, 0.0], [0.0, 1.0]])  # two utterances: their mean points at 45 degrees
+    assert features.centroid_cosine(statements, said) == pytest.approx([2 ** -0.5, 2 ** -0.5, 1.0])
+    assert features.centroid_cosine(statements, said[:1]) == pytest.approx([1.0, 0.0, 2 ** -0.5])
 
 
-def test_mpnet_tokens_are_unit_vectors_of_whole_words(mp):
+def test_mpnet_tokens_are_unit_vectors_of_whole_words():
     tm = mp.MPNetTokens()  # the shipped all-mpnet-base-v2 weights
     vecs, content, word = tm.tokens("I live in the Netherlands.")
     assert vecs.shape == (len(word), 768)

@@ -1,4 +1,4 @@
-"""The signals behind the PTKB token/clause measurements (scripts/ptkb_signals_cv.py): MaxSim
+"""The signals behind the PTKB token/clause measurements (signals_cv.py): MaxSim
 must read the direction it names, clauses must keep the whole utterance, and a signal must
 mix into the cosines before the shipped ranker's history pooling."""
 
@@ -6,18 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import bench_script
+import signals_cv as sig
 
 from simloop.parts.ptkb_rank import RankParams, score_statements
 
 
-@pytest.fixture
-def sig():
-    with bench_script("ptkb_signals_cv") as module:
-        yield module
-
-
-def test_maxsim_is_directional(sig):
+def test_maxsim_is_directional():
     s = np.array([[1.0, 0.0], [0.0, 1.0]])  # a statement of two tokens
     u = np.array([[1.0, 0.0]])  # an utterance sharing one of them
     assert sig.maxsim(s, u) == pytest.approx(0.5)  # half the statement is matched
@@ -26,14 +20,14 @@ def test_maxsim_is_directional(sig):
     assert sig.maxsim(s, u[:0]) == 0.0
 
 
-def test_clauses_keep_the_utterance_and_drop_empty_parts(sig):
+def test_clauses_keep_the_utterance_and_drop_empty_parts():
     text = "I'd like to stay here, and which one is closest to me?"
     assert sig.clauses(text, sig._CLAUSE_PUNCT) == [text, "I'd like to stay here", "and which one is closest to me"]
     assert sig.clauses(text, sig._CLAUSE_CONJ) == [text, "I'd like to stay here", "one is closest to me"]
     assert sig.clauses("Near Utrecht.", sig._CLAUSE_PUNCT) == ["Near Utrecht.", "Near Utrecht"]
 
 
-def test_signal_mixes_before_pooling(sig):
+def test_signal_mixes_before_pooling():
     S = np.array([[0.30, 0.10], [0.00, 0.40]])
     X = np.array([[0.10, 0.50], [0.00, 0.00]])
     pooled = RankParams(history_weight=0.5, decay=0.2, max_history=50)
