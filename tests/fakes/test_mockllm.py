@@ -179,11 +179,10 @@ async def test_shutdown_releases_hanging_requests():
     async with httpx.AsyncClient(timeout=30) as client:
         pending = asyncio.create_task(post(client, url, chat_body()))
         await asyncio.sleep(0.2)
-        t0 = time.monotonic()
         await mock.aclose()
-        with pytest.raises(httpx.HTTPError):
+        with pytest.raises(httpx.HTTPError) as cut:
             await pending
-    assert time.monotonic() - t0 < 5
+    assert not isinstance(cut.value, httpx.TimeoutException)  # released by the shutdown, not by the client giving up
 
 
 async def test_rpm_limit_answers_429_with_retry_after():

@@ -5,7 +5,6 @@ subprocesses, so this module imports nothing heavier than the schema."""
 from __future__ import annotations
 
 import asyncio
-import time
 
 from simloop.schema import AssistantReply, Passage, PtkbUse, SimulatorTurn, Stage
 
@@ -50,18 +49,16 @@ def _stage(name: str, turn: int) -> Stage:
 
 class QuickSimulator:
     """Asks each rubric question once (grade 4), then ends with a goodbye: the policy's
-    shape without any model.  ``sleep`` blocks on purpose (event-loop test)."""
+    shape without any model."""
 
-    def __init__(self, ctx, sleep: float = 0.0):
-        self.sleep = sleep
+    def __init__(self, ctx=None):
+        pass
 
     async def open(self, state):
         q = state.scenario.topic.rubric[0]
         return SimulatorTurn.say(q.question, rubric_id=q.id, intent="ask")
 
     async def next(self, state):
-        if self.sleep:
-            time.sleep(self.sleep)
         rubric = state.scenario.topic.rubric
         if len(state.turns) >= len(rubric):
             return SimulatorTurn.stop("user_satisfied", "all answered", utterance="Thanks, that is all. Bye!", grade=4.0)

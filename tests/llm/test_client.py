@@ -306,13 +306,11 @@ async def test_rpm_throttle_spaces_requests_and_never_trips_the_server(pools, se
     # them 0.5 s apart, so it never meets a 429 even with 20 calls fired at once.
     async with MockLLM(rpm_limit=180, rpm_window_s=2.0) as mock:
         model = pools(mock, rpm=120).model("assistant")
-        t0 = time.monotonic()
         results = await asyncio.gather(*[model.chat(MSGS, stage=f"s{i}") for i in range(20)])
-        elapsed = time.monotonic() - t0
         stats = mock.stats()
+    # Fired at once, unthrottled, 4 of 10 meet a 429 (the next test): here none does.
     assert stats["by_status"] == {"200": 20} and all(r.stage.retries == 0 for r in results)
     assert max(stats["rps"]) <= 2 + 1  # 2 per second, +1 for a second boundary inside a period
-    assert elapsed >= 19 * 0.5 - 0.1
 
 
 async def test_without_the_throttle_the_server_limit_trips(pools, secret_env):
@@ -327,11 +325,11 @@ async def test_without_the_throttle_the_server_limit_trips(pools, secret_env):
 
 async def test_token_window_waits_for_the_budget():
     window = TokenWindow(tpm=100, window_s=0.4)
-    t0 = time.monotonic()
     first = await window.acquire(60)
+    admitted_at = first[0]
     Endpoint.reconcile(first, 90)  # the real usage was higher than the estimate
-    await window.acquire(20)  # 90 + 20 > 100: waits for the first entry to leave the window
-    assert time.monotonic() - t0 >= 0.39
+    second = await window.acquire(20)  # 90 + 20 > 100: waits for the first entry to leave the window
+    assert second[0] - admitted_at >= window.window_s  # admitted only once the first one left
     await window.acquire(500)  # larger than the budget, alone in the window: admitted after a wait
 
 

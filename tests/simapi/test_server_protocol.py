@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from contextlib import asynccontextmanager
 
@@ -26,6 +27,7 @@ from simloop.simapi.app import ServeOptions, create_app, running
 from simloop.simapi.runs import ServeLimits
 from tests.helpers.cli import free_port
 from tests.helpers.data import ROOT
+from tests.helpers.plugins import QuickSimulator
 from tests.helpers.simapi import TOKEN_A, TOKEN_B, TOKENS, SimApi, make_cfg
 
 
@@ -256,17 +258,31 @@ async def test_restart_continues_the_run(tmp_path):
     assert read_manifest(cfg.out / "serve-keep").status == "finished"
 
 
+BLOCKED, RELEASE = threading.Event(), threading.Event()
+
+
+class BlockingSimulator(QuickSimulator):
+    """Blocks its thread in ``next`` until the test releases it (a simulator doing blocking work)."""
+
+    async def next(self, state):
+        BLOCKED.set()
+        if not RELEASE.wait(timeout=60):  # a server that ran it on its own loop never answers the test
+            raise RuntimeError("the test never released the simulator: the server stalled")
+        return await super().next(state)
+
+
 async def test_blocking_simulator_does_not_stall_the_server(tmp_path):
-    cfg = make_cfg(tmp_path, simulator="tests.helpers.plugins:QuickSimulator", params={"sleep": 1.0})
+    BLOCKED.clear()
+    RELEASE.clear()
+    cfg = make_cfg(tmp_path, simulator="tests.simapi.test_server_protocol:BlockingSimulator")
     async with serve(cfg) as url:
         api = SimApi(url, TOKEN_A)
         await api.start("slow")
-        t0 = time.perf_counter()
         pending = asyncio.create_task(api.cont("slow", "an answer"))
-        await asyncio.sleep(0.1)  # the simulator is now asleep (1 s)
-        assert (await api.http.get("/auth/verify")).status_code == 200
-        assert time.perf_counter() - t0 < 0.7  # blocked, it would take >= 1 s
+        assert await asyncio.to_thread(BLOCKED.wait, 60)  # the simulator now blocks its thread
+        assert (await api.http.get("/auth/verify")).status_code == 200  # ... and the server still answers
         assert not pending.done()
+        RELEASE.set()
         assert (await pending).status_code == 200
         await api.close()
 
