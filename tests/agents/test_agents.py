@@ -115,7 +115,8 @@ async def test_agent_end_to_end(mock_url, label):
             assert sorted(u.index for u in a.ptkb_provenance) == list(range(1, len(ptkb) + 1))
             flags = [u.used for u in a.ptkb_provenance]
             assert flags == sorted(flags, reverse=True)
-            assert a.context.strategy == STRATEGY[label] and a.context.tokens >= 0
+            assert a.context.strategy == STRATEGY[label]
+            assert (a.context.tokens > 0) == (turn.index > 1)  # the memory holds the earlier turns, none before
             mine = [s for s in turn.stages if not s.name.startswith("simulator.")]
             assert [s.name for s in mine if s.model] == llm_stages_expected(label, turn)
             assert all(s.model in MODELS and s.prompt_tokens > 0 and s.latency_ms > 0 for s in mine if s.model)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from simloop.inputs.personas import load_personas
 from simloop.run.recorder import read_manifest, read_transcripts
 from tests.helpers.data import ROOT
 
@@ -53,6 +54,7 @@ def test_demo_dialogues_validate(demo_run):
     assert run_dir == demo_run.run_dir
     ts = list(read_transcripts(run_dir))  # every line validates against the schema
     assert len(ts) == 6
+    ptkb = {p.id: p.ptkb for p in load_personas(ROOT / "personas")}
     for t in ts:
         assert t.stop.by == "simulator" or t.stop.reason == "max_turns", t.stop
         assert t.error is None
@@ -62,8 +64,11 @@ def test_demo_dialogues_validate(demo_run):
         for turn in t.turns:
             a = turn.assistant
             assert a.passages and all(p.docid and p.rank >= 1 for p in a.passages)
-            assert isinstance(a.ptkb_provenance, list)
-            assert [s.name for s in turn.stages][:1]  # stage traces present
+            # provenance ranks the whole PTKB, best first (DESIGN §4), and names its statements
+            ranked = [(u.index, u.statement) for u in a.ptkb_provenance]
+            assert sorted(ranked) == list(enumerate(ptkb[t.scenario.persona_id], 1))
+            assert [u.score for u in a.ptkb_provenance] == sorted((u.score for u in a.ptkb_provenance), reverse=True)
+            assert {"ptkb", "rewrite", "retrieve", "generate"} <= {s.name for s in turn.stages}  # the agent's stages
             assert turn.user.utterance.strip()
     assert len({t.scenario.persona_id for t in ts}) >= 2
     for line in (run_dir / "dialogues.jsonl").read_text().splitlines():

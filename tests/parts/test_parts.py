@@ -121,5 +121,5 @@ async def test_timed_stage_records_latency_and_errors():
         async with timed_stage("generate", stages) as t:
             raise ValueError("boom")
     assert [s.name for s in stages] == ["retrieve", "rewrite", "generate"]
-    assert all(s.latency_ms >= 0 and s.prompt_tokens == 0 and s.model is None for s in stages)
+    assert all(s.prompt_tokens == 0 and s.model is None for s in stages)
     assert stages[0].latency_ms > 0 and stages[2].error == "ValueError: boom" and t.stage is stages[2]

@@ -131,7 +131,7 @@ async def test_whole_run_with_client_crash_and_resume(tmp_path):
         turn = t.turns[0]
         assert [p.docid for p in turn.assistant.passages] == ["clueweb22-en0000-01-00001:3", "clueweb22-en0000-02-00002:0"]
         assert [(u.index, u.statement) for u in turn.assistant.ptkb_provenance] == [(1, "I live in Lisbon.")]
-        assert turn.user.grade is not None and turn.latency_ms >= 0
+        assert turn.user.grade is not None and turn.latency_ms > 0
     assert read_manifest(run_dir).status == "finished"
 
 
