@@ -8,7 +8,7 @@ import context_cv as cv
 import numpy as np
 import pytest
 
-from simloop.parts.ptkb_rank import RankParams, score_statements
+from simloop.parts import RankParams, score_statements
 
 
 def test_loo_chooses_on_the_other_conversations_only():

@@ -10,7 +10,7 @@ import mpnet_cv as mp
 import numpy as np
 import pytest
 
-from simloop.parts.ptkb_rank import RankParams, score_statements
+from simloop.parts import RankParams, score_statements
 
 
 def test_term_modes():

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import signals_cv as sig
 
-from simloop.parts.ptkb_rank import RankParams, score_statements
+from simloop.parts import RankParams, score_statements
 
 
 def test_maxsim_is_directional():
