@@ -85,8 +85,8 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
         tracemalloc.stop()
     current, after = traced["measure"]
     traced_per = (current - base_traced) / max(1, traced["parked"])
-    top = [{"where": str(s.traceback[0]), "kib_per_dialogue": round(s.size_diff / KIB / n, 3), "count_diff": s.count_diff}
-           for s in after.compare_to(before, "lineno")[:12]]
+    top = [{"where": str(s.traceback[0]), "kib_per_dialogue": round(s.size_diff / KIB / n, 3),
+            "count_diff": s.count_diff} for s in after.compare_to(before, "lineno")[:12]]
     info(f"memory: {n} parked dialogues: RSS {rss_per / KIB:.1f} KiB each, Python allocations "
          f"{traced_per / KIB:.1f} KiB each (parked {rss['parked']}/{n} in {rss['park_s']}s)")
     for row in top[:6]:

@@ -82,8 +82,9 @@ class OneCallAssistant:
             hits = await retriever.search(utterance, self.k)
             stages.append(Stage(name="retrieve", latency_ms=round((time.perf_counter() - t0) * 1000, 3)))
         context = "\n".join(f"[{h.docid}] {h.text[:200]}" for h in hits[:3])
-        messages = [{"role": "system", "content": "Answer from the passages.\n" + context},
-                    *({"role": r, "content": c} for u, a in state.history()[-2:] for r, c in (("user", u), ("assistant", a))),
+        recent = [{"role": r, "content": c}
+                  for u, a in state.history()[-2:] for r, c in (("user", u), ("assistant", a))]
+        messages = [{"role": "system", "content": "Answer from the passages.\n" + context}, *recent,
                     {"role": "user", "content": utterance}]
         result = await self.ctx.chat("assistant").chat(messages, stage="generate", max_tokens=96)
         stages.append(result.stage)

@@ -134,7 +134,8 @@ async def loop_lag(dialogues: int, turns: int, llm_latency_s: float, jitter_s: f
     finally:
         await retriever.aclose()
     ms = [1000 * x for x in lags]
-    return {"dialogues": dialogues, "turns": turns, "llm_latency_s": llm_latency_s, "jitter_s": jitter_s, "ticks": len(ms),
+    return {"dialogues": dialogues, "turns": turns, "llm_latency_s": llm_latency_s, "jitter_s": jitter_s,
+            "ticks": len(ms),
             "lag_p50_ms": round(percentile(ms, 50), 3), "lag_p99_ms": round(percentile(ms, 99), 3),
             "lag_max_ms": round(max(ms, default=0.0), 3), "wall_s": round(wall, 3),
             "errors": stats.errors, "turns_done": stats.turns, "retriever_stats": searched,

@@ -106,4 +106,5 @@ def test_blocking_run_works_with_or_without_a_running_loop(tmp_path: Path):
         assert r.manifest.status == "finished" and r.stats.dialogues == 2
     assert nested.manifest.config["concurrency"] == 1
     resumed = simloop.run(resume=plain.dir, concurrency=3)  # nothing left to do: still a clean finish
-    assert resumed.dir == plain.dir and resumed.stats.dialogues == 0 and len(list(simloop.read_transcripts(plain.dir))) == 2
+    assert resumed.dir == plain.dir and resumed.stats.dialogues == 0
+    assert len(list(simloop.read_transcripts(plain.dir))) == 2

@@ -52,8 +52,9 @@ def _cli_run(tmp_path: Path, run_id: str, loop: str | None):
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     if loop is not None:
         env[ENV] = loop
-    return simloop_cli("run", "--simulator", "tests.helpers.resume_plugins:ScriptedSimulator", "--assistant", "tests.test_loop:LoopEcho",
-                       "--persona", "aroha", "--out", tmp_path, "--run-id", run_id, "--no-progress", env=env)
+    return simloop_cli("run", "--simulator", "tests.helpers.resume_plugins:ScriptedSimulator",
+                       "--assistant", "tests.test_loop:LoopEcho", "--persona", "aroha", "--out", tmp_path,
+                       "--run-id", run_id, "--no-progress", env=env)
 
 
 @pytest.mark.parametrize("loop", [None, "asyncio"])
@@ -93,7 +94,7 @@ class _ClosingInterrupted:
         try:
             raise KeyboardInterrupt
         except KeyboardInterrupt:
-            raise RuntimeError("Cannot close a running event loop")
+            raise RuntimeError("Cannot close a running event loop")  # noqa: B904 (as asyncio raises it: context, no cause)
 
 
 async def _nothing():

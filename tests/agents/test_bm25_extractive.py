@@ -46,7 +46,8 @@ def make_state(ptkb: list[str], history: list[tuple[str, str]], utterance: str) 
 @pytest.fixture
 def fake_ctx() -> Context:
     fake = HashEmbedder()
-    return Context(make_config(), overrides={"retriever": MemoryRetriever(DOCS), "embedder": fake, "embedder:mpnet": fake})
+    fakes = {"retriever": MemoryRetriever(DOCS), "embedder": fake, "embedder:mpnet": fake}
+    return Context(make_config(), overrides=fakes)
 
 
 async def test_reply_has_provenance_stages_and_context(fake_ctx: Context):

@@ -99,7 +99,8 @@ async def test_success_maps_the_protocol(server, monkeypatch):
                                 "ptkb": ["I am vegetarian.", "I live in Porto.", "I play the cello."]}]
     assert server.headers[0]["authorization"] == "Bearer tok-123"
     assert reply.response == "Porto is lovely." and reply.rewritten_query == "porto vegetarian food"
-    assert [(p.rank, p.docid, p.score, p.used) for p in reply.passages] == [(1, "Porto", 3.5, True), (2, "Tofu", 1.0, False)]
+    assert [(p.rank, p.docid, p.score, p.used) for p in reply.passages] == [(1, "Porto", 3.5, True),
+                                                                           (2, "Tofu", 1.0, False)]
     assert [(u.index, u.statement, u.score, u.used) for u in reply.ptkb_provenance] == \
         [(2, "I live in Porto.", 0.8, True), (1, "I am vegetarian.", 0.1, False)]  # no flag: used
     assert reply.context.strategy == "remote"

@@ -78,8 +78,9 @@ def test_every_dialogue_failing_exits_1_with_the_commonest_error_and_the_retry_c
     # search index, spares the run a JVM boot (~9 s of CPU) that would add nothing here.
     with mock_llm(port, "--fault-rate", "1.0", "--faults", "500") as url:
         p = cli("run", "--simulator", "llm", "--assistant", "simloop.fakes.adversaries:Parrot", "--base-url", url,
-                "--out", tmp_path, "--run-id", "f", "--limit", "2", "--no-progress", "--simulator-param", "grader=embedding",
-                *share, env={**__import__("os").environ, "SIMLOOP_LLM__DEFAULT__MAX_ATTEMPTS": "1"})
+                "--out", tmp_path, "--run-id", "f", "--limit", "2", "--no-progress",
+                "--simulator-param", "grader=embedding", *share,
+                env={**os.environ, "SIMLOOP_LLM__DEFAULT__MAX_ATTEMPTS": "1"})
     assert p.returncode == 1, p.stderr
     assert "Traceback" not in p.stderr
     assert "2 of 2 dialogues ended in an error (every one)" in p.stderr and "llm: LLMStatusError" in p.stderr
@@ -125,7 +126,8 @@ def test_serve_on_a_busy_port_is_one_line_and_leaves_no_file(tmp_path, flags):
     (("run", "--backend", "foo"), "invalid choice: 'foo'"),
     (("index", "build", "--threads", "x"), "simloop index build: error: argument --threads"),
     (("run", "--no-such-flag"), "simloop run: error: unrecognized arguments: --no-such-flag (see: simloop run --help)"),
-    (("index", "build", "--corpus", "c", "--out", "o", "--zz"), "simloop index build: error: unrecognized arguments: --zz"),
+    (("index", "build", "--corpus", "c", "--out", "o", "--zz"),
+     "simloop index build: error: unrecognized arguments: --zz"),
 ])
 def test_a_flag_argparse_rejects_is_one_line_not_the_usage(args, needle):
     line = one_line_exit_2(cli(*args, timeout=120), needle)
@@ -187,8 +189,8 @@ def test_a_bad_choice_variable_is_refused_before_anything_is_written(tmp_path, v
 def test_a_bad_thread_count_variable_is_refused_before_anything_is_written(tmp_path, var, value):
     # It was a ValueError traceback from the embedder, after the run folder existed.
     env = {k: v for k, v in os.environ.items() if k not in ("SIMLOOP_EMBED_THREADS", "SIMLOOP_TORCH_THREADS")}
-    line = one_line_exit_2(cli("run", "--out", tmp_path / "out", "--limit", "1", "--no-progress", env={**env, var: value}),
-                           f"{var}={value!r}: expected a whole number, at least 1")
+    p = cli("run", "--out", tmp_path / "out", "--limit", "1", "--no-progress", env={**env, var: value})
+    line = one_line_exit_2(p, f"{var}={value!r}: expected a whole number, at least 1")
     assert line.startswith("simloop: error: ")
     assert list(tmp_path.iterdir()) == []
 
@@ -340,5 +342,6 @@ def test_a_missing_relative_topic_file_names_the_config_file(tmp_path):
     config = tmp_path / "run.toml"
     config.write_text('[scenarios]\ntopics = "nope/topics.json"\n')
     one_line_exit_2(cli("run", config, "--simulator", "replay", "--out", tmp_path / "out"),
-                    f"{config}: scenarios.topics: nope/topics.json not found", f"relative to the current folder, {ROOT}")
+                    f"{config}: scenarios.topics: nope/topics.json not found",
+                    f"relative to the current folder, {ROOT}")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.toml"]

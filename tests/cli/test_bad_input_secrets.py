@@ -17,7 +17,8 @@ AUDIT_KEY = "sk-AUDIT-SECRET-123"
 
 @pytest.mark.parametrize("form", ["u:{key}@", "{key}@", "?api-key={key}"])
 @pytest.mark.parametrize("where, named", [
-    ("--base-url", "--base-url: "), ("config", "{config}: llm.roles.simulator: base_url: "), ("OPENAI_BASE_URL", "OPENAI_BASE_URL: "),
+    ("--base-url", "--base-url: "), ("config", "{config}: llm.roles.simulator: base_url: "),
+    ("OPENAI_BASE_URL", "OPENAI_BASE_URL: "),
     ("SIMLOOP_LLM__DEFAULT__BASE_URL", "SIMLOOP_* environment / flags: llm.default.base_url: "),
 ])
 def test_a_key_in_an_llm_url_is_refused_before_any_file_and_never_shown(tmp_path, form, where, named):

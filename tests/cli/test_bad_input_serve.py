@@ -87,8 +87,10 @@ def test_rehearse_state_dir_naming_a_file(tmp_path):
     assert _written(tmp_path) == []
 
 
-@pytest.mark.parametrize("api,want", [(None, "cannot reach the Sim.API server"), ("notaurl", "--api 'notaurl': give the server's URL, starting with http://"),
-                                      ("http://", "cannot reach")])
+@pytest.mark.parametrize("api,want", [
+    (None, "cannot reach the Sim.API server"),
+    ("notaurl", "--api 'notaurl': give the server's URL, starting with http://"),
+    ("http://", "cannot reach")])
 def test_rehearse_api_that_is_malformed_or_does_not_answer(tmp_path, api, want):
     line = one_line_exit_2(_rehearse(tmp_path, api=api), want)
     assert line.startswith("simloop: error: ") and "secret-token" not in line

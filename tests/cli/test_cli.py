@@ -28,13 +28,14 @@ def _run(capsys, *argv: str) -> tuple[int, str]:
 
 
 def _assert_one_line(err: str) -> None:
-    lines = [l for l in err.splitlines() if l.strip()]
+    lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in err, err
 
 
 def test_unknown_assistant_lists_known_ones(tmp_path, capsys):
     out = tmp_path / "out"
-    code, err = _run(capsys, "run", "--personas", str(_personas(tmp_path)), "--assistant", "nope", "--out", str(out), "--no-progress")
+    code, err = _run(capsys, "run", "--personas", str(_personas(tmp_path)), "--assistant", "nope", "--out", str(out),
+                     "--no-progress")
     assert code == 2 and "unknown assistant 'nope'" in err and "bm25_extractive" in err
     _assert_one_line(err)
     assert not out.exists()

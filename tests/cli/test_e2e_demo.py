@@ -85,8 +85,8 @@ def test_sigkill_then_resume_records_each_dialogue_once(tmp_path):
     # Two turns a dialogue (the kill, not the dialogue, is the point), so some are recorded,
     # two in flight and one not started when the kill comes.
     run_dir = tmp_path / "k"
-    p = simloop("run", "--limit", "6", "--concurrency", "2", "--max-turns", "2", "--out", str(tmp_path), "--run-id", "k",
-                "--no-progress")
+    p = simloop("run", "--limit", "6", "--concurrency", "2", "--max-turns", "2", "--out", str(tmp_path),
+                "--run-id", "k", "--no-progress")
     lines = run_dir / "dialogues.jsonl"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:

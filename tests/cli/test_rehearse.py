@@ -127,9 +127,11 @@ async def _cli(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
 
 
 async def test_rehearse_cli_with_scripted_plugins(tmp_path):
-    cfg = RunConfig.model_validate({"out": str(tmp_path / "out"), "scenarios": {"personas_dir": str(_write_personas(tmp_path))},
+    cfg = RunConfig.model_validate({"out": str(tmp_path / "out"),
+                                    "scenarios": {"personas_dir": str(_write_personas(tmp_path))},
                                     "simulator": {"name": "tests.helpers.plugins:QuickSimulator"}})
-    app = create_app(cfg, {"team-y": TOKEN}, ServeOptions(), overrides={"embedder": (fake := HashEmbedder()), "embedder:mpnet": fake})
+    fake = HashEmbedder()
+    app = create_app(cfg, {"team-y": TOKEN}, ServeOptions(), overrides={"embedder": fake, "embedder:mpnet": fake})
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TEAM_TOKEN": TOKEN}
     common = ["--assistant", "tests.helpers.plugins:EchoAssistant", "--out", str(tmp_path / "client")]
     async with running(app) as url:
@@ -160,9 +162,11 @@ async def test_rehearse_cli_with_scripted_plugins(tmp_path):
 async def test_rehearse_limit_counts_only_new_sessions_on_resume(tmp_path):
     # `--limit 1` twice: the second invocation starts on the session the first one recorded
     # and ended; it must add one new session (hives), not count the old one and stop.
-    cfg = RunConfig.model_validate({"out": str(tmp_path / "out"), "scenarios": {"personas_dir": str(_write_personas(tmp_path))},
+    cfg = RunConfig.model_validate({"out": str(tmp_path / "out"),
+                                    "scenarios": {"personas_dir": str(_write_personas(tmp_path))},
                                     "simulator": {"name": "tests.helpers.plugins:QuickSimulator"}})
-    app = create_app(cfg, {"team-l": TOKEN}, ServeOptions(), overrides={"embedder": (fake := HashEmbedder()), "embedder:mpnet": fake})
+    fake = HashEmbedder()
+    app = create_app(cfg, {"team-l": TOKEN}, ServeOptions(), overrides={"embedder": fake, "embedder:mpnet": fake})
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TEAM_TOKEN": TOKEN}
     args = ["--token-env", "TEAM_TOKEN", "--run-id", "lim", "--limit", "1",
             "--assistant", "tests.helpers.plugins:EchoAssistant", "--out", str(tmp_path / "client")]
@@ -189,9 +193,11 @@ async def test_rehearse_records_why_a_simloop_server_ended_each_session(tmp_path
         '[[topics]]\nid = "bees"\ntitle = "Bees"\n[[topics.rubric]]\nid = "q1"\nquestion = "How do bees make honey?"\n'
         '[[topics]]\nid = "hives"\ntitle = "Hives"\n' + "".join(
             f'[[topics.rubric]]\nid = "q{i}"\nquestion = "Hive question {i}?"\n' for i in (1, 2, 3)))
-    cfg = RunConfig.model_validate({"out": str(tmp_path / "out"), "max_turns": 2, "scenarios": {"personas_dir": str(personas)},
+    cfg = RunConfig.model_validate({"out": str(tmp_path / "out"), "max_turns": 2,
+                                    "scenarios": {"personas_dir": str(personas)},
                                     "simulator": {"name": "tests.helpers.plugins:QuickSimulator"}})
-    app = create_app(cfg, {"team-s": TOKEN}, ServeOptions(), overrides={"embedder": (fake := HashEmbedder()), "embedder:mpnet": fake})
+    fake = HashEmbedder()
+    app = create_app(cfg, {"team-s": TOKEN}, ServeOptions(), overrides={"embedder": fake, "embedder:mpnet": fake})
     async with running(app) as url:
         prep = prepare_run(client_cfg(tmp_path, url, "why"), secrets=SECRETS)
         await asyncio.wait_for(execute(prep), timeout=60)
@@ -278,9 +284,11 @@ async def test_session_reply_of_an_ended_session_says_why_it_ended(tmp_path):
     from simloop.simapi.protocol import UserUtterance
     from tests.helpers.simapi import SimApi
 
-    cfg = RunConfig.model_validate({"out": str(tmp_path / "out"), "scenarios": {"personas_dir": str(_write_personas(tmp_path))},
+    cfg = RunConfig.model_validate({"out": str(tmp_path / "out"),
+                                    "scenarios": {"personas_dir": str(_write_personas(tmp_path))},
                                     "simulator": {"name": "tests.helpers.plugins:QuickSimulator"}})
-    app = create_app(cfg, {"team-s": TOKEN}, ServeOptions(), overrides={"embedder": (fake := HashEmbedder()), "embedder:mpnet": fake})
+    fake = HashEmbedder()
+    app = create_app(cfg, {"team-s": TOKEN}, ServeOptions(), overrides={"embedder": fake, "embedder:mpnet": fake})
     async with running(app) as url:
         api = SimApi(url, TOKEN)
         try:
@@ -291,4 +299,5 @@ async def test_session_reply_of_an_ended_session_says_why_it_ended(tmp_path):
             await api.close()
     assert not first["last_response_of_session"] and closing["last_response_of_session"]
     assert again["utterance"] == closing["utterance"] and not again["last_response_of_session"]
-    assert UserUtterance(**again).server_stop() == UserUtterance(**closing).server_stop() == ("user_satisfied", "all answered")
+    assert UserUtterance(**again).server_stop() == UserUtterance(**closing).server_stop()
+    assert UserUtterance(**closing).server_stop() == ("user_satisfied", "all answered")

@@ -195,7 +195,8 @@ def test_the_rate_limit_is_shared_by_all_workers(tmp_path):
     # workers busy at once, each able to send 10/s alone (without the gate this measures 20/s).
     rpm = 600
     args = _simloop("--personas", str(ROOT / "personas"), "--simulator", "llm", "--simulator-param", "voice=llm",
-                    "--simulator-param", "grader=llm", "--assistant", "tests.helpers.ray_plugins:EchoAssistant", "--limit", "12",
+                    "--simulator-param", "grader=llm", "--assistant", "tests.helpers.ray_plugins:EchoAssistant",
+                    "--limit", "12",
                     "--max-turns", "3", "--base-url", "http://127.0.0.1:8089/v1", "--model", "mock-model",
                     "--rpm", str(rpm), "--concurrency", "2", "--no-cache", "--out", str(tmp_path), "--run-id", "rate",
                     "--backend", "ray")
@@ -227,8 +228,9 @@ def test_workers_that_cannot_start_anywhere_fail_the_run_without_blaming_dialogu
 
 @starts_ray
 def test_a_wrong_cluster_address_fails_fast_with_one_line(tmp_path):
-    res = _in_netns(_simloop(*_fake_run_args(tmp_path, "nowhere", "--assistant", "tests.helpers.ray_plugins:EchoAssistant",
-                                             "--limit", "3", "--backend", "ray", "--address", "127.0.0.1:1")))
+    res = _in_netns(_simloop(*_fake_run_args(tmp_path, "nowhere", "--assistant",
+                                             "tests.helpers.ray_plugins:EchoAssistant", "--limit", "3",
+                                             "--backend", "ray", "--address", "127.0.0.1:1")))
     assert res.returncode == 2, res.stderr  # not a ray.init retrying for minutes (PAYLOAD_TIMEOUT_S)
     assert res.stderr.strip().splitlines()[-1].startswith("simloop: error: cannot reach a Ray cluster at 127.0.0.1:1")
     assert _manifest(tmp_path / "nowhere")["status"] == "failed"
@@ -256,7 +258,8 @@ def test_worker_config_makes_paths_absolute_and_splits_tpm(tmp_path, monkeypatch
         environ={})
     w = worker_config(cfg, workers=4)
     assert w.scenarios.personas_dir == tmp_path / "people" and w.llm.cache == tmp_path / "c.sqlite"
-    assert w.llm.default.tpm == 2500 and w.llm.roles["judge"].tpm == 249 and w.llm.roles["simulator"].settings() == {"rpm": 5}
+    assert w.llm.default.tpm == 2500 and w.llm.roles["judge"].tpm == 249
+    assert w.llm.roles["simulator"].settings() == {"rpm": 5}
     assert w.llm.resolve("judge").tpm == 249 and cfg.llm.default.tpm == 10_000  # the original is untouched
 
 
@@ -296,6 +299,7 @@ async def test_a_permit_replaces_the_local_throttle_only_where_rpm_is_set(monkey
 
 
 def test_importing_the_backend_does_not_import_ray():
-    code = "import sys, simloop.cli, simloop.distributed.driver, simloop.distributed.worker; print('ray' in sys.modules)"
+    code = ("import sys, simloop.cli, simloop.distributed.driver, simloop.distributed.worker; "
+            "print('ray' in sys.modules)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert res.stdout.strip() == "False", res.stderr

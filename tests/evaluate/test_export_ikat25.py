@@ -23,8 +23,9 @@ TOPICS_2025 = [{
     "number": "1-1", "title": "Cello lessons",
     "ptkb": ["I live in Porto.", "I play the cello.", "I have a dog."],
     "responses": [
-        {"turn_id": 1, "user_utterance": "Where can I learn the cello?", "resolved_utterance": "Where can I learn the cello in Porto?",
-         "response": "Try the conservatory.", "relevant_ptkbs": ["I live in Porto."], "citations": ["clueweb22-en0001-02-00003:1"]},
+        {"turn_id": 1, "user_utterance": "Where can I learn the cello?",
+         "resolved_utterance": "Where can I learn the cello in Porto?", "response": "Try the conservatory.",
+         "relevant_ptkbs": ["I live in Porto."], "citations": ["clueweb22-en0001-02-00003:1"]},
         {"turn_id": 2, "user_utterance": "How much?", "resolved_utterance": "How much do cello lessons cost in Porto?",
          "response": "About 30 euros.", "relevant_ptkbs": [], "citations": []},
     ],
@@ -67,7 +68,8 @@ def test_replays_of_2023_2024_2025_topic_files_export_cleanly(tmp_path: Path):
         assert validate_ikat25(lines, want).ok
         rows = [json.loads(x) for x in lines]
         assert [r["turn_id"] for r in rows] == want  # one line per turn, in topic-file order
-        assert {json.dumps(r["metadata"]) for r in rows} == {'{"team_id": "uva", "run_id": "bm25-run", "run_type": "manual"}'}
+        metadata = '{"team_id": "uva", "run_id": "bm25-run", "run_type": "manual"}'
+        assert {json.dumps(r["metadata"]) for r in rows} == {metadata}
         first = rows[0]["responses"][0]
         assert first["rank"] == 1 and first["text"].startswith("An answer to")
         assert set(first["citations"]) <= set(rows[0]["references"])
@@ -105,7 +107,8 @@ def test_long_responses_are_trimmed_from_the_end_and_said(tmp_path: Path):
     run = _replay_run(tmp_path, source, response=lambda g: long)
     res = export_run(run, "ikat25-run")
     texts = [r["responses"][0]["text"] for r in _lines(res.path)]
-    assert all(response_words(t) == 246 and long.startswith(t) and t.endswith("words.") for t in texts)  # whole sentences
+    # whole sentences
+    assert all(response_words(t) == 246 and long.startswith(t) and t.endswith("words.") for t in texts)
     assert any("trimmed 2 response(s)" in n for n in res.notes)
 
 
@@ -126,8 +129,8 @@ def test_references_deduplicated_capped_and_best_first(tmp_path: Path):
     # 1,005 passages, a repeated id, scores out of rank order (a fused list), the last one cited
     ps = [Passage(rank=r, docid=f"doc{r % 1003}", score=float(r % 7), used=(r == 1002)) for r in range(1, 1006)]
     t1.assistant.passages = ps
-    run = write_run(tmp_path / "r", [transcript([t1, turn(2, gold=g[1], passages=["a", "b"])], persona="1-1", topic="1-1")],
-                    config={"scenarios": {"topics": str(source)}})
+    t = transcript([t1, turn(2, gold=g[1], passages=["a", "b"])], persona="1-1", topic="1-1")
+    run = write_run(tmp_path / "r", [t], config={"scenarios": {"topics": str(source)}})
     res = export_run(run, "ikat25-run")
     row, row2 = _lines(res.path)
     refs = list(row["references"].items())
@@ -162,7 +165,8 @@ def test_validator_finds_every_broken_rule():
     assert "at most 1000" in errors(lambda e: e.update(references={f"d{i}": 1.0 for i in range(1001)}))
     assert "words" in errors(lambda e: e["responses"][0].update(text="w " * 251))
     assert "words" in errors(lambda e: e["responses"].append({**e["responses"][0], "rank": 2, "text": "w " * 250}))
-    assert "duplicate key" in errors(text=line.replace('"references": {', '"references": {"clueweb22-en0001-02-00003:2": 3.0, '))
+    twice = line.replace('"references": {', '"references": {"clueweb22-en0001-02-00003:2": 3.0, ')
+    assert "duplicate key" in errors(text=twice)
     assert "have no line" in errors(expected=("1-1_1", "1-1_2"))
     assert "not in the topic file" in errors(expected=())
     assert "repeats line 1" in " ".join(validate_ikat25([line, line], ["1-1_1"]).errors)
@@ -185,7 +189,8 @@ def test_incomplete_or_repeated_replays_are_refused(tmp_path: Path):
 
 
 def test_cli_not_a_replay_and_bad_flags_exit_2_one_line(tmp_path: Path, capsys):
-    personas_run = write_run(tmp_path / "personas-run", [transcript([turn(1)])], config={"scenarios": {"personas_dir": "p"}})
+    personas_run = write_run(tmp_path / "personas-run", [transcript([turn(1)])],
+                             config={"scenarios": {"personas_dir": "p"}})
     source = _topic_files(tmp_path)[-1]
     replay = _replay_run(tmp_path, source)
     cases = [

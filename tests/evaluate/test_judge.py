@@ -59,7 +59,7 @@ async def test_judge_over_http_with_mockllm():
                                       "satisfaction", "confidence", "score"])):
         assert all(_in_unit(s[level][k]) for k in keys), s[level]
     assert _in_unit(s["overall"]) and _in_unit(s["overall_of_means"])
-    for did, d in result.per_dialogue.items():
+    for d in result.per_dialogue.values():
         # each dialogue's overall is the harmonic mean of its two level scores
         r = sum(g["score"] for g in d["rubric_groups"]) / len(d["rubric_groups"])
         assert d["rubric"] == pytest.approx(r, abs=1e-4)

@@ -195,7 +195,8 @@ def test_eval_cli_bad_qrels_exit_2_one_line(tmp_path: Path, capsys):
 def test_eval_cli_prints_tables(tmp_path: Path, capsys):
     from simloop.cli import main
 
-    run = write_run(tmp_path / "run-a", [transcript([turn(1, ptkb=[1], gold=gold(1, [1]))], persona="9-1", topic="9-1")])
+    run = write_run(tmp_path / "run-a",
+                    [transcript([turn(1, ptkb=[1], gold=gold(1, [1]))], persona="9-1", topic="9-1")])
     assert main(["eval", str(run)]) == 0
     out = capsys.readouterr().out
     assert "PTKB provenance" in out and "2023 baseline" in out and "0.3434" in out

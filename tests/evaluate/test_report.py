@@ -91,7 +91,8 @@ def test_comparing_two_runs_shows_signed_differences(tmp_path: Path, capsys):
     rows = {r.label: r for r in compare_rows([v.summary for v in views], [v.diag for v in views])}
     assert rows["mean user grade"].deltas() == [2.0 - 4.5]
     assert rows["stopped: user_gave_up"].values == [0, 2] and rows["stopped: user_satisfied"].deltas() == [-2]
-    assert signed(-2.5) == "\u22122.5" and signed(0.25) == "+0.2500" and signed(3) == "+3" and signed(0) == "±0" and signed(None) == "-"
+    assert signed(-2.5) == "\u22122.5" and signed(0.25) == "+0.2500" and signed(3) == "+3"
+    assert signed(0) == "±0" and signed(None) == "-"
     html = render_html(views)
     assert "\u0394 run-b \u2212 run-a" in html
     assert '<td class="delta loss">\u22122.5</td>' in html  # lower grade: worse

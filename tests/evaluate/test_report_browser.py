@@ -19,14 +19,15 @@ from tests.helpers.runs import transcript, turn, write_run
 sys.path.insert(0, str(ROOT / "scripts"))
 import report_browser  # scripts/ is not a package
 
-pytestmark = [pytest.mark.skipif(report_browser.chromium() is None, reason="chromium not installed (apt-get install -y chromium)"),
+pytestmark = [pytest.mark.skipif(report_browser.chromium() is None,
+                                 reason="chromium not installed (apt-get install -y chromium)"),
               pytest.mark.timeout(180)]
 
 
 def _run(tmp_path: Path, run_id: str, grade: float, reason: str) -> Path:
     stages = [Stage(name="assistant.generate", model="m", prompt_tokens=100, completion_tokens=20)]
-    ts = [transcript([turn(i, grade=grade, ptkb=[1, 2], stages=stages, latency_ms=40.0 * i, passages=[("d1", True), "d2"],
-                           gold=GoldTurn(turn_id=i, utterance="u", ptkb_provenance=[1]))
+    ts = [transcript([turn(i, grade=grade, ptkb=[1, 2], stages=stages, latency_ms=40.0 * i,
+                           passages=[("d1", True), "d2"], gold=GoldTurn(turn_id=i, utterance="u", ptkb_provenance=[1]))
                       for i in range(1, 4)], run_id=run_id, persona=p, topic=p, reason=reason)
           for p in ("9-1", "9-2")]
     return write_run(tmp_path / run_id, ts)
@@ -39,8 +40,8 @@ def test_every_section_and_plot_renders_without_console_errors(tmp_path: Path):
     qrels.write_text("9-1_1 0 clueweb22-en0000-00-00000:0 2\n")
     write_evaluation(a, evaluate_run(a, EvalOptions(qrels=qrels)))
     memory = {"run_id": "run-b", "distances": [5, 10], "reveal_turn": 2,
-              "strategies": {s: {"recall_by_distance": {"5": 0.5, "10": 0.5}, "query_recall_by_distance": {"5": 1, "10": 1}}
-                             for s in ("full", "summary")}}
+              "strategies": {s: {"recall_by_distance": {"5": 0.5, "10": 0.5},
+                                 "query_recall_by_distance": {"5": 1, "10": 1}} for s in ("full", "summary")}}
     (b / "memory.json").write_text(json.dumps(memory))
     html = write_report(load_views([a, b]), tmp_path / "report.html")
     png = tmp_path / "report.png"

@@ -130,4 +130,5 @@ def test_each_session_has_its_start_up_turns(tmp_path: Path):
     assert main(["report", str(run), "--out", str(html)]) == 0
     text = html.read_text()
     assert "<td class=num>2</td>" in _row(text, "start-up turns (excluded)")
-    assert "dialogue latency p50 ms (start-up wait excluded)" in text and "summary.json and `simloop eval` count" in text
+    assert "dialogue latency p50 ms (start-up wait excluded)" in text
+    assert "summary.json and `simloop eval` count" in text

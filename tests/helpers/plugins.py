@@ -61,7 +61,8 @@ class QuickSimulator:
     async def next(self, state):
         rubric = state.scenario.topic.rubric
         if len(state.turns) >= len(rubric):
-            return SimulatorTurn.stop("user_satisfied", "all answered", utterance="Thanks, that is all. Bye!", grade=4.0)
+            return SimulatorTurn.stop("user_satisfied", "all answered", utterance="Thanks, that is all. Bye!",
+                                      grade=4.0)
         q = rubric[len(state.turns)]
         return SimulatorTurn.say(q.question, rubric_id=q.id, intent="ask", grade=4.0)
 

@@ -103,7 +103,8 @@ def numbered_transcript(i: int) -> Transcript:
 
 def bare_manifest(h: str = "h1") -> RunManifest:
     """The manifest of run ``r1`` with config hash ``h``."""
-    return RunManifest(run_id="r1", config={}, config_hash=h, simulator=PluginRef(name="s"), assistant=PluginRef(name="a"))
+    return RunManifest(run_id="r1", config={}, config_hash=h, simulator=PluginRef(name="s"),
+                       assistant=PluginRef(name="a"))
 
 
 def persona_run(tmp_path: Path) -> Path:

@@ -25,7 +25,8 @@ REAL = ["2023/2023_train_topics.json", "2023/2023_test_topics.json", "2024/2024_
 
 
 def _turns(*rows: tuple[str, str]) -> list[GoldTurn]:
-    return [GoldTurn(turn_id=i, utterance=u, resolved_utterance=u, response=r) for i, (u, r) in enumerate(rows, start=1)]
+    return [GoldTurn(turn_id=i, utterance=u, resolved_utterance=u, response=r)
+            for i, (u, r) in enumerate(rows, start=1)]
 
 
 def test_questions_merge_follow_ups_and_re_asks_and_keep_references():
@@ -33,7 +34,8 @@ def test_questions_merge_follow_ups_and_re_asks_and_keep_references():
         ("Hi there! Can you help me plan a trip to Lisbon?", "Do you prefer the city or the coast?"),
         ("The coast, near the sea.", "Cascais and Ericeira are coastal towns near Lisbon."),
         ("Thanks for that. What is the weather like in Cascais in May?", "May in Cascais is mild, around 20 degrees."),
-        ("Sorry, I meant: how warm is the sea in Cascais in May?", "The sea is about 16 degrees in May."),  # a correction
+        # a correction
+        ("Sorry, I meant: how warm is the sea in Cascais in May?", "The sea is about 16 degrees in May."),
         ("Which museums in Lisbon are open on Mondays?", "The Gulbenkian closes on Tuesdays, not Mondays."),
         ("Which museums in Lisbon are open on a Monday morning?", "The Tile Museum opens on Monday mornings."),
         ("Thanks a lot, bye!", "Enjoy your trip!"),
@@ -47,7 +49,8 @@ def test_questions_merge_follow_ups_and_re_asks_and_keep_references():
     assert weather.question == "What is the weather like in Cascais in May?"
     assert weather.reference == "May in Cascais is mild, around 20 degrees. The sea is about 16 degrees in May."
     # a re-ask with the same content words is the same question; the reply to the goodbye is no answer
-    assert museums.reference == "The Gulbenkian closes on Tuesdays, not Mondays. The Tile Museum opens on Monday mornings."
+    assert museums.reference == ("The Gulbenkian closes on Tuesdays, not Mondays. "
+                                 "The Tile Museum opens on Monday mornings.")
 
 
 def test_different_questions_on_the_same_subject_stay_apart():

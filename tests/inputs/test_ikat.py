@@ -87,7 +87,8 @@ def test_2025_schema_is_converted(tmp_path):
     [p] = load_ikat_topics(path)
     assert p.id == "1-1" and p.ptkb == SAMPLE_2025[0]["ptkb"]
     turns = p.topics[0].gold_turns
-    assert [t.utterance for t in turns] == ["What foods trigger acid reflux?", "How about the fruits I mentioned before?"]
+    assert [t.utterance for t in turns] == ["What foods trigger acid reflux?",
+                                            "How about the fruits I mentioned before?"]
     assert turns[1].ptkb_provenance == [2, 3]  # statement texts -> 1-based indices
     assert turns[1].response_provenance == ["clueweb22-en0013-80-03661:7", "clueweb22-en0002-19-16904:19"]
     assert turns[0].resolved_utterance == "What foods trigger acid reflux?"
@@ -117,7 +118,8 @@ def _broken_2025(mutate):
            "turns": [{"turn_id": 1, "utterance": "hi", "ptkb_provenance": [4]}]}], "'turns[0].ptkb_provenance'"),
         ([{"number": "1", "title": "x", "ptkb": {"a": "I"}, "turns": []}], "'ptkb'"),
         ([{"number": "1", "title": 5, "ptkb": {"1": "I"}, "turns": []}], "'title'"),
-        (_broken_2025(lambda c: c["responses"][1]["relevant_ptkbs"].append("I hate fruit.")), "'responses[1].relevant_ptkbs'"),
+        (_broken_2025(lambda c: c["responses"][1]["relevant_ptkbs"].append("I hate fruit.")),
+         "'responses[1].relevant_ptkbs'"),
         (_broken_2025(lambda c: c["responses"][0].pop("turn_id")), "'responses[0].turn_id'"),
         (_broken_2025(lambda c: c.update(ptkb=[])), "'ptkb'"),
         (SAMPLE_2025 * 2, "'number'"),  # duplicate conversation

@@ -88,7 +88,8 @@ def test_behaviour_traits_vary(shipped):
     assert any(b.language_skill <= 0.4 for b in traits), "a user with poor language skill"
     assert any(b.verbosity >= 0.8 for b in traits) and any(b.verbosity <= 0.2 for b in traits)
     assert {b.reveal for b in traits} == {"never", "relevant", "eager"}
-    assert len({(b.patience, b.cooperativeness, b.language_skill, b.verbosity, b.reveal) for b in traits}) == len(traits)
+    distinct = {(b.patience, b.cooperativeness, b.language_skill, b.verbosity, b.reveal) for b in traits}
+    assert len(distinct) == len(traits)
 
 
 def test_a_single_file_loads(tmp_path):
@@ -126,7 +127,8 @@ def test_out_of_range_trait_names_the_field(tmp_path):
 
 def test_unknown_reveal_value_and_unknown_key(tmp_path):
     write(tmp_path, "ana.toml", GOOD.format(pid="ana").replace('reveal = "never"', 'reveal = "sometimes"'))
-    assert "ana.toml: behaviour.reveal: 'sometimes' is out of range (reveal: one of never, relevant, eager" in bad(tmp_path)
+    want = "ana.toml: behaviour.reveal: 'sometimes' is out of range (reveal: one of never, relevant, eager"
+    assert want in bad(tmp_path)
     write(tmp_path, "ana.toml", GOOD.format(pid="ana").replace("[behaviour]", "hobby = 'cello'\n[behaviour]"))
     assert "ana.toml: hobby: Extra inputs are not permitted" in bad(tmp_path)
 

@@ -21,7 +21,8 @@ def test_a_run_that_calls_a_model_imports_openai_while_preparing(tmp_path):
         "from simloop.config import RunConfig\n"
         "from simloop.run.runner import prepare_run\n"
         "cfg = RunConfig.model_validate({'out': sys.argv[1], 'simulator': {'name': sys.argv[2]},\n"
-        "    'assistant': {'name': 'simloop.fakes.adversaries:Parrot'}, 'llm': {'default': {'base_url': sys.argv[3]}}})\n"
+        "    'assistant': {'name': 'simloop.fakes.adversaries:Parrot'},\n"
+        "    'llm': {'default': {'base_url': sys.argv[3]}}})\n"
         "prepare_run(cfg).recorder.close()\n"
         "print('openai' in sys.modules)\n")
     with mock_llm(free_port()) as url:

@@ -141,8 +141,8 @@ async def test_reads_every_framing_a_server_may_use(wire, framing, dribble):
     answers = {
         "length": plain(),
         "chunked": (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
-                    b"%x;name=value\r\n%s\r\n%x\r\n%s\r\n0\r\nX-Trailer: t\r\n\r\n" % (half, BODY[:half], len(BODY) - half,
-                                                                                   BODY[half:])),
+                    b"%x;name=value\r\n%s\r\n%x\r\n%s\r\n0\r\nX-Trailer: t\r\n\r\n"
+                    % (half, BODY[:half], len(BODY) - half, BODY[half:])),
         "until-close": b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n\r\n" + BODY,
         "continue-first": b"HTTP/1.1 100 Continue\r\n\r\n" + plain(),
     }

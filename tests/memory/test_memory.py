@@ -38,7 +38,8 @@ def state_with(history: list[tuple[str, str]], utterance: str, ptkb: list[str] =
     topic = Topic(id="t", title="t", rubric=[RubricQuestion(id="q1", question="?")])
     persona = Persona(id="p", ptkb=ptkb, topics=[topic])
     scenario = Scenario(dialogue_id="d", persona=persona, topic=topic, behaviour=Behaviour(), seed=1)
-    turns = [Turn(index=i, user=UserTurn(utterance=u), assistant={"response": a}) for i, (u, a) in enumerate(history, 1)]
+    turns = [Turn(index=i, user=UserTurn(utterance=u), assistant={"response": a})
+             for i, (u, a) in enumerate(history, 1)]
     return DialogueState(dialogue_id="d", scenario=scenario, turns=turns, user=UserTurn(utterance=utterance))
 
 
@@ -57,7 +58,8 @@ TOPICS = [
     ("What rosin should I use?", "Darker rosin is softer and suits the cello; apply it before each practice."),
     ("Which vegetarian dishes are typical in Porto?", "Porto is known for francesinha, but vegetarian versions exist."),
     ("Is cycling in Porto hilly?", "Porto is very hilly; many cyclists use electric bikes on the steep streets."),
-    ("How long does a cello bow last?", "A good bow lasts decades; the hair needs replacing every six to twelve months."),
+    ("How long does a cello bow last?",
+     "A good bow lasts decades; the hair needs replacing every six to twelve months."),
 ]
 
 

@@ -97,7 +97,8 @@ async def test_a_signal_between_strategies_records_interrupted(tmp_path: Path, m
         return await original(self, s, overrides, on_event)
 
     monkeypatch.setattr(MemoryTest, "_run_strategy", run_strategy)
-    test = MemoryTest(parse_config(memory_config(strategies=["window", "full"])), base_config(tmp_path), overrides=_fakes())
+    test = MemoryTest(parse_config(memory_config(strategies=["window", "full"])), base_config(tmp_path),
+                      overrides=_fakes())
     with pytest.raises(stop):
         await test.run()
     assert started == ["window", "full"]

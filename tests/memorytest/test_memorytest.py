@@ -277,7 +277,8 @@ async def test_offline_summary_stand_in_without_an_llm(tmp_path: Path, monkeypat
     monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     fake = HashEmbedder()
     fakes = {"retriever": MemoryRetriever(DOCS), "embedder": fake, "embedder:mpnet": fake}
-    test = MemoryTest(parse_config(memory_config(strategies=["summary"], distances=[2])), base_config(tmp_path), overrides=fakes)
+    test = MemoryTest(parse_config(memory_config(strategies=["summary"], distances=[2])), base_config(tmp_path),
+                      overrides=fakes)
     assert test.offline_summary
     memory = await test.run()
     assert memory.strategies["summary"].memory_models == [MODEL_NAME] and memory.scorer == "rules"

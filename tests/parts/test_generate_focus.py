@@ -9,10 +9,12 @@ from simloop.search import Hit
 from simloop.text import second_person, word_count
 
 # Lexically it qualifies (two query words), but most of its words are about something else.
-OFF = "Strings, a rock band, tuned up in Ohio, Texas, Utah and Maine every summer with two drummers, loud guitars and fireworks."
+OFF = ("Strings, a rock band, tuned up in Ohio, Texas, Utah and Maine every summer with two drummers, loud guitars "
+       "and fireworks.")
 HITS = [
     Hit(docid="cello", score=3.0, text="Cello\nThe cello strings are tuned in fifths, from C up to A. " + OFF),
-    Hit(docid="violin", score=2.0, text="Violin\nViolin strings are tuned in fifths as well, but higher than the cello."),
+    Hit(docid="violin", score=2.0,
+        text="Violin\nViolin strings are tuned in fifths as well, but higher than the cello."),
 ]
 QUESTION = "How are cello strings tuned?"
 
@@ -70,7 +72,8 @@ async def test_a_ptkb_fact_is_named_when_it_first_comes_up_not_on_every_later_tu
 
 def test_statements_are_turned_to_the_user():
     assert second_person("Just so you know, I can't have lactose.") == "you can't have lactose"
-    assert second_person("We're moving to Edinburgh; our flat is small.") == "you're moving to Edinburgh; your flat is small"
+    assert (second_person("We're moving to Edinburgh; our flat is small.")
+            == "you're moving to Edinburgh; your flat is small")
     assert second_person("I am a nurse and I was born in Oslo.") == "you are a nurse and you were born in Oslo"
     assert second_person("Since 2019, I live in Paris.") == "since 2019, you live in Paris"  # a dated lead-in stays
     assert personal_sentence([]) == ""
@@ -83,8 +86,10 @@ def test_a_passage_title_line_is_never_an_answer_sentence():
     from simloop.parts.generate import extractive_answer
 
     hits = [Hit(docid="History_of_computing_hardware", score=3.0, title="History of computing hardware",
-                text="History of computing hardware\nThe history of computing hardware covers early calculating devices."),
-            Hit(docid="x", score=2.0, text="Early history of computing hardware\nComputing hardware history began with the abacus.")]
+                text="History of computing hardware\n"
+                     "The history of computing hardware covers early calculating devices."),
+            Hit(docid="x", score=2.0,
+                text="Early history of computing hardware\nComputing hardware history began with the abacus.")]
     text, used = extractive_answer("history of computing hardware", hits)
     assert "The history of computing hardware covers" in text and "abacus" in text
     assert "History of computing hardware\n" not in text and "History of computing hardware The" not in text

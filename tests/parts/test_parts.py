@@ -19,7 +19,8 @@ PTKB = ["I am vegetarian and I cook tofu often.", "I live in Porto.", "I play th
 HITS = [
     Hit("cello", 9.0, "Cello\nThe cello is a bowed string instrument. It has four strings tuned in fifths. "
         "Cellists play it seated. The cello price depends on the maker and its age."),
-    Hit("violin", 7.0, "Violin\nThe violin is the smallest bowed string instrument. Its strings are tuned in fifths too."),
+    Hit("violin", 7.0,
+        "Violin\nThe violin is the smallest bowed string instrument. Its strings are tuned in fifths too."),
     Hit("porto", 3.0, "Porto\nPorto is a city in Portugal. It is known for port wine."),
 ]
 

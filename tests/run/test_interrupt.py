@@ -85,7 +85,8 @@ class Proc:
 
     def stop(self, sig: signal.Signals, again: bool = False) -> int | None:
         if self.p.poll() is not None:
-            pytest.fail(f"run ended (code {self.p.returncode}) before the signal; make it longer:\n{self.stderr()[-2000:]}")
+            pytest.fail(f"run ended (code {self.p.returncode}) before the signal; make it longer:\n"
+                        f"{self.stderr()[-2000:]}")
         self.p.send_signal(sig)
         if again:
             time.sleep(0.05)
@@ -316,7 +317,8 @@ def test_llm_run_interrupted_in_the_middle_of_llm_calls(tmp_path, slow_llm):
     rng = random.Random(SEED + 1)
     total = 8
     start = ["run", "--personas", str(ROOT / "personas"), "--simulator", "llm",
-             "--assistant", "tests.helpers.interrupt_plugins:GenAIusInMemory", "--base-url", slow_llm, "--model", "mock-model",
+             "--assistant", "tests.helpers.interrupt_plugins:GenAIusInMemory", "--base-url", slow_llm,
+             "--model", "mock-model",
              "--limit", str(total), "--concurrency", "4", "--max-turns", "3", "--out", str(tmp_path / "runs"),
              "--run-id", "r", "--no-progress"]
     plan = [("llm calls", signal.SIGINT), ("llm calls", signal.SIGTERM), ("llm calls, after a line", signal.SIGINT),

@@ -195,8 +195,10 @@ def test_resuming_a_run_on_a_read_only_file_system_is_refused_before_any_write(t
             self.f_flag = real.f_flag | os.ST_RDONLY
 
     monkeypatch.setattr(files.os, "access", lambda p, mode: False if str(p) == run_dir else real_access(p, mode))
-    monkeypatch.setattr(files.os, "statvfs", lambda p: ReadOnly(real_statvfs(p)) if str(p) == run_dir else real_statvfs(p))
-    with pytest.raises(ResumeError, match=f"cannot resume {run_dir}: cannot write in {run_dir} \\(read-only file system\\)"):
+    monkeypatch.setattr(files.os, "statvfs",
+                        lambda p: ReadOnly(real_statvfs(p)) if str(p) == run_dir else real_statvfs(p))
+    refused = f"cannot resume {run_dir}: cannot write in {run_dir} \\(read-only file system\\)"
+    with pytest.raises(ResumeError, match=refused):
         Recorder.resume(tmp_path / "r1", "h1")
     assert not (tmp_path / "r1" / LOCK_FILE).exists()  # nothing written, not even the lock
 

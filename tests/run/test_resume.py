@@ -73,7 +73,8 @@ def test_corrupt_lines_outage_and_retry_errors_end_to_end(tmp_path):
 
 async def test_resume_moves_repeated_and_corrupt_lines_and_keeps_plugin_errors(tmp_path):
     rec = Recorder.create(tmp_path, bare_manifest())
-    plugin_error = numbered_transcript(2).model_copy(update={"error": ErrorInfo(type="ValueError", message="x", source="assistant")})
+    plugin_error = numbered_transcript(2).model_copy(
+        update={"error": ErrorInfo(type="ValueError", message="x", source="assistant")})
     retrieval_error = numbered_transcript(3).model_copy(update={"error": ErrorInfo(type="RetrievalError", message="y",
                                                                   source="retrieval")})
     for t in (numbered_transcript(0), numbered_transcript(1), plugin_error, retrieval_error):
@@ -81,7 +82,8 @@ async def test_resume_moves_repeated_and_corrupt_lines_and_keeps_plugin_errors(t
     rec.close()
     path = rec.dir.dialogues
     with path.open("a") as fh:
-        fh.write("not json at all\n" + numbered_transcript(0).model_dump_json() + "\n")  # garbage, then d0 a second time
+        # garbage, then d0 a second time
+        fh.write("not json at all\n" + numbered_transcript(0).model_dump_json() + "\n")
     rec2, done, report = Recorder.resume(tmp_path / "r1", "h1", retry_errors=True)
     assert done == {"d0", "d1", "d2"} and report.bad_lines == [5] and rec2.retried == 1
     assert [t.dialogue_id for t in read_transcripts(tmp_path / "r1", ReadReport())] == ["d0", "d1", "d2"]

@@ -69,7 +69,8 @@ def test_a_lock_left_by_a_killed_process_does_not_block_resume(tmp_path):
     run_dir, n = _killed_run(tmp_path)
     holder = subprocess.Popen(
         [sys.executable, "-c", "import sys, time; from simloop.run.runlock import RunLock; "
-                               "lock = RunLock.take(sys.argv[1]); print('locked', flush=True); time.sleep(120)", str(run_dir)],
+                               "lock = RunLock.take(sys.argv[1]); print('locked', flush=True); time.sleep(120)",
+         str(run_dir)],
         stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         assert holder.stdout.readline().strip() == "locked"

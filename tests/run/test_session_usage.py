@@ -20,7 +20,8 @@ from simloop.simulators.llm import LLMSimulator
 
 pytestmark = pytest.mark.timeout(90)
 
-SPEC = DialogueSpec(run_id="r", simulator=PluginRef(name="llm"), assistant=PluginRef(name="a"), max_turns=4, timeout_s=30)
+SPEC = DialogueSpec(run_id="r", simulator=PluginRef(name="llm"), assistant=PluginRef(name="a"), max_turns=4,
+                    timeout_s=30)
 
 
 def scenario() -> Scenario:

@@ -23,7 +23,8 @@ _KEYS = ('"keywords"', '"reference"', '"question"', '"rubric_id": "')
 def _run(tmp_path: Path, *args: str) -> tuple[list, dict[str, list[dict]]]:
     seen_file = tmp_path / "seen.jsonl"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-    proc = simloop_cli("run", "--assistant", "tests.helpers.view_plugins:Recorder", "--assistant-param", f"out={seen_file}",
+    proc = simloop_cli("run", "--assistant", "tests.helpers.view_plugins:Recorder",
+                       "--assistant-param", f"out={seen_file}",
                        "--no-progress", "--out", tmp_path / "runs", "--run-id", "r", *args, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
     calls: dict[str, list[dict]] = defaultdict(list)
@@ -84,7 +85,8 @@ def test_a_replayed_ikat_topic_shows_no_gold_turn(tmp_path: Path):
     assert len(calls[t.dialogue_id]) == len(t.turns) == 4 and all(x.gold is not None for x in t.turns)
     said = {x.user.utterance for x in t.turns}
     assert not [g.response for g in gold if g.response and g.response in dumped]
-    assert not [g.resolved_utterance for g in gold if g.resolved_utterance not in said and g.resolved_utterance in dumped]
+    assert not [g.resolved_utterance for g in gold
+                if g.resolved_utterance not in said and g.resolved_utterance in dumped]
     assert all(turn["gold"] is None for c in calls[t.dialogue_id] for turn in c["state"]["turns"])
 
 

@@ -209,7 +209,8 @@ def test_each_encoder_brings_its_own_values_and_its_own_embedder():
     assert BM25Extractive(Context(RunConfig()), ptkb_threshold=0.3,
                           ptkb_params={"encoder": "minilm"}).ptkb_params.used_threshold == 0.3
     assert BM25Extractive(Context(RunConfig()), ptkb_top_k=0).ptkb_params.used_min == 0  # use none
-    assert BM25Extractive(Context(RunConfig()), ptkb_top_k=0, ptkb_params={"encoder": "minilm"}).ptkb_params.used_min == 0
+    fast = BM25Extractive(Context(RunConfig()), ptkb_top_k=0, ptkb_params={"encoder": "minilm"})
+    assert fast.ptkb_params.used_min == 0
     assert "embedder:mpnet" in ACMS.needs  # acms ranks with the default
     assert "embedder:mpnet" not in IIUoT.needs  # iiuot's thresholds were calibrated on MiniLM (MINILM_PARAMS)
 

@@ -43,7 +43,8 @@ class StagedAssistant(EchoAssistant):
 def _cfg(tmp: Path, out: str, simulator: str, **kw: Any) -> RunConfig:
     personas = write_persona_topics(tmp / "personas", {"ana": ["ana-run"], "ben": ["ben-food", "ben-city"]})
     return RunConfig.model_validate({"out": str(tmp / out), "scenarios": {"personas_dir": str(personas)},
-                                     "simulator": {"name": simulator}, "assistant": {"name": "tests.simapi.test_parity:StagedAssistant"},
+                                     "simulator": {"name": simulator},
+                                     "assistant": {"name": "tests.simapi.test_parity:StagedAssistant"},
                                      "max_turns": 12, **kw})
 
 

@@ -69,7 +69,8 @@ async def test_body_limit_answers_413_with_or_without_content_length(tmp_path):
 async def test_field_limits_answer_422_and_write_nothing(tmp_path):
     async with running(_app(tmp_path)) as url:
         async with httpx.AsyncClient(base_url=url, headers={"Authorization": f"Bearer {TOKEN_A}"}, timeout=30) as http:
-            r = await http.post("/debug/start", json={"run_id": "big", "description": "d" * (MAX_DESCRIPTION_CHARS + 1)})
+            too_long = "d" * (MAX_DESCRIPTION_CHARS + 1)
+            r = await http.post("/debug/start", json={"run_id": "big", "description": too_long})
             assert r.status_code == 422 and "description" in json.dumps(r.json())
             r = await http.post("/run/start", json={"run_id": "i" * 300, "description": "ok"})
             assert r.status_code == 422

@@ -49,12 +49,14 @@ def answer(utt: dict) -> dict:
             "ptkb_provenance": ptkb, "meta": {"ptkb_provenance": ptkb}}
 
 
-async def play(api: SimApi, run_id: str, utt: dict, max_calls: int = 200, stop_after: int | None = None) -> tuple[dict, int]:
+async def play(api: SimApi, run_id: str, utt: dict, max_calls: int = 200,
+               stop_after: int | None = None) -> tuple[dict, int]:
     """Answer until the run ends (or ``stop_after`` calls); bounded by ``max_calls``."""
     for calls in range(max_calls):
         if utt["last_response_of_run"] or (stop_after is not None and calls >= stop_after):
             return utt, calls
-        text = "" if utt["last_response_of_session"] else f"About your question: {utt['utterance']} Marathons are 42 km."
+        said = f"About your question: {utt['utterance']} Marathons are 42 km."
+        text = "" if utt["last_response_of_session"] else said
         r = await api.cont(run_id, text, **answer(utt))
         assert r.status_code == 200, r.text
         utt = r.json()
@@ -129,7 +131,8 @@ async def test_whole_run_with_client_crash_and_resume(tmp_path):
         assert all(x.assistant.response for x in t.turns) and all(x.user.grade is not None for x in t.turns)
         assert len(t.turns) == len(by_topic[t.scenario.topic_id]) - 1
         turn = t.turns[0]
-        assert [p.docid for p in turn.assistant.passages] == ["clueweb22-en0000-01-00001:3", "clueweb22-en0000-02-00002:0"]
+        assert [p.docid for p in turn.assistant.passages] == ["clueweb22-en0000-01-00001:3",
+                                                              "clueweb22-en0000-02-00002:0"]
         assert [(u.index, u.statement) for u in turn.assistant.ptkb_provenance] == [(1, "I live in Lisbon.")]
         assert turn.user.grade is not None and turn.latency_ms > 0
     assert read_manifest(run_dir).status == "finished"
@@ -212,9 +215,11 @@ async def test_2025_and_2026_fields(tmp_path):
         api = SimApi(url, TOKEN_A)
         assert (await api.start("v", extra={"track_persona": True})).status_code == 200
         # 2025: top-level ptkb_provenance and a citation list; 2026: meta.ptkb_provenance.
-        r = await api.cont("v", "first", citations=["clueweb22-a:1", "clueweb22-b:2"], ptkb_provenance=["I am vegetarian."])
+        r = await api.cont("v", "first", citations=["clueweb22-a:1", "clueweb22-b:2"],
+                           ptkb_provenance=["I am vegetarian."])
         assert r.status_code == 200
-        r = await api.cont("v", "second", citations={"clueweb22-c:0": 2.0}, meta={"ptkb_provenance": ["I run three times a week.", "I like new things."]})
+        r = await api.cont("v", "second", citations={"clueweb22-c:0": 2.0},
+                           meta={"ptkb_provenance": ["I run three times a week.", "I like new things."]})
         assert r.status_code == 200
         bad = await api.cont("v", "x", meta={"ptkb_provenance": "not a list"})
         assert bad.status_code == 422
@@ -317,7 +322,8 @@ def test_serve_process_never_logs_tokens(tmp_path):
                 break
             utt = httpx.post(f"{base}/run/continue", json={"run_id": "p", "response": "ok"}, headers=h).json()
         assert utt["last_response_of_run"]
-        assert httpx.get(f"{base}/auth/verify", headers={"Authorization": f"Bearer {TOKEN_B}"}).json()["team_id"] == "team-b"
+        verified = httpx.get(f"{base}/auth/verify", headers={"Authorization": f"Bearer {TOKEN_B}"}).json()
+        assert verified["team_id"] == "team-b"
         assert httpx.get(f"{base}/auth/verify", headers={"Authorization": "Bearer wrong-token"}).status_code == 401
     finally:
         proc.send_signal(signal.SIGINT)

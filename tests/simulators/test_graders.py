@@ -29,9 +29,10 @@ CALIBRATION = [
               "and drowsiness. Long-term use can cause stomach ulcers, bleeding and kidney problems, and it may raise "
               "the risk of heart attack and stroke.",
         "topical": "Ibuprofen is a nonsteroidal anti-inflammatory drug (NSAID) used for treating pain, fever and "
-                   "inflammation. It was discovered in 1961 by Stewart Adams and John Nicholson while working at Boots UK.",
-        "aspect": "The usual adult dose of ibuprofen is 200 to 400 mg every four to six hours, and no more than 1200 mg "
-                  "a day without a doctor's advice.",
+                   "inflammation. It was discovered in 1961 by Stewart Adams and John Nicholson while working at "
+                   "Boots UK.",
+        "aspect": "The usual adult dose of ibuprofen is 200 to 400 mg every four to six hours, and no more than "
+                  "1200 mg a day without a doctor's advice.",
         "off": "The Eiffel Tower is a wrought-iron lattice tower on the Champ de Mars in Paris, France. It is named "
                "after the engineer Gustave Eiffel.",
         "evasive": "I'm sorry, I don't have enough information to answer that. Could you tell me more about what you "
@@ -42,8 +43,8 @@ CALIBRATION = [
               "temperatures are pleasant for sightseeing. Summer (June to August) is extremely hot.",
         "topical": "Egypt is a country spanning the northeast corner of Africa and the Sinai Peninsula. Its capital is "
                    "Cairo, and it is home to the ancient pyramids of Giza.",
-        "aspect": "American citizens need a visa to enter Egypt; an e-visa can be bought online before travelling or on "
-                  "arrival at Cairo airport.",
+        "aspect": "American citizens need a visa to enter Egypt; an e-visa can be bought online before travelling "
+                  "or on arrival at Cairo airport.",
         "off": "Photosynthesis is the process by which green plants use sunlight to synthesize foods from carbon "
                "dioxide and water.",
         "evasive": "That depends on many things. I can't really say.",
@@ -58,12 +59,14 @@ CALIBRATION = [
         "off": "Mount Everest is Earth's highest mountain above sea level, located in the Himalayas.",
         "evasive": "Everyone is different, so it's hard to say.",
     }),
-    ("Which universities in the Netherlands offer a master's in computer science?", ["Delft", "Amsterdam", "Eindhoven"], {
+    ("Which universities in the Netherlands offer a master's in computer science?",
+     ["Delft", "Amsterdam", "Eindhoven"], {
         "on": "Several Dutch universities offer a master's in computer science, including Delft University of "
               "Technology, the University of Amsterdam, Eindhoven University of Technology, Leiden University and "
               "Utrecht University.",
         "topical": "The Netherlands is a country in northwestern Europe. Its largest city and capital is Amsterdam.",
-        "off": "The Great Barrier Reef is the world's largest coral reef system, off the coast of Queensland, Australia.",
+        "off": "The Great Barrier Reef is the world's largest coral reef system, off the coast of Queensland, "
+               "Australia.",
         "evasive": "There are many options. What is your budget?",
     }),
     ("Can vegetarians get enough protein?", ["beans", "lentils", "tofu"], {

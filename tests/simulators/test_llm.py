@@ -37,7 +37,8 @@ class Assistant:
         return AssistantReply(response="Ibuprofen can upset the stomach; adults take at most 1200 mg a day.")
 
 
-SPEC = DialogueSpec(run_id="r", simulator=PluginRef(name="llm"), assistant=PluginRef(name="a"), max_turns=12, timeout_s=60)
+SPEC = DialogueSpec(run_id="r", simulator=PluginRef(name="llm"), assistant=PluginRef(name="a"), max_turns=12,
+                    timeout_s=60)
 
 
 @pytest.fixture
@@ -234,7 +235,8 @@ def test_prompt_swaps_roles_and_describes_the_persona_in_second_person():
 
 
 def test_second_person_and_invalid_reason():
-    assert second_person("I'm allergic to nuts and my dog hates me.") == "You're allergic to nuts and your dog hates you."
+    assert (second_person("I'm allergic to nuts and my dog hates me.")
+            == "You're allergic to nuts and your dog hates you.")
     ask = Action("ask", rubric=RUBRIC[0], turn=1)
     assert invalid_reason("Does it hurt?", ask) is None
     assert "assistant" in invalid_reason("As an AI, I think", ask)

@@ -132,7 +132,8 @@ async def test_reask_never_names_answer_words_the_user_does_not_have():
     for s in range(40):
         for i, q in enumerate(RUBRIC):
             for attempt in (2, 3):
-                text = await say(v, ask(i, 2, "reask", attempt=attempt, mood="annoyed"), scenario(seed=s, reveal="never"))
+                action = ask(i, 2, "reask", attempt=attempt, mood="annoyed")
+                text = await say(v, action, scenario(seed=s, reveal="never"))
                 reasks.append(text)
                 said = set(content_terms(text))
                 for kw in q.keywords:
