@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -49,14 +50,14 @@ def rrf(*vectors: np.ndarray, k: int = 60) -> np.ndarray:
     return out
 
 
-def generic_cv(ts: B.TopicSet, feats: list, ranker: object) -> None:
+def generic_cv(ts: B.TopicSet, feats: list, ranker: Callable[[dict], np.ndarray]) -> None:
     """Leave one conversation out: the penalty's weight chosen on the other conversations
     (objective as ``--tune``), the held-out one scored; against the weight 0 (the defaults)."""
     everyone = {t.dialogue_id for t in ts.transcripts}
     judged = sorted(h for h in everyone if any(g.ptkb_provenance for p in ts.personas if p.id == h
                                                  for g in p.topics[0].gold_turns))
     weights = (0, 0.5, 1.0, 1.5, 1.75, 2.0, 2.5)
-    ranked = {w: [order_scores(ranker(f) - w * f["generic"]) for f in feats] for w in weights}
+    ranked = {w: [order_scores((ranker(f) - w * f["generic"]).tolist()) for f in feats] for w in weights}
 
     def objective(w: float, only: set[str]) -> float:
         r = ts.score(ranked[w], only=only)
@@ -91,28 +92,36 @@ def main(argv: list[str] | None = None) -> int:
         sims = f["S"] if row0 is None else np.vstack([row0, f["S"][1:]])
         return score_statements(sims, base)
 
-    variants = {"defaults": lambda f: ranker(f), "current utterance only": lambda f: f["S"][0],
+    variants: dict[str, Callable[[dict], np.ndarray]] = {
+                "defaults": lambda f: ranker(f), "current utterance only": lambda f: f["S"][0],
                 "joined query alone": lambda f: f["joined"],
                 "rrf(ranker, bm25)": lambda f: rrf(ranker(f), f["bm25"]),
                 "rrf(ranker, bm25 joined)": lambda f: rrf(ranker(f), f["bm25_joined"]),
                 "rrf(ranker, joined)": lambda f: rrf(ranker(f), f["joined"]),
                 "rewrite as the utterance": lambda f: ranker(f, f["rewrite"]),
                 "max(utterance, rewrite)": lambda f: ranker(f, np.maximum(f["S"][0], f["rewrite"]))}
+
+    def plus(w: float, key: str) -> Callable[[dict], np.ndarray]:
+        return lambda f: ranker(f) + w * f[key]
+
+    def max_joined(w: float) -> Callable[[dict], np.ndarray]:
+        return lambda f: np.maximum(ranker(f), (1 - w) * f["joined"])
+
     for w in (0.1, 0.2, 0.3, 0.5):
         for key in ("bm25", "bm25_joined", "joined", "first"):
-            variants[f"ranker + {w} * {key}"] = lambda f, w=w, key=key: ranker(f) + w * f[key]
-        variants[f"max(ranker, {1 - w:.1f} * joined)"] = lambda f, w=w: np.maximum(ranker(f), (1 - w) * f["joined"])
+            variants[f"ranker + {w} * {key}"] = plus(w, key)
+        variants[f"max(ranker, {1 - w:.1f} * joined)"] = max_joined(w)
     for w in (0.5, 1.0, 1.5, 2.0, 2.5):
-        variants[f"ranker - {w} * generic"] = lambda f, w=w: ranker(f) - w * f["generic"]
+        variants[f"ranker - {w} * generic"] = plus(-w, "generic")
     rows = []
     for name, fn in variants.items():
-        r = ts.score([order_scores(fn(f)) for f in feats])
+        r = ts.score([order_scores(fn(f).tolist()) for f in feats])
         rows.append((round((r["nDCG@3"] + r["nDCG@5"]) / 2, 4), r["nDCG@3"], name))
     for row in sorted(rows, reverse=True):
         print(f"ranking {row[0]:.4f} (nDCG@3 {row[1]:.4f})  {row[2]}")
 
     generic_cv(ts, feats, ranker)
-    rankings = [order_scores(ranker(f)) for f in feats]
+    rankings = [order_scores(ranker(f).tolist()) for f in feats]
     used_rows = []
     grid = itertools.product(np.arange(0, 0.51, 0.05), (0, 0.5, 0.6, 0.7, 0.8, 0.9), (1, 2, 3, 4), (0, 1))
     for th, rel, k, m in grid:
@@ -123,8 +132,8 @@ def main(argv: list[str] | None = None) -> int:
                 return out if len(out) >= m else [i for i, _ in head[:m]]
             f1 = ts.score(rankings, [used(r) for r in rankings])["F1"]
             used_rows.append((f1, round(float(th), 2), rel, k, m))
-    for row in sorted(used_rows, reverse=True)[:10]:
-        print(f"used F1 {row[0]:.4f}  threshold {row[1]} relative {row[2]} top_k {row[3]} min {row[4]}")
+    for rule in sorted(used_rows, reverse=True)[:10]:
+        print(f"used F1 {rule[0]:.4f}  threshold {rule[1]} relative {rule[2]} top_k {rule[3]} min {rule[4]}")
     return 0
 
 

@@ -33,7 +33,7 @@ import os
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import bench_ptkb as B
 import numpy as np
@@ -69,6 +69,12 @@ class Signal:
 
 
 # ----------------------------------------------------------------------------- token vectors
+class TokenSource(Protocol):
+    """Contextual token vectors of a text: ``TokenModel`` (MiniLM's), ``mpnet_cv.MPNetTokens``."""
+
+    def tokens(self, text: str) -> tuple[np.ndarray, np.ndarray, list[str]]: ...
+
+
 class TokenModel:
     """MiniLM's contextual token vectors (the shipped model's weights and tokenizer, loaded
     the way ``simloop.search.minilm`` loads them; script only)."""
@@ -128,17 +134,17 @@ def maxsim(q: np.ndarray, d: np.ndarray, weights: np.ndarray | None = None) -> f
     return float(np.average(best, weights=weights)) if weights is not None else float(best.mean())
 
 
-def _content(tm: TokenModel, text: str) -> np.ndarray:
+def _content(tm: TokenSource, text: str) -> np.ndarray:
     vecs, content, _ = tm.tokens(text)
     return vecs[content] if content.any() else vecs
 
 
-def _pooled(tm: TokenModel, text: str) -> np.ndarray:
+def _pooled(tm: TokenSource, text: str) -> np.ndarray:
     v = _content(tm, text).mean(axis=0)
     return v / np.linalg.norm(v)
 
 
-def ptkb_idf(tm: TokenModel, ptkb: list[str]) -> list[np.ndarray]:
+def ptkb_idf(tm: TokenSource, ptkb: list[str]) -> list[np.ndarray]:
     """Per statement, an idf weight per content token: log(1 + n / df) over the PTKB's statements."""
     sets = [set(w for w, c in zip(tm.tokens(s)[2], tm.tokens(s)[1]) if c) for s in ptkb]
     out = []
@@ -149,7 +155,7 @@ def ptkb_idf(tm: TokenModel, ptkb: list[str]) -> list[np.ndarray]:
     return out
 
 
-def token_features(tm: TokenModel, texts: list[str], ptkb: list[str]) -> dict[str, np.ndarray]:
+def token_features(tm: TokenSource, texts: list[str], ptkb: list[str]) -> dict[str, np.ndarray]:
     idf = ptkb_idf(tm, ptkb)
     grids: dict[str, list[list[float]]] = {k: [] for k in (
         "maxsim s>u", "maxsim u>s", "maxsim sym", "maxsim s>u content", "maxsim u>s content", "maxsim sym content",
@@ -223,6 +229,6 @@ def explore_signals(ts: B.TopicSet) -> int:
     names = [k for k in feats[0] if k != "S"]
     judge_families(ts, feats, signal_families(names), lambda v: v.has_term)
     for name in ["", *names]:  # each signal in place of the cosines, the defaults' history pooling
-        per_turn = objective_per_turn(ts, [order_scores(Signal(name=name, mix=1.0).scores(f)) for f in feats])
+        per_turn = objective_per_turn(ts, [order_scores(Signal(name=name, mix=1.0).scores(f).tolist()) for f in feats])
         print(f"alone, all of train: {np.mean(list(per_turn.values())):.4f}  {name or 'sentence cosine (defaults)'}")
     return 0
