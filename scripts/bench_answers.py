@@ -62,8 +62,11 @@ async def score_run(run_dir: Path, embedder: Any, only: set[str] | None = None) 
     texts = [x for (topic_id, question, _), sents in zip(rows, split)
              for x in (question, topics.get(topic_id, ""), *sents)]
     vecs = await embedder.encode(texts) if texts else None
-    flagged, examples, lengths, personal, at = 0, [], [], 0, 0
-    for (topic_id, question, answer), sents in zip(rows, split):
+    flagged, personal, at = 0, 0, 0
+    examples: list[dict[str, str]] = []
+    lengths: list[int] = []
+    for (_, question, answer), sents in zip(rows, split):
+        assert vecs is not None  # there is a row, so there were texts
         block = vecs[at: at + 2 + len(sents)]
         at += 2 + len(sents)
         sims = cosine(block[:2], block[2:])
@@ -148,7 +151,8 @@ async def tune() -> dict[str, Any]:
         on_rows = []
         for c in grid:
             tpr, fpr = float((on[own] >= c).mean()), float((on[other] >= c).mean())
-            on_rows.append({"cutoff": c, "own_kept": round(tpr, 3), "other_kept": round(fpr, 3), "J": round(tpr - fpr, 3)})
+            on_rows.append({"cutoff": c, "own_kept": round(tpr, 3), "other_kept": round(fpr, 3),
+                            "J": round(tpr - fpr, 3)})
         best_on = max(on_rows, key=lambda r: (r["J"], r["cutoff"]))
         # PTKB facts worth naming: statement cosine to the utterance vs the turn's provenance.
         pairs = []
@@ -166,10 +170,10 @@ async def tune() -> dict[str, Any]:
             f05 = 1.25 * p * r / max(1e-9, 0.25 * p + r)
             fact_rows.append({"cutoff": c, "precision": round(p, 3), "recall": round(r, 3), "F0.5": round(f05, 3)})
         # Few positives (64 statements in 95 turns): each cutoff is judged with its neighbours.
-        for i, r in enumerate(fact_rows):
+        for i, row in enumerate(fact_rows):
             near = fact_rows[max(0, i - 1): i + 2]
-            r["F0.5_smoothed"] = round(sum(x["F0.5"] for x in near) / len(near), 3)
-        best_fact = max(fact_rows, key=lambda r: (r["F0.5_smoothed"], r["cutoff"]))
+            row["F0.5_smoothed"] = round(sum(x["F0.5"] for x in near) / len(near), 3)
+        best_fact = max(fact_rows, key=lambda row: (row["F0.5_smoothed"], row["cutoff"]))
     finally:
         await embedder.aclose()
     return {"train_turns": len(turns), "sentences": len(sents), "on_topic": on_rows, "on_topic_best": best_on,

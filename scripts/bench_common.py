@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
 MOCK_MAX_S = 900  # no benchmark needs its mock for longer
 
-__all__ = ["ROOT", "figure", "range_figure", "ikat_dir", "IKAT_ENV", "info", "MockProcess", "bench_config", "machine", "proc_cpu_s", "percentile",
-           "run_prepared", "shown_path"]
+__all__ = ["ROOT", "figure", "range_figure", "ikat_dir", "IKAT_ENV", "info", "MockProcess", "bench_config", "machine",
+           "proc_cpu_s", "percentile", "run_prepared", "shown_path"]
 
 
 def figure(value: float | int | None, target: float | None, better: str = "lower") -> dict[str, Any]:
@@ -56,7 +56,7 @@ IKAT_ENV = "SIMLOOP_IKAT_DATA"
 def ikat_dir(files: tuple[str, ...]) -> Path | None:
     """The iKAT data folder holding every one of ``files``: ``$SIMLOOP_IKAT_DATA``, else the first
     ``shared/data/ikat`` beside an ancestor of the checkout (the main checkout and its worktrees
-    sit at different depths).  The tests find it the same way (tests/conftest.py)."""
+    sit at different depths).  The tests find it the same way (tests/helpers/data.py)."""
     env = os.environ.get(IKAT_ENV)
     candidates = [Path(env)] if env else [p / "shared" / "data" / "ikat" for p in ROOT.parents]
     return next((c for c in candidates if all((c / f).is_file() for f in files)), None)
@@ -89,6 +89,8 @@ class Steal:
     """Share of the machine's CPU time the hypervisor gave to other guests while this was
     open (``steal`` in /proc/stat; None where there is no such line).  The load average
     cannot show it: a run slowed by a busy host looks like a run of slower code."""
+
+    share: float | None = None
 
     def __enter__(self) -> Steal:
         self._start, self.share = self._sample(), None

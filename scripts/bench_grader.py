@@ -103,8 +103,8 @@ def build_cases(path: Path, seed: int = SEED) -> tuple[list[Case], dict[str, int
                   Case(key, "clarify", q, clarifying_question(q, rng))]
         if same:
             cases.append(Case(key, "other_turn", q, rng.choice(same).response))
-    return cases, {"turns": len(convs), "with_response": len(answered), "only_asking_left_out": len(answered) - len(usable),
-                   "used": len(usable)}
+    return cases, {"turns": len(convs), "with_response": len(answered),
+                   "only_asking_left_out": len(answered) - len(usable), "used": len(usable)}
 
 
 def auc(pos: list[float], neg: list[float]) -> float | None:

@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from bench_common import bench_config, figure, info, run_prepared, shown_path
-from bench_plugins import CpuMeter, MeteredRetriever, ScriptedChat
+from bench_plugins import MeteredRetriever, bench_chat
 from bench_profile import profiled
+
+from simloop.fakes import CpuMeter
 
 TURNS = 5
 CONCURRENCY = 100
@@ -36,7 +38,7 @@ def _corpus(n: int = 30) -> list[tuple[str, str]]:
 def _overrides(meter: CpuMeter) -> dict[str, Any]:
     from simloop.fakes import MemoryRetriever
 
-    return {"chat:simulator": ScriptedChat("simulator", meter), "chat:assistant": ScriptedChat("assistant", meter),
+    return {"chat:simulator": bench_chat("simulator", meter), "chat:assistant": bench_chat("assistant", meter),
             "retriever": MeteredRetriever(MemoryRetriever(_corpus()), meter)}
 
 

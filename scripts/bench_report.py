@@ -10,12 +10,15 @@ LABELS: dict[str, tuple[str, str]] = {
     "concurrency_ratio_10": ("wall / ideal, concurrency 10 (200 ms mock)", "×"),
     "concurrency_ratio_100": ("wall / ideal, concurrency 100", "×"),
     "concurrency_ratio_1000": ("wall / ideal, concurrency 1,000", "×"),
-    "concurrency_ratio_1000_vs_cpu_bound": ("wall / ideal at concurrency 1,000 ÷ its CPU bound max(1, ρ) (same run)", "×"),
+    "concurrency_ratio_1000_vs_cpu_bound": (
+        "wall / ideal at concurrency 1,000 ÷ its CPU bound max(1, ρ) (same run)", "×"),
     "concurrency_ratio_1000_at_2s": ("wall / ideal, 1,000 dialogues, mock answering in 2 s", "×"),
-    "concurrency_ratio_1000_at_2s_minimal": ("floor: the same with a bare asyncio HTTP/1.1 client, same mock (same run)", "×"),
+    "concurrency_ratio_1000_at_2s_minimal": (
+        "floor: the same with a bare asyncio HTTP/1.1 client, same mock (same run)", "×"),
     "concurrency_ratio_1000_httpx": ("wall / ideal at 1,000 over the httpx2 fallback (A/B, same run)", "×"),
     "client_cpu_ms_per_request": ("process CPU per LLM request at concurrency 500 (full LLM layer + engine)", "ms"),
-    "client_cpu_ms_per_request_aiohttp": ("same client over aiohttp instead of its own connections (A/B, same run)", "ms"),
+    "client_cpu_ms_per_request_aiohttp": (
+        "same client over aiohttp instead of its own connections (A/B, same run)", "ms"),
     "client_cpu_ms_per_request_httpx": ("same over the httpx2 fallback (A/B, same run)", "ms"),
     "client_cpu_ms_per_request_openai_aiohttp": ("same over openai's own aiohttp client (A/B, same run)", "ms"),
     "client_cpu_ms_per_request_1000": ("same at concurrency 1,000", "ms"),
@@ -61,7 +64,8 @@ LABELS: dict[str, tuple[str, str]] = {
     "grader_auc_true_vs_restated": ("ROC-AUC, human answer vs the question restated with filler", ""),
     "grader_auc_true_vs_other_turn": ("ROC-AUC, human answer vs another turn's answer, same conversation", ""),
     "grader_auc_true_vs_other_topic": ("ROC-AUC, human answer vs another topic's answer", ""),
-    "grader_padding_penalised": ("share of turns whose padded answer (+2 off-topic sentences) grades below the true one", ""),
+    "grader_padding_penalised": (
+        "share of turns whose padded answer (+2 off-topic sentences) grades below the true one", ""),
     "grader_true_pass_rate": ("human answers passing (grade > 3)", ""),
     "grader_restated_pass_rate": ("restatements passing (informational)", ""),
     "grader_clarify_pass_rate": ("clarifying questions passing (informational)", ""),
@@ -101,11 +105,13 @@ def _target(key: str, fig: dict[str, Any]) -> str:
 
 def write_markdown(path: Path, results: dict[str, Any], details: dict[str, Any]) -> None:
     m = details.get("machine", {})
+    quick = " --quick" if details.get("quick") else ""
     lines = ["# simloop benchmarks", "",
-             f"Written by `scripts/bench{' --quick' if details.get('quick') else ''}` at {details.get('finished_at', '?')}. "
+             f"Written by `scripts/bench{quick}` at {details.get('finished_at', '?')}. "
              "Figures are `bench/results.json`; everything measured on the way is in `bench/details.json`.", "",
              "## Machine", "",
-             f"- CPU: {m.get('cpu', '?')}, {m.get('cores', '?')} cores; RAM {m.get('ram_gib', '?')} GiB; {m.get('os', '')}",
+             f"- CPU: {m.get('cpu', '?')}, {m.get('cores', '?')} cores; RAM {m.get('ram_gib', '?')} GiB; "
+             f"{m.get('os', '')}",
              f"- Python: {m.get('python', '?')}; load average at start: {m.get('loadavg_at_start', '?')} "
              "(the cores were shared with other work: absolute times are noisy, ratios within one run less so)",
              "- Versions: " + ", ".join(f"{k} {v}" for k, v in m.get("versions", {}).items()), "",
@@ -186,9 +192,9 @@ def _notes(details: dict[str, Any]) -> list[str]:
                    f"per request, ratio {aio['ratio']} at concurrency {aio['concurrency']}")
     floor = c.get("minimal_client") or {}
     if floor:
-        out.append(f"- floor, a bare asyncio HTTP/1.1 client (no SDK, no engine) at {floor['connections']} connections: "
-                   f"{floor['cpu_ms_per_request']} ms CPU per request, wall/ideal {floor['ratio']}; the mock itself "
-                   f"spent {floor['mock_cpu_ms_per_request']} ms CPU per request")
+        out.append(f"- floor, a bare asyncio HTTP/1.1 client (no SDK, no engine) at {floor['connections']} "
+                   f"connections: {floor['cpu_ms_per_request']} ms CPU per request, wall/ideal {floor['ratio']}; "
+                   f"the mock itself spent {floor['mock_cpu_ms_per_request']} ms CPU per request")
     eo = b.get("engine_overhead", {})
     if eo.get("profile"):
         rows = eo["profile"].get("top_self_without_fakes", eo["profile"]["top_self"])

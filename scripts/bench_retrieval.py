@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from bench_common import ROOT, bench_config, figure, info, percentile
-from bench_plugins import CpuMeter, ScriptedChat
+from bench_plugins import bench_chat
+
+from simloop.fakes import CpuMeter
 
 TICK_S = 0.01
 
@@ -110,8 +112,8 @@ async def loop_lag(dialogues: int, turns: int, llm_latency_s: float, jitter_s: f
     retriever = await open_retriever(RetrievalConfig())
     meter = CpuMeter()
     overrides = {"retriever": retriever,
-                 "chat:simulator": ScriptedChat("simulator", meter, latency_s=llm_latency_s, jitter_s=jitter_s, seed=1),
-                 "chat:assistant": ScriptedChat("assistant", meter, latency_s=llm_latency_s, jitter_s=jitter_s, seed=2)}
+                 "chat:simulator": bench_chat("simulator", meter, latency_s=llm_latency_s, jitter_s=jitter_s, seed=1),
+                 "chat:assistant": bench_chat("assistant", meter, latency_s=llm_latency_s, jitter_s=jitter_s, seed=2)}
     lags: list[float] = []
     stop = asyncio.Event()
     try:
@@ -132,7 +134,8 @@ async def loop_lag(dialogues: int, turns: int, llm_latency_s: float, jitter_s: f
     finally:
         await retriever.aclose()
     ms = [1000 * x for x in lags]
-    return {"dialogues": dialogues, "turns": turns, "llm_latency_s": llm_latency_s, "jitter_s": jitter_s, "ticks": len(ms),
+    return {"dialogues": dialogues, "turns": turns, "llm_latency_s": llm_latency_s, "jitter_s": jitter_s,
+            "ticks": len(ms),
             "lag_p50_ms": round(percentile(ms, 50), 3), "lag_p99_ms": round(percentile(ms, 99), 3),
             "lag_max_ms": round(max(ms, default=0.0), 3), "wall_s": round(wall, 3),
             "errors": stats.errors, "turns_done": stats.turns, "retriever_stats": searched,

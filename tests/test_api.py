@@ -17,9 +17,7 @@ import pytest
 
 import simloop
 from simloop import errors
-
-ROOT = Path(__file__).resolve().parents[1]
-
+from tests.helpers.data import ROOT
 
 # ----------------------------------------------------------------------------- __all__ (httpx style)
 
@@ -143,7 +141,7 @@ async def test_arun_read_and_evaluate_inside_a_running_event_loop(tmp_path: Path
 
 def test_blocking_run_works_with_or_without_a_running_loop(tmp_path: Path):
     """simloop.run from a script, and from code that already runs a loop (helper thread)."""
-    sim, asst = "conftest:ScriptedSimulator", "conftest:EchoAssistant"
+    sim, asst = "tests.helpers.plugins:ScriptedSimulator", "tests.helpers.plugins:EchoAssistant"
     config = {"scenarios": {"personas_dir": str(ROOT / "personas"), "limit": 2}, "out": str(tmp_path),
               "simulator": {"name": sim}, "assistant": {"name": asst}, "progress": False}
     plain = simloop.run(config, run_id="plain")

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 if _TYPE_CHECKING:
     from .adversaries import clarifying_question, restate
+    from .chat import CpuMeter, ScriptedChat
     from .mockllm import MockLLM, add_arguments, main_from_args
     from .seams import MemoryRetriever
 else:
@@ -13,10 +14,12 @@ else:
 
     __getattr__, __dir__ = _lazy_face(__name__, {
         "adversaries": ("clarifying_question", "restate",),
+        "chat": ("CpuMeter", "ScriptedChat",),
         "mockllm": ("MockLLM", "add_arguments", "main_from_args",),
         "seams": ("MemoryRetriever",),
     })
 
 __all__ = [
-    "MemoryRetriever", "MockLLM", "add_arguments", "clarifying_question", "main_from_args", "restate",
+    "CpuMeter", "MemoryRetriever", "MockLLM", "ScriptedChat", "add_arguments", "clarifying_question", "main_from_args",
+    "restate",
 ]
