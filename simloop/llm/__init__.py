@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 if _TYPE_CHECKING:
     from .client import ChatModel, ChatResult, LLMPool
-    from .config import PLACEHOLDER_KEY, LLMConfig, LLMRole, LLMRoleOverride, role_setting
+    from .config import LLMConfig, LLMRole, LLMRoleOverride, role_setting
     from .limits import Permit
     from .meter import metered
     from .preflight import check_endpoints, check_judge_llm
@@ -16,7 +16,7 @@ else:
 
     __getattr__, __dir__ = _lazy_face(__name__, {
         "client": ("ChatModel", "ChatResult", "LLMPool",),
-        "config": ("LLMConfig", "LLMRole", "LLMRoleOverride", "PLACEHOLDER_KEY", "role_setting",),
+        "config": ("LLMConfig", "LLMRole", "LLMRoleOverride", "role_setting",),
         "limits": ("Permit",),
         "meter": ("metered",),
         "preflight": ("check_endpoints", "check_judge_llm",),
@@ -24,6 +24,6 @@ else:
     })
 
 __all__ = [
-    "ChatModel", "ChatResult", "LLMConfig", "LLMPool", "LLMRole", "LLMRoleOverride", "PLACEHOLDER_KEY", "Permit",
+    "ChatModel", "ChatResult", "LLMConfig", "LLMPool", "LLMRole", "LLMRoleOverride", "Permit",
     "check_endpoints", "check_judge_llm", "metered", "role_setting", "transport_name",
 ]

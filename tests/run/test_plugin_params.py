@@ -12,7 +12,6 @@ from simloop.config import RunConfig
 from simloop.errors import BadInputError
 from simloop.run import read_manifest, read_transcripts
 from simloop.run.plugins import Context, available, effective_params, load_plugin, resolve
-from simloop.run import read_manifest, read_transcripts
 from tests.helpers.cli import simloop_cli
 from tests.helpers.data import ROOT
 

@@ -23,7 +23,6 @@ import httpx
 from simloop.config import RunConfig
 from simloop.fakes.seams import HashEmbedder, MemoryRetriever
 from simloop.run import read_manifest, read_transcripts
-from simloop.schema import SimulatorTurn
 from simloop.simapi.app import ServeOptions, create_app, running
 from simloop.simapi.runs import ServeLimits
 from tests.helpers.cli import free_port
