@@ -200,6 +200,6 @@ def test_every_imported_distribution_is_declared():
                 imported.setdefault(_distribution(dist), f"{module.rel}:{imp.line} imports {imp.module}")
     missing = [where for dist, where in sorted(imported.items()) if dist not in declared]
     assert not missing, "imported but not declared in pyproject.toml:\n" + "\n".join(missing)
-    tooling = {_distribution(d) for key in ("test", "bench") for d in extras.get(key, [])}  # used outside the code
+    tooling = {_distribution(d) for key in ("test", "bench", "docs") for d in extras.get(key, [])}  # used outside the code
     unused = sorted(declared - set(imported) - DECLARED_NOT_IMPORTED - tooling)
     assert not unused, f"declared but never imported: {unused}"
