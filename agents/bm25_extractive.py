@@ -1,4 +1,4 @@
-"""bm25_extractive: the offline default assistant (DESIGN §6) — no LLM anywhere.
+"""bm25_extractive: the offline default assistant — no LLM anywhere.
 
 PTKB statements are ranked by the no-LLM ranker (``simloop.parts.ptkb_rank``:
 all-mpnet-base-v2 similarity to the utterance and, discounted, to the earlier user

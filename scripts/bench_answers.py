@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Section ``answers``: do the offline demo's answers stay on the question (issue 12)?
+"""Section ``answers``: do the offline demo's answers stay on the question?
 
 ``answer_offtopic_share``: the share of demo answers (``bm25_extractive`` with the offline
 simulator over every persona x topic pair of ``personas/``, as ``scripts/demo`` runs it)

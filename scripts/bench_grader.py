@@ -1,4 +1,4 @@
-"""Section ``grader`` — validity of the offline embedding grader on real iKAT answers (issue 11).
+"""Section ``grader`` — validity of the offline embedding grader on real iKAT answers.
 
 Labelled sets come from the iKAT topic files, read at run time (nothing is copied).  For
 each turn with a human response, the question is the turn's resolved utterance and the

@@ -3,7 +3,7 @@
 Each benchmark runs in its own child process (``--run-one NAME``): a JVM, a warmed
 client or 10,000 parked dialogues from one never skew the next, and a hung one is
 killed at its time limit.  ``results.json`` holds ``{figure: {"value", "target", "ok"}}``
-only (a fixed format, DESIGN §11); everything measured on the way goes to
+only (a fixed format); everything measured on the way goes to
 ``details.json`` and into the markdown table.
 """
 
@@ -38,7 +38,7 @@ BENCHES: dict[str, tuple[str, int, int]] = {
     "ptkb": ("bench_ptkb", 600, 400),  # all-mpnet-base-v2 over ~400 turns: ~2 min on 2 shared cores
     "answers": ("bench_answers", 1200, 400),
     "memorytest": ("bench_memorytest", 1200, 400),
-    # Issue 11: the grader on real iKAT answers (MiniLM over ~3,300 candidates, then four
+    # The grader on real iKAT answers (MiniLM over ~3,300 candidates, then four
     # end-to-end runs against the demo personas) and the voice against real iKAT utterances.
     "grader": ("bench_grader", 2400, 1200),
     "realism": ("bench_realism", 900, 300),

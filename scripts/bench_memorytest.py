@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Section ``memorytest``: does the offline memory test tell strategies apart (issue 12)?
+"""Section ``memorytest``: does the offline memory test tell strategies apart?
 
 Runs ``simloop memory`` (``MemoryTest``: the scripted probe user, ``bm25_extractive`` with
 ``memory=<strategy>``, the demo index, MiniLM and all-mpnet-base-v2 (the PTKB ranker), rules

@@ -1,4 +1,4 @@
-"""Figure — PTKB ranking without an LLM (issue 12, item 2): ``simloop.parts.ptkb_rank`` on iKAT.
+"""Figure — PTKB ranking without an LLM: ``simloop.parts.ptkb_rank`` on iKAT.
 
 Every turn of a topic file is ranked the way a replay shows it to the assistant: the raw
 utterance and the earlier raw user utterances (no gold response, no rewrite).  Scored by

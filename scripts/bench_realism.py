@@ -1,4 +1,4 @@
-"""Realism — do the offline simulator's utterances read like real iKAT users? (issue 11)
+"""Realism — do the offline simulator's utterances read like real iKAT users?
 
 A demo run (offline simulator + ``bm25_extractive`` over ``personas/``, a real ``simloop
 run`` subprocess; the full bench runs every persona x topic twice, ``--repeat 2``, so the
@@ -26,7 +26,7 @@ Statistics (``tokens`` = lower-cased ``[a-z0-9]+('[a-z]+)?`` matches unless said
 * ``backreference_share`` — share of utterances that lead with a back-reference: one of
   it, that, this, they, those among the first four letter-only tokens (``[a-z]+``, so
   "That's" gives "that" and "s"; "OK, and is it ..." counts, a pronoun deep in a long
-  question does not; four is the lead length that gives the real 0.17 quoted in issue 11).
+  question does not; four is the lead length that gives the real users' 0.17).
   Target ≥ 0.10.  A reaction such as "That's nice." counts too (it does refer back), so the
   details also give ``backreference_request_share``: the same test on the request alone,
   the last sentence with a "?" (else the last sentence); real 0.11.

@@ -1,4 +1,4 @@
-"""The public Python API (DESIGN §13): run, arun, read_transcripts, evaluate.
+"""The public Python API: run, arun, read_transcripts, evaluate.
 
     import simloop
     run = simloop.run("run.toml", concurrency=32)        # blocking

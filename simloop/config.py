@@ -1,4 +1,4 @@
-"""RunConfig: one validated object for a run (DESIGN §10.4).
+"""RunConfig: one validated object for a run.
 
 Precedence, lowest first: defaults < TOML file < ``SIMLOOP_*`` environment < CLI flags.
 Environment names map onto fields with ``__`` for nesting, e.g. ``SIMLOOP_CONCURRENCY=32``
@@ -64,7 +64,7 @@ class ScenarioSelection(_Section):
 
 
 class RunConfig(_Section):
-    """Everything a run needs (DESIGN §11): TOML file < ``SIMLOOP_*`` environment < flags."""
+    """Everything a run needs: TOML file < ``SIMLOOP_*`` environment < flags."""
 
     run_id: str | None = Field(None, min_length=1, description="unset: a new id from the time")
     out: Path = Path("transcripts")

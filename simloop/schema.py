@@ -1,6 +1,6 @@
-"""pydantic models: the transcript format (DESIGN §4) and the inputs that produce it.
+"""pydantic models: the transcript format and the inputs that produce it.
 
-Field names of ``Transcript`` and everything under it are fixed by DESIGN.md; extra
+Field names of ``Transcript`` and everything under it are fixed (docs/transcript.md); extra
 fields are allowed but never renamed.  Every record written to disk carries
 ``schema_version``.
 """
@@ -32,7 +32,7 @@ class _Model(BaseModel):
 
 
 class _Open(BaseModel):
-    """Records read back from disk may carry extra fields (DESIGN: extras welcome)."""
+    """Records read back from disk may carry extra fields (extras are welcome)."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -144,7 +144,7 @@ class Stop(_Open):
     @model_serializer(mode="wrap")
     def _utterance_always_present(self, handler: Any) -> dict[str, Any]:
         # Transcripts keep None fields, but some records drop them (Sim.API replies, a
-        # session's checkpoint); this one is fixed by DESIGN §4 as always present, so a
+        # session's checkpoint); this one is fixed by the transcript format as always present, so a
         # reader can tell "no closing line" from "an old run" there too.
         data = handler(self)
         if isinstance(data, dict):
@@ -177,7 +177,7 @@ class PtkbUse(_Open):
     index: int = Field(description="1-based position in the persona's PTKB")
     statement: str
     score: float | None = None
-    # ``ptkb_provenance`` is a ranking (DESIGN §4); ``used`` marks the statements the answer
+    # ``ptkb_provenance`` is a ranking; ``used`` marks the statements the answer
     # relies on (set metrics read it).  True by default: transcripts written before the
     # field existed listed only what was used, so they read the same.
     used: bool = True
@@ -268,7 +268,7 @@ class ErrorInfo(_Open):
 
 
 class Transcript(_Open):
-    """One dialogue as recorded: a line of ``dialogues.jsonl`` (DESIGN §4)."""
+    """One dialogue as recorded: a line of ``dialogues.jsonl``."""
 
     schema_version: str = SCHEMA_VERSION
     run_id: str

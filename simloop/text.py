@@ -1,4 +1,4 @@
-"""The one text toolkit (DESIGN §1): tokens, stop words, stems, sentences, token counting.
+"""The one text toolkit: tokens, stop words, stems, sentences, token counting.
 
 Deliberately crude and dependency-free: a stop list, a suffix-stripping stemmer and a
 sentence splitter are enough to compare a question with an answer, rank sentences for an

@@ -1,4 +1,4 @@
-"""Behaviour traits of a simulated user: their bounds, ranges and per-scenario sampling (DESIGN §5).
+"""Behaviour traits of a simulated user: their bounds, ranges and per-scenario sampling.
 
 ``Behaviour`` is what one dialogue's user is: a value per trait, recorded in every
 transcript (``scenario.behaviour``).  ``BehaviourSpec`` is what a persona file or a run

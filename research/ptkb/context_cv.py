@@ -1,4 +1,4 @@
-"""PTKB ranking with more context than the user's utterances, on 2023 train ONLY (issue 12).
+"""PTKB ranking with more context than the user's utterances, on 2023 train ONLY.
 
 ``explore.py --context`` runs this.  Three sources the ranker does not read
 yet, each scored as an extra term on top of the MiniLM ranker (``score_statements``):

@@ -1,16 +1,16 @@
 """The alternatives tried against the MiniLM PTKB ranker (its values; the default until MPNet)
-(issue 12 item 4), on 2023 train ONLY.
+on 2023 train ONLY.
 
 Prints, best first, the ranking objective (mean of nDCG@3 and nDCG@5, as ``--tune`` uses)
 and nDCG@3 of each variant, then the best ``used`` rules with a threshold relative to the
 turn's best score.  Numbers quoted in README.md come from here.
 
-``--context`` measures the context sources issue 12 left untried (``context_cv.py``):
+``--context`` measures the context sources the first round left untried (``context_cv.py``):
 the previous turns' canonical responses, the assistant's own earlier answers (bm25_extractive
 replayed on the demo index) and the top BM25 passages of the turn (pseudo relevance
 feedback), each alone and fused, with leave-one-conversation-out cross-validation.
 
-``--signals`` measures signals issue 12 left untried (``signals_cv.py``): late
+``--signals`` measures signals the first round left untried (``signals_cv.py``): late
 interaction on MiniLM's token vectors and clause-level matching, the same way.
 
 ``--mpnet`` re-runs the single-row terms (``features.py``) and ``--signals``' sentence-level signals

@@ -1,6 +1,6 @@
 """The earlier families re-run on the default ranker's encoder, all-mpnet-base-v2, on 2023 train ONLY.
 
-``explore.py --mpnet`` runs this (issue 12).  The alternatives of
+``explore.py --mpnet`` runs this.  The alternatives of
 ``explore.py`` and ``--signals`` were judged against the MiniLM ranker; a family
 that lost there may still help MPNet, whose cosines sit on another scale.  Two kinds:
 

@@ -1,6 +1,6 @@
 """PTKB ranking signals from MiniLM's token vectors and from utterance clauses, on 2023 train ONLY.
 
-``explore.py --signals`` runs this (issue 12).  Each signal X is a
+``explore.py --signals`` runs this.  Each signal X is a
 per-utterance similarity of the same shape as the ranker's cosines S (row j: the utterance
 j turns back), mixed as ``(1 - a) * S + a * X`` and pooled over the history exactly as the
 MiniLM ranker pools S (``score_statements``):

@@ -1,4 +1,4 @@
-"""`simloop ...` commands (DESIGN §11).  Parses flags, calls the library, prints.
+"""`simloop ...` commands.  Parses flags, calls the library, prints.
 
 Errors: a ``BadInputError`` or a flag argparse rejects prints one line and exits 2; any
 other ``SimloopError`` or an unforeseen ``OSError`` prints one line and exits 1; never a
@@ -87,7 +87,7 @@ def _main(argv: list[str] | None) -> int:
     for handler in logging.getLogger().handlers:  # -v shows httpx's lines, each with a full URL
         handler.addFilter(RedactURLs())
     try:
-        with sigterm_as_sigint():  # every command stops on SIGTERM as on Ctrl-C (DESIGN §12)
+        with sigterm_as_sigint():  # every command stops on SIGTERM as on Ctrl-C
             return _command(args)
     except BadInputError as exc:
         print(f"simloop: error: {exc}", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""`simloop eval`, `simloop report`, `simloop export` (DESIGN §11).
+"""`simloop eval`, `simloop report`, `simloop export`.
 
 Flags are parsed here and the library does the work.  Choices such as ``--format`` are
 checked in the handlers, not by argparse, so a wrong value is one ``BadInputError`` line

@@ -2,7 +2,7 @@
 
 A command lists which of its argparse destinations set which config fields (a mapping
 ``dest -> dotted path``) and calls ``config_from_flags``.  Precedence, lowest first:
-defaults < TOML file < ``SIMLOOP_*`` environment < flags (DESIGN §11).
+defaults < TOML file < ``SIMLOOP_*`` environment < flags.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """`simloop index build` (a BM25 index, optionally with MiniLM vectors) and `simloop corpus
-wiki` (the offline demo corpus): the search commands (DESIGN §8, §11)."""
+wiki` (the offline demo corpus): the search commands."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`simloop memory` (DESIGN §11): flags, progress bar, the result table, the run directory.
+"""`simloop memory`: flags, progress bar, the result table, the run directory.
 
 The work is in ``simloop.memorytest``: ``run`` (the runs), ``probes`` (scripts, the
 scripted user, the LLM probe judge), ``facts`` (the fact catalogue and rules) and

@@ -1,5 +1,5 @@
 """`simloop mock-llm`: the OpenAI-compatible stub server with fault injection (``simloop.fakes``),
-for tests and benchmarks (DESIGN §11)."""
+for tests and benchmarks."""
 
 from __future__ import annotations
 

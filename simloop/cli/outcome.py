@@ -1,4 +1,4 @@
-"""How a run ended, as an exit code and a few lines (DESIGN §12), for local and Ray runs alike.
+"""How a run ended, as an exit code and a few lines, for local and Ray runs alike.
 
 Exit 1 when more than ``max_error_share`` of the run's dialogues (all of them, over every
 resume: the counts in ``run.json``), or every one of them, ended in an error, naming the commonest error and how

@@ -1,4 +1,4 @@
-"""`simloop personas from-ikat TOPICS.json --out DIR` (DESIGN §11): iKAT conversations as
+"""`simloop personas from-ikat TOPICS.json --out DIR`: iKAT conversations as
 personas whose rubric questions come from the resolved utterances and whose reference
 answers are the gold responses, so the rubric simulator can talk to real iKAT users.
 """

@@ -77,7 +77,7 @@ def _config(a: argparse.Namespace, token_env: str) -> RunConfig:
 
 async def _verify(api: str, token: str, debug: bool, timeout_s: float) -> None:
     """A rejected token, or a server that does not answer at the start, is bad input
-    (DESIGN §12, as an LLM endpoint's preflight): found before anything is written.  A
+    (as an LLM endpoint's preflight): found before anything is written.  A
     server lost in the middle of a rehearsal is a run failure instead (the simulator's)."""
     import httpx
 

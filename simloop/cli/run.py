@@ -1,4 +1,4 @@
-"""`simloop run` (DESIGN §11, §12): flags and config, then the run on this machine or over
+"""`simloop run`: flags and config, then the run on this machine or over
 Ray, with the progress bar on stderr, the summary table, how it ended, and the run
 directory on the last line of stdout.
 

@@ -1,4 +1,4 @@
-"""The Ray backend (DESIGN §9): shards over worker actors, one global rate limit, one run directory.
+"""The Ray backend: shards over worker actors, one global rate limit, one run directory.
 
 The driver validates and opens the run as a local run does (``prepare_run``), then hands
 shards of pending dialogue ids to worker actors (``worker.py``).  Each worker rebuilds config, plugins and

@@ -1,4 +1,4 @@
-"""`simloop export --format ikat25-run`: the TREC iKAT 2025 run format (DESIGN §11).
+"""`simloop export --format ikat25-run`: the TREC iKAT 2025 run format.
 
 One JSON object per line and per turn of the replayed topic file::
 

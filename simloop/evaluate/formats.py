@@ -1,4 +1,4 @@
-"""The files `simloop eval` writes: ``summary.json`` and ``scores.jsonl`` (DESIGN §10.2, §11).
+"""The files `simloop eval` writes: ``summary.json`` and ``scores.jsonl``.
 
 These models are the formats: evaluation builds them, writing dumps them, reading
 validates them.  They live with the code that owns the format (``schema.py`` holds the

@@ -37,9 +37,9 @@ __all__ = [
     "ptkb_ranked_ids", "ptkb_used_ids",
 ]
 
-# Our summary keys → ir_measures measures (names fixed by DESIGN §11).  Ranked measures
+# Our summary keys → ir_measures measures (names fixed: other tools read them).  Ranked measures
 # read a turn's whole ``ptkb_provenance`` (the assistant's ranking); set measures read
-# only the statements marked ``used`` (DESIGN §4).
+# only the statements marked ``used``.
 PTKB_RANKED = {
     "P@3": P @ 3, "R@3": R @ 3, "nDCG@3": nDCG @ 3,
     "P@5": P @ 5, "R@5": R @ 5, "nDCG@5": nDCG @ 5,

@@ -1,6 +1,6 @@
 """Run statistics: how dialogues ended, how long turns took, what the LLM calls cost.
 
-Everything here is read off the transcripts (DESIGN §4); nothing is recomputed from the
+Everything here is read off the transcripts; nothing is recomputed from the
 config, so statistics of a resumed or merged (Ray) run are as true as its transcripts.
 """
 

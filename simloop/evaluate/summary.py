@@ -1,6 +1,6 @@
 """`simloop eval`: score a run directory and write ``scores.jsonl`` and ``summary.json``.
 
-``summary.json`` keys (DESIGN §11): ``"stats"`` always; ``"ptkb"`` when gold PTKB
+``summary.json`` keys: ``"stats"`` always; ``"ptkb"`` when gold PTKB
 provenance exists; ``"passages"`` with ``--qrels``; ``"judge"`` with ``--judge``.
 ``scores.jsonl`` holds one line per dialogue with its per-turn values, so a user can
 find the turns that pulled a mean down.
@@ -166,7 +166,7 @@ def _judge_config(manifest: RunManifest, opts: EvalOptions) -> LLMConfig:
 
 def check_judge(manifest: RunManifest, opts: EvalOptions) -> None:
     """``--judge``: an endpoint to call, and one that answers ``GET /models``, found before
-    any scoring and before anything is written (DESIGN §12), as `simloop run` does for its
+    any scoring and before anything is written, as `simloop run` does for its
     roles; else every call fails after its retries and the scores are null."""
     from ..llm import check_endpoints, check_judge_llm
 
@@ -209,7 +209,7 @@ async def evaluate_transcripts(transcripts: Sequence[Transcript], opts: EvalOpti
     ptkb_qrels = read_ptkb_qrels(opts.ptkb_qrels) if opts.ptkb_qrels else None
     ptkb = ptkb_scores(transcripts, ptkb_qrels)
     if ptkb_qrels is not None and ptkb.summary is None and transcripts:
-        # Asked for explicitly, so never dropped without a word (DESIGN §12: bad input, exit 2).
+        # Asked for explicitly, so never dropped without a word (bad input, exit 2).
         example = next((ikat_qid(t, turn) for t in transcripts for turn in t.turns), "none")
         raise DataFileError(
             f"{opts.ptkb_qrels}: none of its {len(ptkb_qrels)} query ids (e.g. {next(iter(ptkb_qrels), 'none')!r}) "

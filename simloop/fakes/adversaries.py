@@ -1,4 +1,4 @@
-"""Adversarial assistants (issue 11): answers a valid grader must never pass.
+"""Adversarial assistants: answers a valid grader must never pass.
 
 * ``Parrot`` restates the user's utterance, wrapped in friendly filler;
 * ``OffTopic`` answers with fluent encyclopedic text about an unrelated subject (the top
@@ -199,7 +199,7 @@ class OffTopic:
 
 class KeywordDump:
     """The utterance's topic and the content words that recur most in its best BM25
-    passages, as one comma list (the audit's keyword dump, made from what an assistant
+    passages, as one comma list (a keyword dump, made from what an assistant
     sees: it read the rubric's keywords until assistants were shown a redacted state)."""
 
     needs = ("retriever",)

@@ -1,4 +1,4 @@
-"""Fakes for the seams (DESIGN §10.8): an in-memory retriever and a hashing embedder.
+"""Fakes for the seams: an in-memory retriever and a hashing embedder.
 
 They implement the real protocols so unit tests and the engine-overhead benchmark can
 run the full loop without the JVM or MiniLM.  End-to-end tests never use them.

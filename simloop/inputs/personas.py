@@ -1,4 +1,4 @@
-"""Personas from TOML: one persona per file, PTKB + behaviour + topics (DESIGN §1, §5).
+"""Personas from TOML: one persona per file, PTKB + behaviour + topics.
 
 A persona file looks like ``personas/maya.toml``::
 

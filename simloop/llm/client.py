@@ -1,4 +1,4 @@
-"""ChatModel (DESIGN §7): throttle, retries, cache, usage, JSON output, over an endpoint's ``ChatClient``.
+"""ChatModel: throttle, retries, cache, usage, JSON output, over an endpoint's ``ChatClient``.
 
 One ``LLMPool`` per run hands out a ``ChatModel`` per role.  Roles that talk to the same
 base URL share one ``ChatClient`` (``http.py``: openai's request and errors, sent by simloop)
@@ -181,7 +181,7 @@ class ChatModel:
             if hit is not None and check is not None:  # cached before the check existed or changed
                 hit = hit if all(check(t) is None for t in hit.texts) else None
             if hit is not None:
-                # Nothing was sent, so nothing is billed: a hit records no tokens (DESIGN §7).
+                # Nothing was sent, so nothing is billed: a hit records no tokens.
                 stage = self._stage(name, t0, cached=True)
                 self._file(stage)
                 return ChatResult(hit.texts[0], hit.texts, stage), None

@@ -1,4 +1,4 @@
-"""What one step of a dialogue billed, even when the step fails (DESIGN §7, §2).
+"""What one step of a dialogue billed, even when the step fails.
 
 A plugin hands the session its stages only when it returns: a step that raises or is cut
 by the dialogue timeout takes the stages of the calls it had finished (and of the call

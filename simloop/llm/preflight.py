@@ -4,7 +4,7 @@ A run whose simulator or assistant talks to a model would otherwise create its r
 directory and record every dialogue as an ``llm`` error when the server is down, the
 URL lacks its ``/v1`` or the key is missing.  One ``GET {base_url}/models`` per distinct
 endpoint (every OpenAI-compatible server answers it: OpenAI, vLLM, Ollama, llama.cpp,
-LiteLLM, ``simloop mock-llm``) finds those before the run starts (DESIGN §12: exit 2).
+LiteLLM, ``simloop mock-llm``) finds those before the run starts (exit 2).
 
 Only "does not answer" fails: a connection error, a timeout, 401/403 (the key) or 404
 (not an OpenAI-compatible API at that URL).  A 429 or 5xx means the server is there and

@@ -1,6 +1,6 @@
 """When an LLM call is worth another attempt, and how long the server asked us to wait.
 
-The retry loop itself is tenacity's, in ``ChatModel`` (DESIGN §7: one retry layer); these are
+The retry loop itself is tenacity's, in ``ChatModel`` (one retry layer); these are
 its rules, kept apart so the client module stays about the call.
 """
 

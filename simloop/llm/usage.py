@@ -1,4 +1,4 @@
-"""Usage per role and model: calls, requests, tokens, retries, errors, cost (DESIGN §7)."""
+"""Usage per role and model: calls, requests, tokens, retries, errors, cost."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Context strategies (DESIGN §6): how much of the dialogue an assistant puts in its prompts.
+"""Context strategies: how much of the dialogue an assistant puts in its prompts.
 
 ``full`` and ``window`` keep turns verbatim, ``summary`` keeps an evolving summary (an LLM,
 or the offline extractive stand-in), ``adaptive`` is ACMS.  Build one by name with

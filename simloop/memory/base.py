@@ -1,4 +1,4 @@
-"""What every context strategy shares (DESIGN §6): the protocol, the built context, rendering.
+"""What every context strategy shares: the protocol, the built context, rendering.
 
 CONTRACT:
     strategy = make_memory("full" | "summary" | "window" | "adaptive", **params)
@@ -10,7 +10,7 @@ of it: prompts carry that separately), ``info`` is ``ContextInfo(strategy, token
 with the tokens of ``text`` and strategy details as extra fields, ``stages`` are the LLM
 or compute stages the strategy ran this turn, and ``parts`` is the same context as
 structured values - who said each piece - so that a part never has to parse ``text``
-back (DESIGN §10.10).  ``deps`` is anything with ``chat(role)`` and ``async embedder()``
+back.  ``deps`` is anything with ``chat(role)`` and ``async embedder()``
 - the plugin ``Context`` is one.  ``reserve_tokens`` is what the caller already spends
 elsewhere (retrieved passages); only budgeted strategies (``adaptive``) use it.
 

@@ -1,4 +1,4 @@
-"""The context strategies by name (DESIGN §6): ``make_memory("adaptive", token_budget=1024)``."""
+"""The context strategies by name: ``make_memory("adaptive", token_budget=1024)``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The file `simloop memory` writes: ``memory.json`` (DESIGN §10.2).
+"""The file `simloop memory` writes: ``memory.json``.
 
 ``MemoryResults`` is the format: the test builds it, writing dumps it, `simloop report`
 reads it back through it.  It lives here, with the code that owns the format, rather

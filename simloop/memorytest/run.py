@@ -1,4 +1,4 @@
-"""The long-horizon memory stress test behind `simloop memory` (DESIGN §6, §11).
+"""The long-horizon memory stress test behind `simloop memory`.
 
 For every persona and distance d, a scripted user reveals a fact at turn r and asks a
 question that needs it at exactly turn r + d (``memoryprobes``); one sub-run per memory

@@ -1,4 +1,4 @@
-"""Reusable assistant parts (DESIGN §6): PTKB selection, query rewriting, retrieval, generation, stages.
+"""Reusable assistant parts: PTKB selection, query rewriting, retrieval, generation, stages.
 
 Agents in ``agents/`` compose these; each module is small and free of side effects at
 import, so LLM-based agents can import one part without paying for the others.

@@ -1,4 +1,4 @@
-"""Offline extractive generation (DESIGN §6): the best sentences of the top passages.
+"""Offline extractive generation: the best sentences of the top passages.
 
 No LLM: sentences are scored by the query terms they share (weighted by rarity among
 the candidate sentences; terms that only come from the context, such as rewrite

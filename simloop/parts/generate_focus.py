@@ -1,4 +1,4 @@
-"""Extractive answers that stay on the question and speak to the user (issue 12, item 3).
+"""Extractive answers that stay on the question and speak to the user.
 
 ``focused_answer`` builds on the lexical extractive answer (``generate.py``):
 

@@ -1,4 +1,4 @@
-"""Grounded answers with an LLM (DESIGN §6).
+"""Grounded answers with an LLM.
 
 - ``grounded_answer``: JSON ``{response, references}`` over passages shown as
   ``[docid] text``.  References are checked against the passages given: unknown ids are

@@ -1,4 +1,4 @@
-"""PTKB selection by embedding similarity (DESIGN §6: the embedding ranker)."""
+"""PTKB selection by embedding similarity (the embedding ranker)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""PTKB selection with an LLM, and ways to combine selectors (DESIGN §6).
+"""PTKB selection with an LLM, and ways to combine selectors.
 
 - ``classify_ptkb_llm``: binary relevance over numbered statements (GenAIus; also the
   per-model selector of NII GtR);
@@ -80,7 +80,7 @@ def uses_from_indices(ptkb: Sequence[str], indices: Sequence[Any], score: float 
 
 
 def ranking_from_set(ptkb: Sequence[str], chosen: Sequence[PtkbUse]) -> list[PtkbUse]:
-    """A set selection as a ranking (DESIGN §4): the chosen statements first, in their
+    """A set selection as a ranking: the chosen statements first, in their
     order, ``used``; then every other statement, ``used = False`` with score 0, in PTKB
     order (the selector judged them all and kept none of them)."""
     picked = [c.model_copy(update={"used": True}) for c in chosen]

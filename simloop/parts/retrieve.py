@@ -1,4 +1,4 @@
-"""Retrieval parts (DESIGN §6): multi-query fusion, embedding re-ranking, passages in prompts.
+"""Retrieval parts: multi-query fusion, embedding re-ranking, passages in prompts.
 
 - ``multi_query``: several queries in one batch, fused by reciprocal rank (RRF, k=60),
   one entry per docid;

@@ -1,4 +1,4 @@
-"""Heuristic query rewriting (DESIGN §6): no LLM, deterministic.
+"""Heuristic query rewriting: no LLM, deterministic.
 
 Conversational questions lean on what came before ("what about its cost?").  BM25 only
 sees the words it is given, so the rewrite appends salient content words from the last

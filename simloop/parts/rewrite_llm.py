@@ -1,4 +1,4 @@
-"""Query rewriting and query generation with an LLM (DESIGN §6).
+"""Query rewriting and query generation with an LLM.
 
 - ``llm_rewrite``: the utterance as a self-contained search query, using the conversation
   and PTKB statements (GenAIus); ``brief=True`` keeps only the question itself (NII RtG);

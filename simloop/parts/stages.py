@@ -1,4 +1,4 @@
-"""Timing a pipeline stage the same way in every agent (DESIGN §4 ``stages[]``)."""
+"""Timing a pipeline stage the same way in every agent (the transcript's ``stages[]``)."""
 
 from __future__ import annotations
 

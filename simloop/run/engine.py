@@ -1,4 +1,4 @@
-"""The engine: a bounded worker pool over scenarios (DESIGN §2).
+"""The engine: a bounded worker pool over scenarios.
 
 Each dialogue is one ``DialogueSession`` (session.py), the one place that runs turns.
 ``concurrency`` workers pull scenarios from a lazy iterator, so memory follows the number

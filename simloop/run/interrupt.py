@@ -1,4 +1,4 @@
-"""Stopping a run on SIGINT or SIGTERM (DESIGN §12).
+"""Stopping a run on SIGINT or SIGTERM.
 
 The first signal cancels the run's work (one task: warm-up, then the dialogues); the
 engine drops the dialogues in flight without a line, so resume re-runs them, and the run
@@ -41,7 +41,7 @@ __all__ = ["Interrupt", "until_signalled", "at_hard_exit", "exit_now", "sigterm_
 log = logging.getLogger(__name__)
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-INTERRUPTED = 130  # the shell's code for "ended by SIGINT"; used for SIGTERM too (DESIGN §12)
+INTERRUPTED = 130  # the shell's code for "ended by SIGINT"; used for SIGTERM too
 
 T = TypeVar("T")
 _HARD_EXIT_HOOKS: list[Callable[[], None]] = []

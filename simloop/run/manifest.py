@@ -1,4 +1,4 @@
-"""``run.json`` for a new run: the one builder every kind of run uses (DESIGN §4).
+"""``run.json`` for a new run: the one builder every kind of run uses.
 
 ``simloop run`` (runner.py), ``simloop memory`` and each run hosted by ``simloop serve``
 describe themselves the same way: config, its hash, the plugins with their effective

@@ -1,4 +1,4 @@
-"""Plugin protocols (DESIGN §3), the registry, and the shared context plugins are built with.
+"""Plugin protocols, the registry, and the shared context plugins are built with.
 
 A plugin is a class constructed as ``Cls(ctx, **params)``.  Built-ins are registered
 under the entry-point groups ``simloop.assistants`` and ``simloop.simulators``; anything
@@ -60,7 +60,7 @@ GROUPS: dict[PluginKind, str] = {"assistant": "simloop.assistants", "simulator":
 
 @runtime_checkable
 class UserSimulator(Protocol):
-    """The simulated user: opens a dialogue, then answers each assistant reply (DESIGN §3)."""
+    """The simulated user: opens a dialogue, then answers each assistant reply."""
 
     async def open(self, state: DialogueState) -> SimulatorTurn: ...
 
@@ -69,7 +69,7 @@ class UserSimulator(Protocol):
 
 @runtime_checkable
 class Assistant(Protocol):
-    """The assistant under test: one reply per user turn (DESIGN §3)."""
+    """The assistant under test: one reply per user turn."""
 
     async def respond(self, state: DialogueState) -> AssistantReply: ...
 

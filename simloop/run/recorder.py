@@ -1,4 +1,4 @@
-"""Writing run directories: ``run.json`` + ``dialogues.jsonl`` (DESIGN §4), crash-safe.
+"""Writing run directories: ``run.json`` + ``dialogues.jsonl``, crash-safe.
 
 A dialogue is appended when it ends: one line, flushed and fsynced, so a SIGKILL loses at
 most the dialogue being written.  Writes happen on a worker thread so the event loop never
@@ -217,7 +217,7 @@ class Recorder:
         """Returns once the line is on disk.  Lines that arrive while a write is under way go
         out together with one fsync (group commit): 1,000 dialogues ending at once cost a few
         fsyncs of ~2 ms, not 1,000 in a row (measured: 3 s at the end of the 2 s benchmark)."""
-        self._waiting.append((transcript.model_dump_json().encode() + b"\n", transcript))  # DESIGN §4: null fields stay
+        self._waiting.append((transcript.model_dump_json().encode() + b"\n", transcript))  # null fields stay
         mine = self._queued = self._queued + 1
         async with self._lock:  # one writer at a time keeps lines whole and ordered
             if mine > self._taken:  # not in an earlier writer's batch: write every waiting line

@@ -1,4 +1,4 @@
-"""Reading run directories (DESIGN §4): the names of a run's files, ``run.json`` and
+"""Reading run directories: the names of a run's files, ``run.json`` and
 ``dialogues.jsonl``.  Reading is tolerant but never silent: a corrupt line anywhere (not
 JSON, not a transcript, or a torn last line from a crash mid-write) is skipped and reported
 with its line number.  ``recorder.py`` writes what this reads.

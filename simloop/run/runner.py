@@ -257,7 +257,7 @@ def _announce_stop(engine: Engine, events: EventSink | None) -> Callable[[str], 
 
 
 # Closing plugins after an interrupt waits at most this long: a search or model call
-# still running on a thread must not keep an interrupted process alive (DESIGN §12).
+# still running on a thread must not keep an interrupted process alive.
 _CLOSE_AFTER_STOP_S = 3.0
 
 

@@ -1,4 +1,4 @@
-"""One dialogue: the only place where turns are built (DESIGN §2).
+"""One dialogue: the only place where turns are built.
 
 A ``DialogueSession`` is driven in one of two ways:
 

@@ -3,7 +3,7 @@
 The session keeps the full ``DialogueState`` for the simulator, which must know the topic's
 rubric, its gold turns and its own grades.  Handing that state to the assistant would hand
 it the answer key: an assistant reading the current question's keywords satisfied every
-real-topic user in an audit.  In TREC iKAT a system gets the utterances, its own earlier
+real-topic user in a review.  In TREC iKAT a system gets the utterances, its own earlier
 responses and the PTKB, nothing more, so the assistant gets a ``DialogueState`` holding:
 
 * ``dialogue_id``, ``max_turns``, the scenario's ``seed`` and ``repeat`` (to seed its own

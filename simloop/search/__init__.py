@@ -1,4 +1,4 @@
-"""Search (DESIGN §8): BM25 over Anserini (pyserini's jar), the JVM it runs on, corpora and indexes, embeddings.
+"""Search: BM25 over Anserini (pyserini's jar), the JVM it runs on, corpora and indexes, embeddings.
 
 Nothing here imports pyserini, jnius or torch at import time; ``boot_jvm`` and the
 embedder load them on first use.

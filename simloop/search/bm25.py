@@ -1,4 +1,4 @@
-"""Retrieval: the Retriever protocol and Anserini BM25 with micro-batching (DESIGN §8).
+"""Retrieval: the Retriever protocol and Anserini BM25 with micro-batching.
 
 CONTRACT (kept by every implementation):
     Hit(docid, score, text, title)

@@ -19,7 +19,7 @@ class RetrievalConfig(BaseModel):
                                "(built once, cached)")
     # None: each assistant's own depth (bm25_extractive 10, the LLM agents 20).  Set, it is
     # honoured by every assistant with a ``k`` parameter and rejected by the others
-    # (``simloop.run.plugins.load_plugin``), never ignored (DESIGN §6).
+    # (``simloop.run.plugins.load_plugin``), never ignored.
     k: int | None = Field(None, ge=1, le=1000, description="passages retrieved per turn; None = the assistant's own")
     max_batch: int = Field(64, ge=1, description="most queries coalesced into one batch_search")
     batch_window_ms: float = Field(2.0, ge=0, description="how long the first query waits for company")

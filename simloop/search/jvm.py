@@ -1,4 +1,4 @@
-"""The JVM under Anserini (DESIGN §8): the process environment it needs, and one boot.
+"""The JVM under Anserini: the process environment it needs, and one boot.
 
 Three quirks live here and nowhere else:
 

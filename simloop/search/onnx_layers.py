@@ -1,5 +1,5 @@
 """An encoder's layer stack run by ONNX Runtime: the same arithmetic as ``bert.BertEncoder``'s
-numpy loop, in one native call per forward pass (DESIGN §8).
+numpy loop, in one native call per forward pass.
 
 Why: a PTKB turn encodes one short utterance, a dozen word pieces.  At that size numpy
 spends its time between BLAS calls (about 120 small operations per forward pass, each a

@@ -190,7 +190,7 @@ def encode_blocking(model: Any) -> Callable[[list[str]], np.ndarray]:
 
 
 # ---- sentence vectors: the extractive answer embeds the best sentences of the passages it
-# read (``parts/generate_focus.py``), about half of the offline demo's MiniLM CPU (issue 16).
+# read (``parts/generate_focus.py``), about half of the offline demo's MiniLM CPU.
 # They are stored once, keyed by the digest of the sentence text, so any caller asking for
 # exactly that text gets the stored row.
 

@@ -1,6 +1,6 @@
 """Graders: how well does the assistant's response answer the rubric question (0-5)?
 
-``EmbeddingGrader`` is the offline grader.  It must not be gameable (DESIGN §5): a
+``EmbeddingGrader`` is the offline grader.  It must not be gameable: a
 restatement of the question, padding with off-topic sentences, or a clarifying question
 in place of an answer never passes (> 3.0).  Per grade, MiniLM encodes the answer, its
 *residual* and each of its sentences in one batch; the question and the reference (if
@@ -125,7 +125,7 @@ class EmbeddingGrader:
 
     The form caps (prose.py), on the 95 human answers of 2023 train: ``max_stop_share`` =
     0.3 is the largest share at which no human answer is taken for a list of terms (0.35
-    takes one); it catches all 96 keyword dumps and word salads of the audit, and with the
+    takes one); it catches all 96 keyword dumps and word salads of a review set, and with the
     question's echo left out, dumps led in by the restated question.
     ``min_scrambled`` = 2 out-of-order pairs: no human answer has even one, the answers
     with their words shuffled within each sentence have two or more in 40 of 95 (and in

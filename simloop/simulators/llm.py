@@ -1,4 +1,4 @@
-"""The LLM user simulator: the rubric policy, an LLM voice and an LLM grader (DESIGN §5).
+"""The LLM user simulator: the rubric policy, an LLM voice and an LLM grader.
 
 The ideas follow the iKAT 2025 organisers' simulator (SIMULATION_API.md §7) — persona
 statements in second person as properties to act on, the dialogue shown with roles
@@ -11,7 +11,7 @@ Validated output: every choice the model writes is checked before it is used
 (``invalid_reason``): empty, not language (``text.looks_like_language``: "#@! &&&& ~~~"),
 the assistant's role instead of the user's, an explanation instead of a question, or a
 copy of the prompt is rejected.  The check runs inside the ChatModel's retry layer (the
-one retry layer, DESIGN §7), so a rejected answer is asked for again like an empty one,
+one retry layer), so a rejected answer is asked for again like an empty one,
 counted in the stage's ``retries``, never cached and never written.  When every attempt
 fails the voice raises ``DialogueError`` and the engine records ``stop.reason = error``.
 """
@@ -245,7 +245,7 @@ _GRADER_SYSTEM = (
 class LLMGrader:
     """0-5 answerability of the rubric question by the response.
 
-    A reply that does not parse is repaired once by the ChatModel (DESIGN §7).  When the
+    A reply that does not parse is repaired once by the ChatModel.  When the
     repair fails too, ``StructuredOutputError`` goes up as it is: the LLM could not deliver
     a grade, an infrastructure failure (``error.source = llm``, re-run by ``--retry-errors``).
     It is not turned into a grade of ``None``, which the policy would play as the user

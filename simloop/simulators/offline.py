@@ -29,7 +29,7 @@ __all__ = ["RubricSimulator", "OfflineSimulator"]
 
 
 class RubricSimulator:
-    """A user who works through the topic's rubric questions (DESIGN §5)."""
+    """A user who works through the topic's rubric questions."""
 
     def __init__(
         self,

@@ -1,4 +1,4 @@
-"""The rubric policy: a state machine over a topic's ordered rubric questions (DESIGN §5).
+"""The rubric policy: a state machine over a topic's ordered rubric questions.
 
 It follows the iKAT 2025 organisers' simulator (SIMULATION_API.md §7): ask the current
 question, grade the answer, move on when the grade is above the threshold, otherwise ask
@@ -24,7 +24,7 @@ Decisions this module makes (documented because evaluation depends on them):
   user answers (a clarification round, not a failure: the assistant is gathering what it
   needs); an uncooperative one ignores the question and repeats the need (a failure: they
   wanted an answer).  Either way the round costs one unit of patience (an assistant that
-  keeps asking back wears any user out, issue 11) and one ask of the question, so every
+  keeps asking back wears any user out) and one ask of the question, so every
   dialogue is bounded by ``retries * len(rubric) + 1`` user turns, as in iKAT.
 * End reason when the questions run out: ``user_satisfied`` only if a strict majority of the
   rubric questions were answered (grade > threshold); otherwise ``user_gave_up`` — a user who

@@ -1,4 +1,4 @@
-"""Voices and graders by name: the parts a rubric simulator is composed of (DESIGN §5).
+"""Voices and graders by name: the parts a rubric simulator is composed of.
 
 Names map to ``module:attr`` and are imported on first use, as plugins are: an offline
 run never imports the LLM parts, and ``llm.py`` (whose simulator builds on the offline

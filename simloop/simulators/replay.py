@@ -1,4 +1,4 @@
-"""The replay simulator: says the user turns of an iKAT topic file, in order (DESIGN §5).
+"""The replay simulator: says the user turns of an iKAT topic file, in order.
 
 It ignores what the assistant answers (the iKAT conversations were written against the
 reference responses), attaches each turn's gold provenance so evaluation can score PTKB

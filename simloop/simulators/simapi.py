@@ -1,4 +1,4 @@
-"""simapi: the user is a remote Sim.API server, the organisers' or `simloop serve` (DESIGN §5).
+"""simapi: the user is a remote Sim.API server, the organisers' or `simloop serve`.
 
 `simloop rehearse` is the engine with this simulator: every server session is one
 dialogue, recorded like any other, whose assistant is a local simloop assistant.

@@ -1,8 +1,8 @@
-"""Voices: turn a policy action into what the simulated user types (DESIGN §5).
+"""Voices: turn a policy action into what the simulated user types.
 
 ``TemplateVoice`` is the offline voice.  It is deterministic for a (scenario seed, turn)
 and varied across seeds, and it is calibrated to read like the real iKAT 2023/2024 users
-(``scripts/bench_realism.py`` measures it; targets from issue 11): short turns (real mean
+(``scripts/bench_realism.py`` measures it; targets in bench/results.json): short turns (real mean
 about 12 words), the rubric question reworded rather than repeated (``paraphrase.py``:
 one clause at a time, contractions, "Tell me about X.", "it" for what the conversation
 already named), back-references ("That's too general ...", "And is it ..."), statements
@@ -127,7 +127,7 @@ def known_keywords(rubric: RubricQuestion, context: SimContext) -> list[str]:
     """The rubric keywords the user already has: all their words are in the question,
     the topic title or an earlier turn of the user's (as noun phrases, ``_phrase``).  A
     real user does not know the answer's words, and the grader scores keyword coverage:
-    a user who recited them would hand the assistant the answer (audit 15: 13 of
+    a user who recited them would hand the assistant the answer (in a review: 13 of
     bm25_extractive's 45 passes on the demo came on such turns).  Both voices use this."""
     have = set(content_terms(rubric.question)) | set(content_terms(context.scenario.topic.title))
     have |= {t for u in context.user_utterances for t in content_terms(u)}
