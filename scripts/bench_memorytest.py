@@ -8,7 +8,7 @@ scoring) over the 10 demo personas and reads recall per distance from ``memory.j
 - ``memory_recall_full_d40`` >= 0.9: ``full`` keeps the fact, so the answer names it;
 - ``memory_recall_window_d40`` <= 0.1: a 3-turn window lost it 40 turns ago.
 
-The full run does all four strategies at distances 5/10/20/40 (the README table);
+The full run does all four strategies at distances 5/10/20/40 (the table in docs/memory-test.md);
 ``--quick`` only ``full`` and ``window`` at 5 and 40.  Usage:
 ``scripts/bench_memorytest.py [--quick]`` (prints the figures and the table; writes nothing).
 """

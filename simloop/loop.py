@@ -5,7 +5,7 @@ when ``SIMLOOP_EVENT_LOOP=asyncio`` asks for it (to compare, or for a library th
 asyncio's loop).  At 1,000 dialogues in flight the client is bound by the loop's CPU:
 uvloop's C transports and connection setup took 5-10% off the CPU per LLM call at
 concurrency 500, and 10-15% where every dialogue also opens its connection (paired runs;
-README, Performance).  ``scripts/bench`` runs on this loop and records it.
+CHANGELOG.md).  ``scripts/bench`` runs on this loop and records it.
 
 Code that runs on a loop it did not start (tests, a notebook, ``simloop.arun``) keeps
 whatever loop its host chose: nothing here is global.

@@ -214,7 +214,7 @@ def _reason_order(reason: str) -> tuple[int, str]:
     return (_REASONS.index(reason) if reason in _REASONS else len(_REASONS), reason)
 
 
-# Turn counts under summary.json's meanings (README): PTKB "judged" turns have gold, the
+# Turn counts under summary.json's meanings (docs/evaluation.md): PTKB "judged" turns have gold, the
 # ranked means are over the "scored" ones (gold with a relevant statement); passage
 # "judged" turns are the ones the qrels name.
 _COUNTS = {

@@ -11,7 +11,7 @@ lacks is grammar, and the function words carry it:
   "an is") or a sentence ending in a determiner or "and": word order English never has.
 
 Both thresholds were chosen on the human responses of iKAT 2023 train (see graders.py,
-``EmbeddingGrader``); the numbers on 2023 test and 2024 are in the README.
+``EmbeddingGrader``); the numbers on 2023 test and 2024 are in docs/simulators.md.
 """
 
 from __future__ import annotations
