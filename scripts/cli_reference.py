@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 PAGE = ROOT / "docs" / "cli.md"
-WIDTH = 100  # argparse wraps at $COLUMNS - 2
+WIDTH = 80  # argparse wraps at $COLUMNS - 2; 78 columns fit the guide's code blocks
 
 # The guide page that explains each command (top-level name -> page in docs/).
 GUIDES = {
