@@ -1,4 +1,4 @@
-"""acms: the Adaptive Context Management System (seed paper 001) as an iKAT assistant.
+"""acms: the Adaptive Context Management System as an iKAT assistant.
 
 PTKB statements by the no-LLM ranker (``simloop.parts.ptkb_rank``) -> heuristic rewrite (no LLM: ACMS adds no rewrite
 stage) -> BM25 -> personalised document score (ACMS level 2: similarity to the query, to

@@ -1,4 +1,4 @@
-"""genaius: the GenAIus TREC iKAT 2025 pipeline (seed paper 000).
+"""genaius: the GenAIus TREC iKAT 2025 pipeline.
 
 memory -> PTKB classification (LLM) -> rewrite (LLM) -> BM25 top-20 -> grounded answer
 (LLM, JSON with passage ids).  ``memory = "full"`` conditions every stage on the whole

@@ -1,4 +1,4 @@
-"""iiuot: the IIUoT TREC iKAT 2024 pipeline (seed paper 002).
+"""iiuot: the IIUoT TREC iKAT 2024 pipeline.
 
 Context = the last three turns.  Rewrite with the whole PTKB (LLM) -> the no-LLM PTKB ranker
 (``simloop.parts.ptkb_rank`` on MiniLM, ``MINILM_PARAMS``: the pre-filter's and the vote's

@@ -1,4 +1,4 @@
-"""nii_gtr: NII's Generate-then-Retrieve pipeline with two LLMs (seed paper 003).
+"""nii_gtr: NII's Generate-then-Retrieve pipeline with two LLMs.
 
 Each of two models (roles ``assistant`` and ``assistant.second``; GPT-4o and Claude-3-opus
 in the paper), concurrently: draft an answer without retrieval and select PTKB

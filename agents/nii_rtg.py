@@ -1,4 +1,4 @@
-"""nii_rtg: NII's Retrieve-then-Generate pipeline for TREC iKAT 2024 (seed paper 003).
+"""nii_rtg: NII's Retrieve-then-Generate pipeline for TREC iKAT 2024.
 
 brief rewrite (LLM) -> PTKB selection for the rewrite (LLM) -> BM25 queries per selected
 statement (one LLM call each, concurrently; one call when none is selected) -> BM25 per

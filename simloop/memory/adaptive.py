@@ -1,4 +1,4 @@
-"""The ACMS adaptive context (seed paper 001): a budgeted window plus compressed older history.
+"""The ACMS adaptive context (Adaptive Context Management System): a budgeted window plus compressed older history.
 
 Per turn, with ``available = token_budget - system_tokens`` and ``rag`` the tokens spent
 on retrieved passages (passed in as ``reserve_tokens``, else reserved by the

@@ -4,7 +4,7 @@
   one entry per docid;
 - ``embedding_rerank``: MiniLM bi-encoder cosine between a query text and the candidates,
   optionally blended with a user-profile similarity and the first-stage rank (ACMS's
-  personalised document score).  The seed papers re-rank with cross-encoders
+  personalised document score).  The published pipelines re-rank with cross-encoders
   (ms-marco-MiniLM, BGE); none ships offline here, so a bi-encoder stands in;
 - ``format_passage`` / ``fit_passages``: how a passage appears in a prompt, and how many
   fit a token budget, counted the same way as every context (``simloop.text.count_tokens``).
