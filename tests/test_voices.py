@@ -4,6 +4,7 @@ shaped like real iKAT users (short, reworded, referring back, not always a quest
 from __future__ import annotations
 
 import random
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -385,3 +386,44 @@ def test_realism_statistics_follow_their_definitions():
     assert s["non_question_share"] == 4 / 8
     assert s["top_utterance_share"] == 2 / 8 and s["top_utterance"] == "thanks bye"
     assert s["words_per_utterance"] == round(sum(len(t.split()) for t, _ in utts) / 8, 3)
+
+
+# ---------------------------------------------------------------------------- whole sentences
+
+
+_LINE_POOLS = ("greet", "ack", "chatty", "complain.calm", "complain.annoyed", "complain.frustrated", "decline",
+               "skip.calm", "skip.frustrated", "confused", "no_answer")
+
+
+def _split(text: str) -> list[list[str]]:
+    return [words(sent) for sent in re.split(r"(?<=[.!?])\s+", text) if words(sent)]
+
+
+def _orphaned_tails(text: str) -> list[str]:
+    """Sentences of pool lines, three words or longer, of which a sentence of ``text`` is
+    all but the first word ("came up at dinner." for "It came up at dinner.")."""
+    from simloop.simulators.voice_lines import LINES
+
+    said = _split(text)
+    pool = [sent for key in _LINE_POOLS for line in LINES[key] for sent in _split(line)]
+    # "Makes sense." is a line of its own, not "That makes sense." cut short.
+    return sorted({" ".join(sent) for sent in pool if len(sent) >= 3 and sent[1:] in said and sent[1:] not in pool})
+
+
+async def test_a_template_line_never_loses_its_first_word():
+    # "That's the same thing again. came up at dinner.": a poorly spelt user's noise dropped
+    # the "It" of a small-talk line, leaving a fragment glued to the complaint before it.
+    v = voice()
+    orphans = []
+    for s in range(120):
+        sc = scenario(seed=s, language_skill=0.05, verbosity=1.0, reveal="never")
+        for action in (ask(1, 2), ask(0, 2, "reask", attempt=2, mood="annoyed"), ask(2, 3, "move_on"),
+                       ask(1, 3, "clarify"), ask(1, 3, "reask", attempt=2, mood="frustrated")):
+            text = await say(v, action, sc)
+            orphans += [(line, text) for line in _orphaned_tails(text)]
+    assert orphans == []
+
+
+def test_orphaned_tails_finds_the_reported_fragment():
+    assert _orphaned_tails("That's the same thing again. came up at dinner.") == ["it came up at dinner"]
+    assert _orphaned_tails("That's the same thing again. It came up at dinner.") == []

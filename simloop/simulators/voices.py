@@ -77,17 +77,21 @@ def _vague(question: str) -> str:
     return (" ".join(kept[:6]) or question).lower() + "?"
 
 
-def _noise(text: str, skill: float, rng: random.Random) -> str:
-    """Low language skill: dropped function words, misspellings, sloppy casing."""
+def _noise(text: str, skill: float, rng: random.Random, drop: bool = True) -> str:
+    """Low language skill: dropped function words (``drop``), misspellings, sloppy casing.
+
+    A word that opens a sentence is never dropped: without it the rest reads as a fragment
+    glued to whatever came before ("That's wrong again. came up at dinner.")."""
     if skill >= 1.0:
         return text
     lack = 1.0 - skill
-    out = []
+    out: list[str] = []
     for w in text.split():
         bare = w.lower().strip(",.?!:")
-        if bare in _DROPPABLE and rng.random() < 0.35 * lack:
+        opens = not out or out[-1].endswith((".", "?", "!", ":"))
+        if drop and not opens and bare in _DROPPABLE and rng.random() < 0.35 * lack:
             tail = w[len(w.rstrip(",.?!:")):]
-            if tail and out:  # "what a chickpea is?" -> "what a chickpea?", never without its "?"
+            if tail:  # "what a chickpea is?" -> "what a chickpea?", never without its "?"
                 out[-1] = out[-1].rstrip(",.?!:") + tail
             continue
         if rng.random() < 0.3 * lack:
@@ -148,8 +152,10 @@ class TemplateVoice:
         segments = self._compose(action, context, fact, rng)
         skill = scenario.behaviour.language_skill
         noise_rng = seeded_rng(scenario.seed, action.turn, "noise")
-        # Persona facts keep their words (so a fact is recognised as told) but not their casing.
-        parts = [_noise(s, skill, noise_rng) if noisy else (s.lower() if skill < 0.5 else s) for s, noisy in segments]
+        # Persona facts keep their words (so a fact is recognised as told) but not their casing;
+        # stock lines (reactions, small talk) get typos only, so each stays a whole sentence.
+        parts = [(s.lower() if skill < 0.5 else s) if kind == "fact" else _noise(s, skill, noise_rng, kind == "request")
+                 for s, kind in segments]
         text = " ".join(p for p in parts if p).strip()
         return text or " ".join(s for s, _ in segments), []
 
@@ -280,14 +286,16 @@ class TemplateVoice:
     # ------------------------------------------------------------------ composition
 
     def _compose(self, action: Action, context: SimContext, fact: str | None,
-                 rng: random.Random) -> list[tuple[str, bool]]:
-        """[(segment, may be noised)]: persona facts are kept verbatim."""
+                 rng: random.Random) -> list[tuple[str, str]]:
+        """[(segment, kind)]: "request" (the need in the user's words: every kind of noise),
+        "line" (a stock reaction, small talk or closing line: typos only) or "fact" (a
+        persona fact: kept verbatim)."""
         b = context.scenario.behaviour
         kind = action.kind
         if kind in ("farewell", "give_up"):
             happy = kind == "farewell" and (action.end is None or action.end.reason == "user_satisfied")
             line = closing_line("thanks" if happy else "give_up" if kind == "give_up" else "unhappy", rng, b.verbosity)
-            return [(line, True)]
+            return [(line, "line")]
         fact_text = sentence(fact, ".") if fact else ""
         lead, body = self._lead_and_body(action, context, bool(fact), rng)
         if b.verbosity < 0.3 and not lead.endswith("!") and body:
@@ -295,14 +303,14 @@ class TemplateVoice:
             # after it ("I don't follow." for a clarification) is the message itself.
             lead = ""
         if kind == "answer_clarification":
-            segments = [(lead, True), (fact_text, False), (body, True)]
+            segments = [(lead, "line"), (fact_text, "fact"), (body, "request")]
         else:  # a volunteered fact comes before the request: context first, as people do
-            segments = [(lead, True), (_pick(rng, "fact").format(fact=fact_text) if fact_text else "", False),
-                        (body, True)]
+            segments = [(lead, "line"), (_pick(rng, "fact").format(fact=fact_text) if fact_text else "", "fact"),
+                        (body, "request")]
         if kind != "clarify" and rng.random() < max(0.0, b.verbosity - 0.55) * 1.5:
             # Small talk mostly before the request, so that the turn still ends on it.
             at = len(segments) if rng.random() < 0.3 else len(segments) - 1
-            segments.insert(at, (_pick(rng, "chatty"), True))
+            segments.insert(at, (_pick(rng, "chatty"), "line"))
         return [(s.strip(), n) for s, n in segments if s.strip()]
 
     def _lead_and_body(self, action: Action, context: SimContext, has_fact: bool,
