@@ -427,3 +427,34 @@ async def test_a_template_line_never_loses_its_first_word():
 def test_orphaned_tails_finds_the_reported_fragment():
     assert _orphaned_tails("That's the same thing again. came up at dinner.") == ["it came up at dinner"]
     assert _orphaned_tails("That's the same thing again. It came up at dinner.") == []
+
+
+async def _closing_after(grades: list[float], seed: int, questions: int = 5) -> tuple[str, str]:
+    """(stop reason, closing line) of a dialogue whose answers get ``grades`` in turn."""
+    rubric = [RubricQuestion(id=f"q{i}", question=f"What is thing number {i}?") for i in range(questions)]
+    sc = scenario(seed=seed, patience=20).model_copy(update={"topic": Topic(id="t", title="Things", rubric=rubric)})
+    policy, memory, v = RubricPolicy(rubric, sc.behaviour, seed), {}, voice()
+    action = policy.start(memory)
+    for grade in grades:
+        action = policy.step(memory, Observation(grade))
+        if action.end is not None:
+            break
+    assert action.kind == "farewell", action
+    return action.end.reason, await say(v, action, sc)
+
+
+_CLAIMS_ALL = ("everything", "all i needed", "was helpful", "that helps", "covers it", "got what i need",
+               "learned a lot", "perfect", "brilliant", "awesome")
+
+
+async def test_the_closing_line_agrees_with_how_the_dialogue_went():
+    # "That was helpful, thanks." closed a dialogue whose last three answers had failed:
+    # satisfied (most questions answered) is not the same as everything answered.
+    mixed = [4, 4, 4, 1, 1, 1, 1, 1, 1]  # three answered, the last two moved past after three tries each
+    for s in range(60):
+        reason, line = await _closing_after(mixed, s)
+        assert reason == "user_satisfied"
+        assert not any(claim in line.lower() for claim in _CLAIMS_ALL), line
+    happy = [await _closing_after([4] * 5, s) for s in range(60)]
+    assert all(reason == "user_satisfied" and "thank" in line.lower() for reason, line in happy)
+    assert any(any(claim in line.lower() for claim in _CLAIMS_ALL) for _, line in happy)  # the full thanks exists

@@ -181,7 +181,7 @@ class RubricPolicy:
         m = memory[_KEY]
         if m["ending"] is not None:  # the closing line was said: the dialogue is over
             end = Ending(**m["ending"])
-            return Action("end", turn=m["turns"], end=end, mood=self._mood(m), counts=self.counts(memory))
+            return Action("end", turn=m["turns"], end=end, mood=self._mood(m), counts=self._counts(m))
         q = self.rubric[m["current"]]
         m["grades"][q.id].append(obs.grade)
         if obs.grade is not None and obs.grade > self.threshold:
@@ -199,7 +199,9 @@ class RubricPolicy:
         return memory[_KEY]["grades"]
 
     def counts(self, memory: MutableMapping[str, Any]) -> dict[str, int]:
-        m = memory[_KEY]
+        return self._counts(memory[_KEY])
+
+    def _counts(self, m: dict[str, Any]) -> dict[str, int]:
         status = list(m["status"].values())
         return {
             "questions": len(self.rubric),
@@ -282,7 +284,9 @@ class RubricPolicy:
     ) -> Action:
         m["ending"] = {"reason": end.reason, "detail": end.detail}
         m["turns"] += 1
-        return Action(kind, rubric=rubric, turn=m["turns"], grade=grade, mood=self._mood(m), end=end)
+        # The counts let the closing line say how it went (all answered, some, few).
+        return Action(kind, rubric=rubric, turn=m["turns"], grade=grade, mood=self._mood(m), end=end,
+                      counts=self._counts(m))
 
     def _utter(
         self,

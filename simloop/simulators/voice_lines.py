@@ -114,6 +114,14 @@ _CLOSING: dict[str, tuple[list[str], list[str], list[str]]] = {
         ["", "Bye.", "Bye!", "That's everything for now.", "I've got what I need.", "That covers it.",
          "See you.", "Have a good day.", "I learned a lot.", "Talk later."],
     ),
+    # Satisfied, but some questions were let go: thanks for what helped, nothing more.
+    "mostly": (
+        ["", "OK.", "Alright.", "Well,", "OK,", "Hmm, OK."],
+        ["thanks for the rest.", "most of that was useful, thanks.", "thanks, I'll look up the rest myself.",
+         "not all of it, but thanks.", "thanks for what you found.", "that's most of it, thanks.",
+         "thanks, the rest I'll ask elsewhere.", "thanks, partly useful."],
+        ["", "Bye.", "See you.", "Take care.", "That's it for now.", "Goodbye."],
+    ),
     "unhappy": (
         ["OK.", "Well.", "Hmm.", "", "Alright."],
         ["thanks anyway.", "I guess that's it.", "not everything was clear, but thanks.",
@@ -130,7 +138,7 @@ _CLOSING: dict[str, tuple[list[str], list[str], list[str]]] = {
 
 
 def closing_line(kind: str, rng: random.Random, verbosity: float) -> str:
-    """A closing line of ``kind`` (thanks, unhappy, give_up); terse users skip the tail."""
+    """A closing line of ``kind`` (thanks, mostly, unhappy, give_up); terse users skip the tail."""
     openers, cores, tails = _CLOSING[kind]
     opener, core = rng.choice(openers), rng.choice(cores)
     tail = rng.choice(tails) if verbosity >= 0.3 else ""

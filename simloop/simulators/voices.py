@@ -126,6 +126,19 @@ def _join(terms: list[str]) -> str:
     return terms[0] if len(terms) == 1 else ", ".join(terms[:-1]) + " and " + terms[-1]
 
 
+def _closing_kind(action: Action) -> str:
+    """Which closing line fits how the dialogue went: full thanks only when every question
+    was answered; a satisfied user who had to let some go thanks for the rest."""
+    if action.kind == "give_up":
+        return "give_up"
+    if action.end is not None and action.end.reason != "user_satisfied":
+        return "unhappy"
+    counts = action.counts
+    if counts and counts.get("answered", 0) < counts.get("questions", 0):
+        return "mostly"
+    return "thanks"
+
+
 def known_keywords(rubric: RubricQuestion, context: SimContext) -> list[str]:
     """The rubric keywords the user already has: all their words are in the question,
     the topic title or an earlier turn of the user's (as noun phrases, ``_phrase``).  A
@@ -293,9 +306,7 @@ class TemplateVoice:
         b = context.scenario.behaviour
         kind = action.kind
         if kind in ("farewell", "give_up"):
-            happy = kind == "farewell" and (action.end is None or action.end.reason == "user_satisfied")
-            line = closing_line("thanks" if happy else "give_up" if kind == "give_up" else "unhappy", rng, b.verbosity)
-            return [(line, "line")]
+            return [(closing_line(_closing_kind(action), rng, b.verbosity), "line")]
         fact_text = sentence(fact, ".") if fact else ""
         lead, body = self._lead_and_body(action, context, bool(fact), rng)
         if b.verbosity < 0.3 and not lead.endswith("!") and body:
