@@ -224,10 +224,9 @@ def _candidates(action: Action, context: SimContext, need: Need, known: set[str]
         spec = pick(rng, "spec").format(kw=_join(terms))
         if not repeats(spec, said):
             specs.append(spec)
-    if len(parts) > 1:
+    if len(parts) > 1 and fresh and not repeats(ask, said):
         # Another part of the need; a statement goes first so the turn still ends on the question.
-        if fresh:
-            out.append((1.0, _with_setup(ask, ask_of, known, said, rng)))
+        out.append((1.0, _with_setup(ask, ask_of, known, said, rng)))
         if specs:
             out.append((1.0, f"{specs[0]} {ask}" if specs[0].endswith(".") else f"{ask} {specs[0]}"))
     out += [(2.0 / len(specs), spec) for spec in specs]
