@@ -37,7 +37,7 @@ from simloop.parts.generate_focus import focused_answer
 from simloop.parts.ptkb import rank_ptkb_by_embedding
 from simloop.parts.ptkb_llm import used_only
 from simloop.parts.ptkb_rank import DEFAULT_PARAMS, RankParams, rank_ptkb_uses, ranker_embedder
-from simloop.parts.rewrite import heuristic_rewrite
+from simloop.parts.rewrite import heuristic_rewrite, question_part
 from simloop.parts.stages import timed_stage
 from simloop.text import content_words, count_tokens, sentences, stem
 from simloop.schema import AssistantReply, ContextInfo, DialogueState, Passage, Stage
@@ -145,10 +145,12 @@ class BM25Extractive:
         if self.memory is None:
             async with timed_stage("rewrite", stages):
                 query = heuristic_rewrite(utterance, history)  # no PTKB words: see parts/rewrite.py
+                asked = heuristic_rewrite(question_part(utterance), history)
         else:
             query, context, remembered = await self._rewrite_from_memory(self.memory, state, utterance, embedder,
                                                                          stages)
-            focus = _with_remembered(utterance, query, remembered)
+            focus = _with_remembered(question_part(utterance), query, remembered)
+            asked = query
         retriever = await self.ctx.retriever()
         async with timed_stage("retrieve", stages):
             hits = await retriever.search(query, self.k)
@@ -156,7 +158,8 @@ class BM25Extractive:
         async with timed_stage("generate", stages):
             response, used = await focused_answer(
                 embedder, query, hits, utterance=utterance, ptkb=chosen, remembered=remembered,
-                earlier=earlier, max_words=self.max_words, passages=_GENERATION_PASSAGES, focus=focus or utterance,
+                earlier=earlier, max_words=self.max_words, passages=_GENERATION_PASSAGES,
+                focus=focus or question_part(utterance), asked=asked,
             )
 
         read = [utterance, *window, *(p.statement for p in selected), *(h.text for h in hits[:_GENERATION_PASSAGES])]

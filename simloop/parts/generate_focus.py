@@ -41,14 +41,16 @@ reruns it):
 
 from __future__ import annotations
 
+import re
 from typing import Any, Sequence
 
 import numpy as np
 
 from ..search import cosine
 from ..search.embeddings import Embedder
-from ..text import second_person, word_count
+from ..text import STOPWORDS, content_words, second_person, stem, word_count
 from .generate import NO_ANSWER, Sentence, compose, scored_sentences
+from .rewrite import leans_back, question_part
 
 __all__ = ["focused_answer", "personal_sentence", "ON_TOPIC", "PTKB_FACT", "POOL"]
 
@@ -71,19 +73,56 @@ def personal_sentence(facts: Sequence[str], *, mentioned: bool = True) -> str:
     return f"Since you mentioned that {facts_text}, I kept {'both' if len(clauses) > 1 else 'that'} in mind."
 
 
+def _about_the_question(kept: list[Sentence], hits: Sequence[Any], asked: set[str]) -> list[Sentence]:
+    """The sentences of the passages about what was asked, when some passage's title says
+    so: those whose title is all question words ("Mount Vesuvius" for Pompeii and Mount
+    Vesuvius), else those whose title shares one ("Inflation" and "Cosmic inflation").  A
+    passage on another subject only lends a shared word ("Ivory ... teeth" for the great
+    white shark's teeth).  When no title names the question (a synonym: "Myocardial
+    infarction" for a heart attack; untitled passages, most corpora but the demo's) the
+    sentences are judged alone."""
+    titles = {c.rank: _terms(re.sub(r"\s*\([^)]*\)", "", getattr(hits[c.rank], "title", "") or ""), True)
+              for c in kept}
+    whole = [c for c in kept if titles[c.rank] and titles[c.rank] <= asked]
+    return whole or [c for c in kept if titles[c.rank] & asked] or kept
+
+
+def _terms(text: str, title: bool = False) -> set[str]:
+    """Stems of the words that can name a subject: content words, and a capitalised stop
+    word inside a sentence or a title ("Go" in "the board game Go", the title "Go (game)"
+    without its qualifier).  (content_words drops "Monopoly" as an adverb in -ly.)"""
+    out = set()
+    for k, tok in enumerate(re.findall(r"[^\W_][\w'’-]*", text)):
+        low = tok.lower()
+        named = tok[:1].isupper() and (title or k > 0)
+        if (len(low) > 1 and low not in STOPWORDS) or named:
+            out.add(stem(low))
+    return out
+
+
 async def focused_answer(embedder: Embedder, query: str, hits: Sequence[Any], *, utterance: str,
                          ptkb: Sequence[str] = (), remembered: Sequence[str] = (), earlier: Sequence[str] = (),
                          max_words: int = 220, passages: int = 5, focus: str | None = None,
-                         on_topic: float = ON_TOPIC, ptkb_fact: float = PTKB_FACT) -> tuple[str, list[str]]:
+                         asked: str | None = None, on_topic: float = ON_TOPIC,
+                         ptkb_fact: float = PTKB_FACT) -> tuple[str, list[str]]:
     """(response, cited docids).  ``ptkb``: the statements the PTKB stage chose (named when
     they reach ``ptkb_fact`` with the utterance and with none of the ``earlier`` user
     utterances); ``remembered``: facts the memory strategy recalled for this turn (all
-    named).  ``focus``: as in ``extractive_answer``."""
+    named).  ``focus``: as in ``extractive_answer``.  ``asked``: the question to answer
+    with the context it needs (the rewrite of the utterance's asking part; default the
+    query): a kept sentence shares a word with it and is close to it or to the asking
+    part, so that what the user only mentioned ("I love palm-nut soup.") draws no sentence
+    of its own."""
+    asked = asked or query
     ranked = scored_sentences(query, hits, passages, focus)[:POOL]
+    question = question_part(utterance) if utterance else query
+    # The words a kept sentence must share one of: the question's own, and the context's
+    # only when the question points back at it ("And why is it important?").
+    asked_terms = _terms(asked if leans_back(question) or not content_words(question) else question)
     said = [utterance or query, *(earlier if ptkb else ())]  # the earlier ones come from the embedder's cache
-    texts = [*said, query, *ptkb, *(c.text for c in ranked)]
+    texts = [*said, question, asked, *ptkb, *(c.text for c in ranked)]
     vectors = await embedder.encode(texts) if ranked or ptkb else None
-    at = len(said) + 1  # where the statements start
+    at = len(said) + 2  # where the statements start
     facts = list(dict.fromkeys(remembered))
     if ptkb and vectors is not None:
         sims = cosine(vectors[:len(said)], vectors[at:at + len(ptkb)])
@@ -97,8 +136,9 @@ async def focused_answer(embedder: Embedder, query: str, hits: Sequence[Any], *,
     budget = max_words - word_count(opening)
     kept: list[Sentence] = []
     if ranked and vectors is not None:
-        sims = cosine(vectors[[0, len(said)]], vectors[at + len(ptkb):]).max(axis=0)  # utterance, query
-        kept = [c for c, sim in zip(ranked, sims) if float(sim) >= on_topic]
+        sims = cosine(vectors[[len(said), len(said) + 1]], vectors[at + len(ptkb):]).max(axis=0)  # asking part, asked
+        kept = [c for c, sim in zip(ranked, sims) if float(sim) >= on_topic and c.terms & asked_terms]
+    kept = _about_the_question(kept, hits, asked_terms)
     if not kept:
         return (f"{opening} {NO_ANSWER}" if opening else NO_ANSWER), []
     body, used = compose(kept, budget)

@@ -201,7 +201,10 @@ def _own_terms(action: Action, context: SimContext, part: str, known: set[str]) 
         out.append(keywords)
     if about := subject(part):
         out.append([about])
-    out += [[p] for p in noun_phrases(part, skip=known)[:3]]
+    # A name or a phrase of several words narrows; a lone common word ("stars") is a last resort.
+    phrases = noun_phrases(part, skip=known)
+    strong = [p for p in phrases if " " in p or p[:1].isupper()]
+    out += [[p] for p in (strong or phrases[:1])[:3]]
     return out
 
 
