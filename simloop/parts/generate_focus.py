@@ -56,6 +56,10 @@ __all__ = ["focused_answer", "personal_sentence", "ON_TOPIC", "PTKB_FACT", "POOL
 
 ON_TOPIC = 0.20
 PTKB_FACT = 0.40
+# Cosine a sentence from another passage needs (chosen on a hand-labelled sample of demo answers,
+# see the module notes): one whose title names the question too, and any other.
+SUBJECT_BAR, OTHER_SUBJECT = 0.55, 0.60
+CONFIDENT = 0.30  # without a title naming the question, the best sentence must reach this, or no answer
 POOL = 24  # sentences embedded per turn: the lexical best (a 220-word answer holds about 8-10)
 _MAX_FACTS = 2  # more than two facts in one sentence reads as a list, not as attention
 
@@ -73,18 +77,38 @@ def personal_sentence(facts: Sequence[str], *, mentioned: bool = True) -> str:
     return f"Since you mentioned that {facts_text}, I kept {'both' if len(clauses) > 1 else 'that'} in mind."
 
 
-def _about_the_question(kept: list[Sentence], hits: Sequence[Any], asked: set[str]) -> list[Sentence]:
-    """The sentences of the passages about what was asked, when some passage's title says
-    so: those whose title is all question words ("Mount Vesuvius" for Pompeii and Mount
-    Vesuvius), else those whose title shares one ("Inflation" and "Cosmic inflation").  A
-    passage on another subject only lends a shared word ("Ivory ... teeth" for the great
-    white shark's teeth).  When no title names the question (a synonym: "Myocardial
-    infarction" for a heart attack; untitled passages, most corpora but the demo's) the
-    sentences are judged alone."""
-    titles = {c.rank: _terms(re.sub(r"\s*\([^)]*\)", "", getattr(hits[c.rank], "title", "") or ""), True)
-              for c in kept}
-    whole = [c for c in kept if titles[c.rank] and titles[c.rank] <= asked]
-    return whole or [c for c in kept if titles[c.rank] & asked] or kept
+def _subject_passages(hits: Sequence[Any], passages: int, asked: set[str]) -> tuple[set[int], bool]:
+    """(ranks, whole): the passages about what was asked when some title says so.  ``whole``:
+    titles made of question words only ("Mount Vesuvius" for Pompeii and Mount Vesuvius);
+    else titles sharing one ("Inflation" and "Cosmic inflation"); else none (a synonym:
+    "Myocardial infarction" for a heart attack; untitled passages, most corpora but the
+    demo's), and the sentences are judged alone."""
+    titles = [{_base(t) for t in _terms(re.sub(r"\s*\([^)]*\)", "", getattr(h, "title", "") or ""), True)}
+              for h in hits[:passages]]
+    asked = {_base(t) for t in asked}
+    whole = {r for r, t in enumerate(titles) if t and t <= asked}
+    return (whole, True) if whole else ({r for r, t in enumerate(titles) if t & asked}, False)
+
+
+def _base(term: str) -> str:
+    """A stem without a final "e": "carbohydrates" stems to "carbohydrat", "Carbohydrate"
+    to itself, and a title must meet its plural."""
+    return term[:-1] if term.endswith("e") and len(term) > 4 else term
+
+
+def _addresses(c: Sentence, sim: float, asked: set[str], subject: set[int], lead: int, on_topic: float) -> bool:
+    """A sentence answers the question when it is close to it (``on_topic``) and comes from
+    the passage the answer is built on (``lead``).  From another passage it must share a
+    word with the question and be plainly about it: ``SUBJECT_BAR`` when its title names
+    the question too ("Brewing" beside "Beer"), ``OTHER_SUBJECT`` otherwise ("He shared the
+    Nobel Prize for the discovery of penicillin" for who discovered penicillin).  Such a
+    passage otherwise only lends a shared word ("Ivory ... teeth" for the great white
+    shark's teeth, "Burmese is spoken in Myanmar" for where Malay is spoken)."""
+    if sim < on_topic:
+        return False
+    if c.rank == lead:
+        return True
+    return bool(c.terms & asked) and sim >= (SUBJECT_BAR if c.rank in subject else OTHER_SUBJECT)
 
 
 def _terms(text: str, title: bool = False) -> set[str]:
@@ -93,7 +117,7 @@ def _terms(text: str, title: bool = False) -> set[str]:
     without its qualifier).  (content_words drops "Monopoly" as an adverb in -ly.)"""
     out = set()
     for k, tok in enumerate(re.findall(r"[^\W_][\w'’-]*", text)):
-        low = tok.lower()
+        low = re.sub(r"['’]s$", "", tok.lower())  # "Mendel's" names Mendel
         named = tok[:1].isupper() and (title or k > 0)
         if (len(low) > 1 and low not in STOPWORDS) or named:
             out.add(stem(low))
@@ -137,8 +161,15 @@ async def focused_answer(embedder: Embedder, query: str, hits: Sequence[Any], *,
     kept: list[Sentence] = []
     if ranked and vectors is not None:
         sims = cosine(vectors[[len(said), len(said) + 1]], vectors[at + len(ptkb):]).max(axis=0)  # asking part, asked
-        kept = [c for c, sim in zip(ranked, sims) if float(sim) >= on_topic and c.terms & asked_terms]
-    kept = _about_the_question(kept, hits, asked_terms)
+        subject, whole = _subject_passages(hits, passages, asked_terms)
+        close = [c for c in ranked if c.terms & asked_terms and float(sims[ranked.index(c)]) >= on_topic]
+        # The answer is built on the passage of the best sentence, among those about the subject if any.
+        lead = next((c for c in close if not subject or c.rank in subject), close[0] if close else None)
+        if lead is not None and not whole and float(sims[ranked.index(lead)]) < CONFIDENT:
+            lead = None  # no title names the question and nothing is close to it: retrieval missed
+        subject = subject if whole else set()  # a title sharing one word is no better than none
+        kept = [c for c, sim in zip(ranked, sims)
+                if lead is not None and _addresses(c, float(sim), asked_terms, subject, lead.rank, on_topic)]
     if not kept:
         return (f"{opening} {NO_ANSWER}" if opening else NO_ANSWER), []
     body, used = compose(kept, budget)
