@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from ..text import content_terms, sentences, words
 from .paraphrase import capital, elide_topic
 
-__all__ = ["Ask", "Need", "split_need", "condense", "trim", "noun_phrases", "leans_back"]
+__all__ = ["Ask", "Need", "split_need", "condense", "trim", "brief", "unframe", "noun_phrases", "leans_back", "resolve"]
 
 # Words that open a sentence without adding to it: greetings, hesitation, yes/no, "by the way".
 _FILLER = re.compile(
@@ -42,8 +42,8 @@ _ASKING = re.compile(
 # Where a long sentence turns from a statement into its question: "I have a budget of
 # 3,000 dollars, what is ..." / "I have a 48-hour layover in Doha; what can I do there?"
 _TURN = re.compile(
-    r"(?:,|;)\s+(?=(?:what|which|who|where|when|why|how|can you|could you|would you|do you|is there|are there|"
-    r"any)\b)",
+    r"(?:,|;|:)\s+(?=(?:what|which|who|where|when|why|how|can you|could you|would you|do you|is there|are there|"
+    r"is|are|does|do|did|should|could|can|any)\b)",
     re.IGNORECASE,
 )
 # "If I visit one or two malls, which should I visit?" is one question, not a statement and a question.
@@ -113,7 +113,9 @@ def split_need(question: str) -> Need:
         setup = ""
         turn = _TURN.search(sent)
         head = sent[: turn.start()] if turn else ""
-        if turn and len(sent.split()) > _SPLIT_WORDS and not _ASKING.search(head) and not _SUBORDINATE.match(head):
+        # A semicolon or colon always ends the statement ("Our choir sings the Passion; who was Bach?").
+        long_enough = len(sent.split()) > _SPLIT_WORDS or sent[turn.start():turn.start() + 1] in ";:" if turn else False
+        if turn and long_enough and not _ASKING.search(head) and not _SUBORDINATE.match(head):
             setup, sent = _sentence(sent[: turn.start()], "."), capital(sent[turn.end():])
         setup = setup or (pending[-1] if pending else "")
         context += [p for p in pending if p != setup]
@@ -195,10 +197,13 @@ def condense(ask: str, known: set[str]) -> str:
     return text
 
 
+# Stop words that open a noun phrase as adjectives ("great whites", "first date").
+_ADJECTIVES = {"great", "big", "small", "new", "old", "first", "last", "good", "best", "long", "high", "low"}
 _ABBREVIATION = re.compile(r"\b(St|Dr|Mr|Mrs|Ms|Mt|Ft)\.(?=\s+[A-Z])")
 _NP_LEAD = {"the", "a", "an", "any", "some", "my", "your", "our", "their", "its", "this", "that", "these",
             "those", "other", "more", "about", "of", "for", "on", "in", "at", "with", "from", "into", "and", "or",
-            "between", "among", "like", "best", "good", "new", "specific", "what", "which"}
+            "between", "among", "like", "best", "good", "new", "specific", "what", "which", "have", "has", "had",
+            "got", "says", "said", "called", "named", "mentioned", "mentioning", "loves", "love", "like"}
 
 
 def noun_phrases(text: str, skip: set[str] = frozenset()) -> list[str]:
@@ -213,7 +218,8 @@ def noun_phrases(text: str, skip: set[str] = frozenset()) -> list[str]:
     for k, tok in enumerate(toks + ["."]):
         inside_name = tok.lower() in _NAME_GLUE and run and run[-1][:1].isupper() and toks[k + 1:k + 2] \
             and toks[k + 1][:1].isupper()  # "University of Toronto" is one name
-        if (content_terms(tok) and tok.lower() not in _BACK) or inside_name:
+        adjective = tok.lower() in _ADJECTIVES and toks[k + 1:k + 2] and content_terms(toks[k + 1])
+        if (content_terms(tok) and tok.lower() not in _BACK) or inside_name or adjective:
             run.append(tok)
             continue
         if run:
@@ -222,7 +228,8 @@ def noun_phrases(text: str, skip: set[str] = frozenset()) -> list[str]:
             names = [t for t in run if t[:1].isupper()] if at > 0 or len(run) > 1 else []
             if after_lead:
                 # "Souk Waqif sounds wonderful": a name and then its verb; the name is the phrase.
-                lead_caps = next((i for i, t in enumerate(run) if not t[:1].isupper()), len(run))
+                lead_caps = next((i for i, t in enumerate(run) if not t[:1].isupper() and t.lower() not in _NAME_GLUE),
+                                 len(run))
                 found.append(" ".join(run[:lead_caps] if 0 < lead_caps < len(run) else run[-4:]))
             elif names and run[-1] == names[-1]:  # the capitalised tail of the run
                 tail = run[len(run) - next(i for i, t in enumerate(reversed(run)) if not t[:1].isupper()):] \
@@ -249,21 +256,115 @@ def leans_back(text: str) -> bool:
 
 
 _TRIM_AT = {"in", "at", "for", "of", "on", "with", "from", "during", "near", "along", "around", "within", "between",
-            "among", "if", "while", "when", "because", "since", "as", "to"}
+            "among", "if", "while", "when", "because", "since", "as"}
 
 
 def trim(text: str, max_words: int, min_words: int = 6) -> str:
     """``text`` without trailing detail until it has at most ``max_words`` words: the last
     phrase led by a preposition or a conjunction ("... at Delft and Eindhoven universities")
-    goes first, as long as ``min_words`` remain.  A user leaves such detail to the
-    conversation; the question itself stays."""
+    or set off by a comma goes first, as long as ``min_words`` remain.  A user leaves such
+    detail to the conversation; the question itself stays."""
     toks = text.split()
     mark = toks[-1][len(toks[-1].rstrip("?.!")):] if toks else ""
     while len(toks) > max_words:
-        cut = next((k for k in range(len(toks) - 1, min_words - 1, -1) if toks[k].lower() in _TRIM_AT), None)
+        # The last phrase led by a preposition or conjunction, or the last comma's aside.
+        cut = next((k for k in range(len(toks) - 1, min_words - 1, -1)
+                    if toks[k].lower() in _TRIM_AT or toks[k - 1].endswith(",")), None)
         if cut is None:
             break
         toks = toks[:cut]
     if len(toks) == len(text.split()):
         return text
     return " ".join(toks).rstrip(",;:") + (mark or "?")
+
+
+_SUBJECT_PRONOUNS = {"it", "they", "them", "he", "she", "him", "her"}
+_PLACE_LEADS = {"in", "to", "at", "from", "near", "around", "visiting", "visit"}
+
+
+def resolve(ask: str, setup: str) -> str | None:
+    """``ask`` with its first pronoun replaced by what ``setup`` names, so that it stands
+    without the statement: "What can I do there?" after "I have a layover in Doha." ->
+    "What can I do in Doha?"; "How big do they get?" after "... ask me about great whites."
+    -> "How big do great whites get?".  None when nothing fits."""
+    names = noun_phrases(setup)
+    if not names:
+        return None
+    named = [n for n in names if n[:1].isupper()] or names
+    toks = ask.split()
+    for i, tok in enumerate(toks):
+        core = tok.strip(",.?!;:").lower()
+        tail = tok[len(tok.rstrip(",.?!;:")):]
+        if core == "there" and not (set(w.lower() for w in toks[max(0, i - 1):i + 2]) & {"is", "are", "was", "were"}):
+            place = next((n for n in named if re.search(rf"\b(?:{'|'.join(_PLACE_LEADS)})\s+(?:the\s+)?{re.escape(n)}",
+                                                         setup, re.I)), None)
+            if place is None:
+                return None
+            toks[i] = f"in {place}{tail}"
+            return " ".join(toks)
+        if core in _SUBJECT_PRONOUNS:
+            # "he" is a person's name; "it" a name if any (a place: "London"), else the last
+            # phrase; "they" the last plural phrase ("great whites").
+            if core in {"he", "she", "him", "her"}:
+                ref = named[0]
+            elif core == "it":
+                capitals = [n for n in names if n[:1].isupper()]
+                ref = capitals[-1] if capitals else _last_phrase(setup, names)
+            else:
+                ref = _last_phrase(setup, [n for n in names if n.endswith("s")] or names)
+            ref = f"the {ref}" if re.search(rf"\bthe {re.escape(ref)}", setup, re.I) else ref
+            toks[i] = f"{ref}{tail}" if i else capital(ref) + tail
+            return " ".join(toks)
+    return None
+
+
+def _last_phrase(text: str, phrases: list[str]) -> str:
+    """Of ``phrases`` (found in ``text``), the one that ends last in it."""
+    return max(phrases, key=lambda p: text.rfind(p) + len(p))
+
+
+_QUESTION_START = re.compile(r"^(?:what|which|who|whom|whose|where|when|why|how|is|are|was|were|do|does|did|can|could"
+                             r"|should|would|will|has|have)\b", re.I)
+_OWN = {"my", "our", "me", "i", "i'm", "we", "us", "mine"}
+_OWN_LEADS = {"for", "with", "like", "in", "since", "as", "because", "so"}
+
+
+def brief(question: str, keep: set[str] = frozenset(), min_words: int = 3) -> str:
+    """``question`` without the user's framing of it: the aside after a comma once the
+    question before it is whole ("Which islands make up Polynesia, where our ancestors
+    sailed from?" -> "Which islands make up Polynesia?"), or a last phrase about the user
+    ("Does cooking spinach change it for my diet?" -> "Does cooking spinach change it?"), unless
+    it holds one of the ``keep`` stems (the topic's).
+    The question itself comes back when neither applies ("If I see a hammerhead, what is
+    its head for?" keeps its "if")."""
+    text = question.strip()
+    mark = text[-1] if text[-1:] in "?.!" else "?"
+    body = text.rstrip("?.! ")
+    head, comma, _rest = body.partition(", ")
+    if comma and body.count(", ") == 1 and _QUESTION_START.match(head) and len(head.split()) >= min_words:
+        return head + mark
+    toks = body.split()
+    for k in range(len(toks) - 1, min_words - 1, -1):
+        # "... tips for going on my first date": what is left must not end on its verb.
+        tail = {t.lower().strip(",") for t in toks[k + 1:]}
+        if toks[k].lower() in _OWN_LEADS and _OWN & tail and not toks[k - 1].lower().endswith(("ing", "ed")) \
+                and not set(content_terms(" ".join(tail))) & keep:
+            return " ".join(toks[:k]).rstrip(",;:") + mark
+    return text
+
+
+# "the black pepper I grind every day come from" -> "the black pepper come from": a clause
+# about the user inside the question, ended by the verb's particle.
+_ABOUT_ME = re.compile(r"\b(the|my|our)\s+((?:[\w'-]+\s+){0,2}?[\w'-]+?)\s+(?:that\s+)?(?:I|we)\b(?:'m|'re|'ve|'ll)?"
+                       r"\s+[^?,;]*?(?=\s+(?:come from|made of|made from|come)\b)")
+_KIN = re.compile(r"\b(?:my|our) (?:son|daughter|granddaughter|grandson|grandmother|grandfather|wife|husband|partner"
+                  r"|mother|father|friend|coach|teacher|dog|cat) (?=[A-Z])")
+
+
+def unframe(question: str) -> str:
+    """``question`` without what it says about the user on the way: "my granddaughter Ama"
+    -> "Ama", "the tango my grandmother taught me come from" stays, "the black pepper I
+    grind every day come from" -> "the black pepper come from"."""
+    out = _ABOUT_ME.sub(lambda m: f"{m.group(1)} {m.group(2)}", question)
+    return _KIN.sub("", out)
+

@@ -24,8 +24,12 @@ _AUX = "is|are|was|were|does|do|did|can|could|should|has|have|will|would"
 # A clause starts where "and" or a comma is followed by a question word or an auxiliary:
 # "What is X and where does ..." / "Where does X come from, is it ...".
 _CLAUSE_BREAK = re.compile(rf",?\s+and\s+(?=(?:{_WH}|{_AUX})\b)|,\s+(?=(?:{_WH}|{_AUX})\b)", re.I)
-_CONTRACT = [(re.compile(rf"^({w}) is\b", re.I), r"\1's") for w in ("what", "who", "where", "how")]
-_FILLERS = re.compile(r"\s*(?:\b(?:exactly|really|actually|such(?! as))\b|,\s*biologically speaking)", re.I)
+_CONTRACT = [(re.compile(rf"^({w}) is\b", re.I), r"\1's") for w in ("what", "who", "where", "how")] + [
+    (re.compile(rf"\b{a}\b(?=\s+[A-Za-z])", re.I), b) for a, b in (("I am", "I'm"), ("I have been", "I've been"), ("do not", "don't"),
+                                                   ("does not", "doesn't"), ("is not", "isn't"), ("it is", "it's"),
+                                                   ("I would", "I'd"), ("we are", "we're"), ("they are", "they're"))]
+_FILLERS = re.compile(r"\s*(?:\b(?:exactly|really|actually|also|still|ever|at all|such(?! as))\b|,\s*biologically speaking)",
+                      re.I)
 # "What is X" / "Who was X": X must be a plain noun phrase, not "London like as a city".
 _WH_BE = re.compile(r"^(what|who|where)\s+(is|are|was|were)\s+(?P<np>[^,]+?)$", re.I)
 _NOT_NP = {"it", "they", "this", "that", "there", "he", "she", "its", "their"}
@@ -76,7 +80,8 @@ def clauses(question: str) -> list[str]:
 
 
 def casual(text: str) -> str:
-    """Spoken forms: "What is" -> "What's", filler adverbs dropped."""
+    """Spoken forms: "What is" -> "What's", "I am" -> "I'm" (never at the end: "what it
+    is"), filler adverbs dropped."""
     out = _FILLERS.sub("", text)
     for pattern, repl in _CONTRACT:
         out = pattern.sub(repl, out, count=1)
@@ -124,7 +129,9 @@ def elide_topic(question: str, known_stems: set[str]) -> str | None:
     if span is None:
         return None
     i, j = span
-    if _cuts_a_name(toks, i, j) or _verb_like(toks[i].group()):
+    opens_phrase = toks[i].group().lower() in _DETS and j < len(toks) and toks[j].group().lower() not in _BOUNDARY
+    if _cuts_a_name(toks, i, j) or _verb_like(toks[i].group()) or opens_phrase:
+        # "a rugby union side": the known words only qualify the noun after them.
         return None  # "the University" of "the University of Toronto"; "finding a hotel" is no noun phrase
     start, end = toks[i].start(), toks[j - 1].end()
     rest = question[end:]

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import random
 
-from ..text import STOPWORDS, content_terms, first_lower, words
-from .needs import Ask, Need, condense, leans_back, noun_phrases, split_need, trim
+from ..text import STOPWORDS, content_terms, content_words, first_lower, words
+from .needs import Ask, Need, brief, condense, unframe, leans_back, noun_phrases, resolve, split_need, trim
 from .paraphrase import capital, casual, clauses, elide_topic, indirect, reframe, sentence, subject
 from .policy import Action, SimContext
 from .voice_lines import LINES, pick
@@ -30,7 +30,9 @@ from .voice_lines import LINES, pick
 __all__ = ["request", "follow_up", "known_stems", "known_keywords", "repeats", "WHOLE_MAX", "ASK_MAX"]
 
 WHOLE_MAX = 14  # a longer rubric question is never typed word for word
+WORD_FOR_WORD = 0.6  # the weight of the question as written, against 2-5 for each rewording
 ASK_MAX = 14  # a longer ask loses trailing detail (needs.trim)
+BRIEF_WEIGHT = 2.0  # "Which islands make up Polynesia?" for "..., where our ancestors sailed from?"
 REFRAME_WEIGHT = 3.0  # "Can you tell me about X?" said as "Tell me more about X." and the like
 SETUP_SHARE = 0.35  # how often an ask that stands alone still comes with its statement
 _BACK = {"it", "its", "they", "them", "their", "that", "this", "those", "these"}
@@ -113,10 +115,10 @@ def _forms(action: Action, context: SimContext, ask: Ask, known: set[str],
     parts = clauses(q) or [q]
     forms: list[tuple[float, str]] = []
     if len(whole.split()) <= WHOLE_MAX:
-        forms.append((1.0, sentence(whole)))  # word for word: kept rare
+        forms.append((WORD_FOR_WORD, sentence(whole)))  # kept rare
     fits = len(q.split()) <= ASK_MAX
     if q != whole and fits:
-        forms.append((1.0, sentence(q)))
+        forms.append((WORD_FOR_WORD, sentence(q)))
     if casual(q) != q and fits:
         forms.append((3.0, sentence(casual(q))))
     if len(parts) > 1:  # one thing at a time, as users ask; terse users more so
@@ -125,6 +127,10 @@ def _forms(action: Action, context: SimContext, ask: Ask, known: set[str],
     short = trim(condense(q, known), ASK_MAX)
     if short != q:
         forms.append((5.0, sentence(casual(short))))
+    topic = set(content_terms(context.scenario.topic.title))
+    for shorter in dict.fromkeys((brief(q, keep=topic), unframe(q))):  # the question without the user's framing of it
+        if shorter != q and shorter != short:
+            forms.append((BRIEF_WEIGHT, sentence(casual(shorter))))
     alternatives = reframe(short if len(short.split()) < len(q.split()) else trim(q, ASK_MAX))
     forms += [(REFRAME_WEIGHT / len(alternatives), sentence(alt)) for alt in alternatives]
     about = subject(parts[0])
@@ -137,16 +143,19 @@ def _forms(action: Action, context: SimContext, ask: Ask, known: set[str],
 
 
 def _with_setup(text: str, ask: Ask, known: set[str], said: list[str], rng: random.Random) -> str:
-    """The statement an ask leans on goes first: always when the ask points back at it
-    ("What can I do there?"), else sometimes; never twice in a dialogue."""
-    if not ask.setup or repeats(ask.setup, said):
+    """The statement an ask leans on goes first, sometimes; never twice in a dialogue.  An
+    ask that points back at it ("What can I do there?") either comes with it or names what
+    it points at instead ("What can I do in Doha?")."""
+    if not ask.setup or repeats(ask.setup, said) or repeats(ask.setup, [text]):
         return text
     setup = sentence(condense(ask.setup, known), ".")
-    if len(setup.split()) > ASK_MAX:  # a long story is left out: cut short, it would not parse
+    if _points_back(text) or len(content_words(text)) <= 2:  # "What causes an attack?" needs its gout
+        resolved = resolve(text, ask.setup)
+        if resolved and (len(setup.split()) > ASK_MAX or rng.random() >= SETUP_SHARE):
+            return resolved
+    elif rng.random() >= SETUP_SHARE:
         return text
-    if _points_back(text) or rng.random() < SETUP_SHARE:
-        return f"{setup} {text}"
-    return text
+    return text if len(setup.split()) > ASK_MAX else f"{setup} {text}"  # a long story is left out
 
 
 def _mark(ask: Ask) -> str:
@@ -236,8 +245,10 @@ def _candidates(action: Action, context: SimContext, need: Need, known: set[str]
     statements = [c for c in (*need.context, ask_of.setup) if c and not repeats(c, said)]
     statements = [sentence(condense(c, known), ".") for c in statements]
     statements = [c for c in statements if len(c.split()) <= ASK_MAX]
-    if statements:  # the situation, then the question short
-        out.append((0.5, f"{statements[0]} {ask}"))
+    if statements:  # the situation, then the question short (or narrowed, when it was asked already)
+        follow = ask if not repeats(ask, said) else (specs[0] if specs else "")
+        if follow:
+            out.append((0.5, f"{statements[0]} {follow}"))
     if not repeats(ask, said):
         embedded = indirect(part)
         line = pick(rng, "restate.indirect").format(x=embedded) if embedded and rng.random() < 0.5 \
