@@ -2,25 +2,26 @@
 
 ``TemplateVoice`` is the offline voice.  It is deterministic for a (scenario seed, turn)
 and varied across seeds, and it is calibrated to read like the real iKAT 2023/2024 users
-(``scripts/bench_realism.py`` measures it; targets from issue 11): short turns (real mean
-about 12 words), the rubric question reworded rather than repeated (``paraphrase.py``:
-one clause at a time, contractions, "Tell me about X.", "it" for what the conversation
-already named), back-references ("That's too general ...", "And is it ..."), statements
-and feedback as well as questions, and closing lines built from parts so that no line
-recurs across dialogues.  How often each form is drawn was set by hand until the shipped
-personas met the issue-11 targets (offline, policy fed seeded pass/fail grades; the same
-check is ``test_shipped_personas_talk_like_real_ikat_users``); the real values those
-targets come from pool 2023 train, 2023 test and 2024, so nothing here is fitted to one
-report set beyond them.  No real utterance is copied into a template.
+(``scripts/bench_realism.py`` measures it; targets from issues 11 and 34): short turns
+(real mean about 12 words), the rubric question reworded rather than repeated, one part
+at a time (``wording.py`` over ``needs.py`` and ``paraphrase.py``), back-references
+("That's too general ...", "And is it ..."), statements and feedback as well as
+questions, and closing lines built from parts so that no line recurs across dialogues.
+How often each form is drawn was set by hand on the shipped personas (offline, policy fed
+seeded pass/fail grades: ``test_shipped_personas_talk_like_real_ikat_users``) and on the
+``personas from-ikat`` personas of ``2023_train_topics.json`` against that file's real
+users; the 2023 test and 2024 files are only reported.  No real utterance is copied into
+a template.
 
-Persona facts come out one at a time as the ``reveal`` trait allows (never the PTKB
-wholesale), low ``language_skill`` makes the wording vague and misspelt, ``verbosity``
-sets how much small talk surrounds the request, and a re-ask narrows the question in the
-user's own words (another part of it, what it is about, or rubric keywords only when the
-question, the topic title or the user already named them): it never tells the assistant
-the answer's words, which the user does not know and the grader scores.  The
-voice never plays the assistant: it asks, re-asks, answers a question put to it, or says
-a closing line.  The LLM voice (``simulators/llm.py``) implements the same ``Voice``.
+This module says how the request is dressed: the reaction before it (a complaint after a
+failed answer, sometimes none), a persona fact where one bears on the question, small
+talk by ``verbosity``, typos and dropped words by ``language_skill`` (a stock line keeps
+its words: only the request loses them), and a closing line that fits how the dialogue
+went.  Persona facts come out one at a time as the ``reveal`` trait allows (never the
+PTKB wholesale).  A re-ask never tells the assistant the answer's words, which the user
+does not know and the grader scores.  The voice never plays the assistant: it asks,
+re-asks, answers a question put to it, or says a closing line.  The LLM voice
+(``simulators/llm.py``) implements the same ``Voice``.
 """
 
 from __future__ import annotations
