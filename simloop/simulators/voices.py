@@ -71,8 +71,8 @@ class EmbedderSource:
 
 # How often a re-ask opens with a complaint, by mood, and a move to the next question with
 # letting the last one go: real users mostly just ask again (set on 2023 train, see wording.py).
-COMPLAIN_SHARE = {"calm": 0.5, "annoyed": 0.6, "frustrated": 1.0}
-SKIP_SHARE = 0.6
+COMPLAIN_SHARE = {"calm": 0.4, "annoyed": 0.45, "frustrated": 1.0}
+SKIP_SHARE = 0.45
 _DROPPABLE = {"the", "a", "an", "is", "are", "do", "does", "to", "of", "for", "it", "i"}
 
 
