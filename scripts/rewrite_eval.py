@@ -5,8 +5,8 @@ For one topic file: BM25 over that file's provenance passages (``*_psg_text.json
 Lucene document per passage), one query per turn with a non-empty ``response_provenance``
 (those passages are the relevant ones), the earlier turns of the conversation as the
 history (the user's utterances and the canonical responses, what iKAT's offline task gave
-every system).  Reported per query form: MRR (first relevant passage in the top 100) and
-recall@10, over the judged turns.
+every system).  Reported per query form: MRR (first relevant passage in the top 100),
+recall@5 and recall@10, over the judged turns.
 
 Forms: ``bare`` (the utterance), ``manual`` (the resolved utterance: the ceiling),
 ``rewrite`` (``simloop.parts.rewrite.heuristic_rewrite``, what the agents send: context
@@ -63,13 +63,14 @@ def _turns(topics_file: Path) -> list[dict[str, Any]]:
 
 
 def _scores(ranked: list[list[str]], turns: list[dict[str, Any]]) -> dict[str, float]:
-    rr, r10 = [], []
+    rr, r5, r10 = [], [], []
     for docs, t in zip(ranked, turns):
         rank = next((i for i, d in enumerate(docs, 1) if d in t["relevant"]), None)
         rr.append(1.0 / rank if rank else 0.0)
+        r5.append(len(set(docs[:5]) & t["relevant"]) / len(t["relevant"]))
         r10.append(len(set(docs[:10]) & t["relevant"]) / len(t["relevant"]))
     n = len(turns)
-    return {"MRR": round(sum(rr) / n, 4), "R@10": round(sum(r10) / n, 4)}
+    return {"MRR": round(sum(rr) / n, 4), "R@5": round(sum(r5) / n, 4), "R@10": round(sum(r10) / n, 4)}
 
 
 def forms() -> dict[str, Callable[[dict[str, Any]], str]]:

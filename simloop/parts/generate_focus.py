@@ -100,22 +100,25 @@ def personal_sentence(facts: Sequence[str], *, mentioned: bool = True) -> str:
 
 
 def _subject_passages(hits: Sequence[Any], passages: int, asked: set[str]) -> tuple[set[int], bool]:
-    """(ranks, whole): the passages about what was asked when some title says so.  ``whole``:
+    """(ranks, whole): the passages about what was asked (``asked``: the question's words in
+    their ``_light`` form) when some title says so.  ``whole``:
     titles made of question words only ("Mount Vesuvius" for Pompeii and Mount Vesuvius);
     else titles sharing one ("Inflation" and "Cosmic inflation"); else none (a synonym:
     "Myocardial infarction" for a heart attack; untitled passages, most corpora but the
     demo's), and the sentences are judged alone."""
-    titles = [{_base(t) for t in _terms(re.sub(r"\s*\([^)]*\)", "", getattr(h, "title", "") or ""), True)}
+    titles = [_terms(re.sub(r"\s*\([^)]*\)", "", getattr(h, "title", "") or ""), True, light=True)
               for h in hits[:passages]]
-    asked = {_base(t) for t in asked}
     whole = {r for r, t in enumerate(titles) if t and t <= asked}
     return (whole, True) if whole else ({r for r, t in enumerate(titles) if t & asked}, False)
 
 
-def _base(term: str) -> str:
-    """A stem without a final "e": "carbohydrates" stems to "carbohydrat", "Carbohydrate"
-    to itself, and a title must meet its plural."""
-    return term[:-1] if term.endswith("e") and len(term) > 4 else term
+def _light(word: str) -> str:
+    """A word as a title must match it: singular, no final "e" ("Carbohydrate" meets
+    "carbohydrates", "Museum" meets "museums"), but never cut to its stem ("Ironing" is
+    not about "iron")."""
+    if word.endswith("s") and not word.endswith("ss") and len(word) > 3:
+        word = word[:-1]
+    return word[:-1] if word.endswith("e") and len(word) > 4 else word
 
 
 def _addresses(c: Sentence, sim: float, asked: set[str], subject: set[int], lead: int, on_topic: float) -> bool:
@@ -133,16 +136,17 @@ def _addresses(c: Sentence, sim: float, asked: set[str], subject: set[int], lead
     return bool(c.terms & asked) and sim >= (SUBJECT_BAR if c.rank in subject else OTHER_SUBJECT)
 
 
-def _terms(text: str, title: bool = False) -> set[str]:
-    """Stems of the words that can name a subject: content words, and a capitalised stop
-    word inside a sentence or a title ("Go" in "the board game Go", the title "Go (game)"
-    without its qualifier).  (content_words drops "Monopoly" as an adverb in -ly.)"""
+def _terms(text: str, title: bool = False, light: bool = False) -> set[str]:
+    """Stems (``light``: the lighter ``_light`` forms) of the words that can name a subject:
+    content words, and a capitalised stop word inside a sentence or a title ("Go" in "the
+    board game Go", the title "Go (game)" without its qualifier).  (content_words drops
+    "Monopoly" as an adverb in -ly.)"""
     out = set()
     for k, tok in enumerate(re.findall(r"[^\W_][\w'’-]*", text)):
         low = re.sub(r"['’]s$", "", tok.lower())  # "Mendel's" names Mendel
         named = tok[:1].isupper() and (title or k > 0)
         if (len(low) > 1 and low not in STOPWORDS) or named:
-            out.add(stem(low))
+            out.add(_light(low) if light else stem(low))
     return out
 
 
@@ -164,7 +168,8 @@ async def focused_answer(embedder: Embedder, query: str, hits: Sequence[Any], *,
     question = question_part(utterance) if utterance else query
     # The words a kept sentence must share one of: the question's own, and the context's
     # only when the question points back at it ("And why is it important?").
-    asked_terms = _terms(asked if leans_back(question) or not content_words(question) else question)
+    focus_text = asked if leans_back(question) or not content_words(question) else question
+    asked_terms = _terms(focus_text)
     said = [utterance or query, *(earlier if ptkb else ())]  # the earlier ones come from the embedder's cache
     texts = [*said, question, asked, *ptkb, *(c.text for c in ranked)]
     vectors = await embedder.encode(texts) if ranked or ptkb else None
@@ -183,7 +188,7 @@ async def focused_answer(embedder: Embedder, query: str, hits: Sequence[Any], *,
     kept: list[Sentence] = []
     if ranked and vectors is not None:
         sims = cosine(vectors[[len(said), len(said) + 1]], vectors[at + len(ptkb):]).max(axis=0)  # asking part, asked
-        subject, whole = _subject_passages(hits, passages, asked_terms)
+        subject, whole = _subject_passages(hits, passages, _terms(focus_text, light=True))
         close = [c for c in ranked if c.terms & asked_terms and float(sims[ranked.index(c)]) >= on_topic]
         # The answer is built on the passage of the best sentence, among those about the subject if any.
         lead = next((c for c in close if not subject or c.rank in subject), close[0] if close else None)

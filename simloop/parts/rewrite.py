@@ -13,7 +13,8 @@ stop word ("waht") is dropped.
 Measured with ``scripts/rewrite_eval.py`` (BM25 over a topic file's provenance passages,
 each judged turn's own as relevant), chosen on the 2023 train topics only: MRR 0.429 for
 the bare utterance, 0.443 for the rewrite before the feedback and spelling rules, 0.457
-with them (the resolved utterance, the ceiling: 0.621); recall@10 0.459 / 0.482 / 0.512.
+with them, 0.472 when the asking sentences also count twice (the resolved utterance, the
+ceiling: 0.621); recall@10 0.459 / 0.482 / 0.512 / 0.516.
 Taking any one-letter difference for a typo scored 0.460 / 0.516 on train, by turning
 "program" into "programs"; it also turns "movies" into "moves", so only swaps and doubled
 letters count.
@@ -214,4 +215,10 @@ def heuristic_rewrite(
         limit = max_history_terms if len(seen) <= _SHORT else max(1, max_history_terms // 2)
         added += _new_terms(_history_terms(history), seen, limit)
     added += _new_terms(_fact_terms(facts), seen, max_fact_terms)
+    asked = question_part(utterance)
+    if asked != utterance:
+        # What is asked counts twice against what the user only says around it ("I love
+        # history and taught my pupils about the Asante kings. Is the British Museum worth
+        # a visit?"): 2023 train MRR 0.457 -> 0.472, R@10 0.512 -> 0.516.
+        added += content_words(asked)
     return " ".join([utterance, *added]) if added else utterance
