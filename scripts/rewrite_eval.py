@@ -31,7 +31,6 @@ if __name__ == "__main__" and _VENV_PY.exists() and Path(sys.prefix).resolve() !
 sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent)]
 
 import argparse  # noqa: E402
-import asyncio  # noqa: E402
 import json  # noqa: E402
 import tempfile  # noqa: E402
 from typing import Any, Callable, Sequence  # noqa: E402

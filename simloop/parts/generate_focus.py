@@ -13,10 +13,10 @@
    and Vesuvius).  Its sentences need only ``ON_TOPIC``; a sentence of another passage
    must share a word with the question and reach ``SUBJECT_BAR`` (its title is question
    words too: "Brewing" beside "Beer") or ``OTHER_SUBJECT`` (any other).  With no title
-   naming the question, an answer whose best sentence stays below ``CONFIDENT`` is no
-   answer: retrieval missed (a misspelt "payers in Chia and Korea"), and passing on what
-   it found would be padding.  The rest of the selection (relative floor, no repeats,
-   word budget, reading order) is the lexical one's.
+   naming the question, an answer whose best sentence stays below ``ON_TOPIC`` +
+   ``CONFIDENT_MARGIN`` is no answer: retrieval missed (a misspelt "payers in Chia and
+   Korea"), and passing on what it found would be padding.  The rest of the selection
+   (relative floor, no repeats, word budget, reading order) is the lexical one's.
 2. Personal.  An opening sentence names what the user told us that bears on the answer:
    the PTKB statements the PTKB stage chose whose cosine to the utterance reaches
    ``PTKB_FACT`` and to every earlier user utterance stays below it (a fact is named when
@@ -49,7 +49,7 @@ reruns it):
   statements are mostly implicit (a quarter score below 0.10), so few are named.
   (``--tune`` scores against the whole utterance; the answer now reads its asking part,
   which for most train turns is the utterance itself.  Not re-tuned.)
-- ``SUBJECT_BAR``, ``OTHER_SUBJECT``, ``CONFIDENT`` (issue 34): iKAT passages have no
+- ``SUBJECT_BAR``, ``OTHER_SUBJECT``, ``CONFIDENT_MARGIN`` (issue 34): iKAT passages have no
   titles, so these were set on the demo: 40 answers of one demo run (166 sentences),
   every sentence labelled by hand as about the question's subject or about something
   else, the candidates' cosines read off.  Off-subject sentences from other passages
@@ -81,7 +81,8 @@ PTKB_FACT = 0.40
 # Cosine a sentence from another passage needs (chosen on a hand-labelled sample of demo answers,
 # see the module notes): one whose title names the question too, and any other.
 SUBJECT_BAR, OTHER_SUBJECT = 0.55, 0.60
-CONFIDENT = 0.30  # without a title naming the question, the best sentence must reach this, or no answer
+# Without a title naming the question, the best sentence must reach ON_TOPIC + this (0.30), or no answer.
+CONFIDENT_MARGIN = 0.10
 POOL = 24  # sentences embedded per turn: the lexical best (a 220-word answer holds about 8-10)
 _MAX_FACTS = 2  # more than two facts in one sentence reads as a list, not as attention
 
@@ -192,7 +193,7 @@ async def focused_answer(embedder: Embedder, query: str, hits: Sequence[Any], *,
         close = [c for c in ranked if c.terms & asked_terms and float(sims[ranked.index(c)]) >= on_topic]
         # The answer is built on the passage of the best sentence, among those about the subject if any.
         lead = next((c for c in close if not subject or c.rank in subject), close[0] if close else None)
-        if lead is not None and not whole and float(sims[ranked.index(lead)]) < CONFIDENT:
+        if lead is not None and not whole and float(sims[ranked.index(lead)]) < on_topic + CONFIDENT_MARGIN:
             lead = None  # no title names the question and nothing is close to it: retrieval missed
         subject = subject if whole else set()  # a title sharing one word is no better than none
         kept = [c for c, sim in zip(ranked, sims)

@@ -48,7 +48,10 @@ LINES: dict[str, list[str]] = {
         "I was asking about {kw}.", "Anything about {kw}?", "Cover {kw}, please.", "Say something about {kw}.",
         "I want details on {kw}.", "Does it mention {kw}?", "Could you focus on {kw}?", "How about {kw}?",
         "Shouldn't it mention {kw}?", "Is there anything on {kw}?", "And {kw}?",
-        "I'm interested in {kw}.", "Specifically {kw}.", "Just {kw}, please.", "Mainly {kw}.", "The part about {kw}, please.", "Focus on {kw}.", "Does that cover {kw}?", "I care about {kw}.", "Tell me about {kw} then.", "Only {kw}.", "I meant {kw}.", "Can we talk about {kw}?", "Any details on {kw}?", "Let's stick to {kw}.", "What do you have on {kw}?",
+        "I'm interested in {kw}.", "Specifically {kw}.", "Just {kw}, please.", "Mainly {kw}.",
+        "The part about {kw}, please.", "Focus on {kw}.", "Does that cover {kw}?", "I care about {kw}.",
+        "Tell me about {kw} then.", "Only {kw}.", "I meant {kw}.", "Can we talk about {kw}?", "Any details on {kw}?",
+        "Let's stick to {kw}.", "What do you have on {kw}?",
     ],
     # A re-ask that puts the question again ({q}: the question, lower-cased first letter).
     "restate": [
@@ -66,13 +69,18 @@ LINES: dict[str, list[str]] = {
         "Hmm, not really.", "Not quite.", "That's a bit vague.", "That's not what I meant.", "It doesn't say that.",
         "You missed my point.", "I don't see the answer there.", "Close, but no.", "That's beside the point.",
         "That's not my question.", "Sorry, that isn't it.",
-        "Hmm, that's something else.", "That's not really my question.", "Not what I was after.", "That doesn't help me much.", "I was hoping for something else.", "That's a different topic.", "Not exactly.", "That's off the mark.", "Hmm, no.", "I don't think that answers it.",
+        "Hmm, that's something else.", "That's not really my question.", "Not what I was after.",
+        "That doesn't help me much.", "I was hoping for something else.", "That's a different topic.", "Not exactly.",
+        "That's off the mark.", "Hmm, no.", "I don't think that answers it.",
     ],
     "complain.annoyed": [
         "That still doesn't answer it.", "That's still too vague.", "No, that's not it either.",
         "You're not answering me.", "Again, not what I asked.", "That misses it again.", "It still isn't there.",
         "Still not it.", "That's the same thing again.",
-        "Still nothing on my question.", "That's not it again.", "You keep missing it.", "Again, that's off.", "Nope, still not it.", "That isn't what I need.", "Once again, no.", "That still misses the point.", "Not that again.", "Still off topic.", "That doesn't get any closer.", "Hmm, still no.", "I already said that isn't it.", "That's still beside the point.",
+        "Still nothing on my question.", "That's not it again.", "You keep missing it.", "Again, that's off.",
+        "Nope, still not it.", "That isn't what I need.", "Once again, no.", "That still misses the point.",
+        "Not that again.", "Still off topic.", "That doesn't get any closer.", "Hmm, still no.",
+        "I already said that isn't it.", "That's still beside the point.",
     ],
     "complain.frustrated": [
         "Come on, that's not it!", "Seriously, that's useless!", "Ugh, not again!", "That's not helpful at all!",
@@ -85,7 +93,9 @@ LINES: dict[str, list[str]] = {
     "skip.calm": [
         "OK, never mind.", "Let's leave that.", "Fine, skip it.", "Never mind that one.", "I'll look that up later.",
         "Moving on.", "Forget that part.", "Let's drop it.",
-        "OK, let's move on.", "No matter.", "Let's skip that.", "Fine, next thing.", "Leave that for now.", "I'll find that elsewhere.", "Doesn't matter, then.", "OK, something else.", "That's fine, forget it.", "Let's try another thing.",
+        "OK, let's move on.", "No matter.", "Let's skip that.", "Fine, next thing.", "Leave that for now.",
+        "I'll find that elsewhere.", "Doesn't matter, then.", "OK, something else.", "That's fine, forget it.",
+        "Let's try another thing.",
     ],
     "skip.frustrated": [
         "Whatever, forget it.", "Forget it!", "This isn't going anywhere.", "Never mind, you don't know.",

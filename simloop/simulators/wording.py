@@ -23,7 +23,8 @@ import random
 
 from ..text import STOPWORDS, content_terms, content_words, first_lower, words
 from .needs import Ask, Need, brief, condense, unframe, leans_back, noun_phrases, resolve, split_need, trim
-from .paraphrase import capital, casual, clauses, elide_topic, indirect, reframe, sentence, subject
+from .paraphrase import capital, casual, clauses, indirect, reframe, sentence, subject
+from .cues import mentions_statement
 from .policy import Action, SimContext
 from .voice_lines import LINES, pick
 
@@ -142,13 +143,25 @@ def _forms(action: Action, context: SimContext, ask: Ask, known: set[str],
     return forms or [(1.0, sentence(trim(q, ASK_MAX)))]
 
 
-def _with_setup(text: str, ask: Ask, known: set[str], said: list[str], rng: random.Random) -> str:
+def _private(text: str, context: SimContext) -> bool:
+    """``text`` states one of the persona's facts and the user volunteers none (``reveal``
+    never): a rubric question written in the persona's situation ("My blood tests showed
+    high cholesterol; what is cholesterol?") is then asked without it."""
+    if context.scenario.behaviour.reveal != "never":
+        return False
+    return any(mentions_statement(text, fact) for fact in context.scenario.persona.ptkb)
+
+
+def _with_setup(text: str, ask: Ask, known: set[str], context: SimContext, rng: random.Random) -> str:
     """The statement an ask leans on goes first, sometimes; never twice in a dialogue.  An
     ask that points back at it ("What can I do there?") either comes with it or names what
     it points at instead ("What can I do in Doha?")."""
+    said = context.user_utterances
     if not ask.setup or repeats(ask.setup, said) or repeats(ask.setup, [text]):
         return text
     setup = sentence(condense(ask.setup, known), ".")
+    if _private(f"{setup} {text}", context):
+        return resolve(text, ask.setup) or text if _points_back(text) else text
     if _points_back(text) or len(content_words(text)) <= 2:  # "What causes an attack?" needs its gout
         resolved = resolve(text, ask.setup)
         if resolved and (len(setup.split()) > ASK_MAX or rng.random() >= SETUP_SHARE):
@@ -185,14 +198,15 @@ def request(action: Action, context: SimContext, rng: random.Random) -> str:
     known = known_stems(action, context) if action.turn > 1 else set()
     fresh = [a for a in need.asks if not repeats(condense(a.text, known), said)]
     ask = (fresh or list(need.asks))[0]
-    forms = _forms(action, context, ask, known, rng)
+    forms = [(w, t) for w, t in _forms(action, context, ask, known, rng) if not _private(t, context)] \
+        or _forms(action, context, ask, known, rng)
     new = [(w, t) for w, t in forms if not repeats(t, said)] or forms
     weights, texts = zip(*new)
     text = rng.choices(texts, weights=weights)[0]
     parts = clauses(ask.text)
     if text.endswith(".") and len(parts) > 1 and b.verbosity >= 0.3 and rng.random() < 0.5:
         text += " " + sentence(casual(capital(parts[1])))  # "Tell me about X. Where is it?"
-    text = _with_setup(text, ask, known, said, rng)
+    text = _with_setup(text, ask, known, context, rng)
     if b.language_skill < 0.5 and rng.random() < 1.0 - b.language_skill:
         text = _vague(text)
     if action.turn > 1 and text.endswith("?") and rng.random() < 0.25:
@@ -238,11 +252,11 @@ def _candidates(action: Action, context: SimContext, need: Need, known: set[str]
             specs.append(spec)
     if len(parts) > 1 and fresh and not repeats(ask, said):
         # Another part of the need; a statement goes first so the turn still ends on the question.
-        out.append((1.0, _with_setup(ask, ask_of, known, said, rng)))
+        out.append((1.0, _with_setup(ask, ask_of, known, context, rng)))
         if specs:
             out.append((1.0, f"{specs[0]} {ask}" if specs[0].endswith(".") else f"{ask} {specs[0]}"))
     out += [(2.0 / len(specs), spec) for spec in specs]
-    statements = [c for c in (*need.context, ask_of.setup) if c and not repeats(c, said)]
+    statements = [c for c in (*need.context, ask_of.setup) if c and not repeats(c, said) and not _private(c, context)]
     statements = [sentence(condense(c, known), ".") for c in statements]
     statements = [c for c in statements if len(c.split()) <= ASK_MAX]
     if statements:  # the situation, then the question short (or narrowed, when it was asked already)
@@ -258,7 +272,7 @@ def _candidates(action: Action, context: SimContext, need: Need, known: set[str]
     others = [(w, t) for w, t in _forms(action, context, Ask(sentence(capital(part), _mark(ask_of))), known, rng)
               if not repeats(t, said) and t != sentence(action.rubric.question.strip())]
     out += [(0.5 * w / sum(w for w, _ in others), t) for w, t in others]
-    return [(w, t) for w, t in out if not repeats(t, said)]
+    return [(w, t) for w, t in out if not repeats(t, said) and not _private(t, context)]
 
 
 def follow_up(action: Action, context: SimContext, rng: random.Random) -> str:
