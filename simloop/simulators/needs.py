@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 
 from ..text import content_terms, sentences, words
-from .paraphrase import capital, elide_topic
+from .paraphrase import capital, elide_topic, sentence
 
 __all__ = ["Ask", "Need", "split_need", "condense", "trim", "brief", "unframe", "noun_phrases", "leans_back", "resolve"]
 
@@ -71,13 +71,8 @@ class Need:
     context: tuple[str, ...] = ()  # the other statements (about the user or the situation)
 
 
-def _strip_filler(sentence: str) -> str:
-    return capital(_FILLER.sub("", sentence.strip()).strip())
-
-
-def _sentence(text: str, mark: str) -> str:
-    text = text.strip().rstrip(",;: ")
-    return text if text[-1:] in ".!?" else text + mark
+def _strip_filler(text: str) -> str:
+    return capital(_FILLER.sub("", text.strip()).strip())
 
 
 def _pieces(question: str) -> list[str]:
@@ -94,9 +89,9 @@ def _pieces(question: str) -> list[str]:
     return out
 
 
-def _is_list(sentence: str) -> bool:
+def _is_list(text: str) -> bool:
     """A sentence that is an enumeration ("1) the University of ..., 2) ..."): nothing to say."""
-    return sentence.count(",") >= 2 and bool(re.match(r"^\s*(?:1\)|1\.|-)", sentence))
+    return text.count(",") >= 2 and bool(re.match(r"^\s*(?:1\)|1\.|-)", text))
 
 
 def split_need(question: str) -> Need:
@@ -108,7 +103,7 @@ def split_need(question: str) -> Need:
     for sent in _pieces(question):
         if not _ASKING.search(sent):
             if not _is_list(sent):
-                pending.append(_sentence(sent, "."))
+                pending.append(sentence(sent, "."))
             continue
         setup = ""
         turn = _TURN.search(sent)
@@ -116,14 +111,14 @@ def split_need(question: str) -> Need:
         # A semicolon or colon always ends the statement ("Our choir sings the Passion; who was Bach?").
         long_enough = len(sent.split()) > _SPLIT_WORDS or sent[turn.start():turn.start() + 1] in ";:" if turn else False
         if turn and long_enough and not _ASKING.search(head) and not _SUBORDINATE.match(head):
-            setup, sent = _sentence(sent[: turn.start()], "."), capital(sent[turn.end():])
+            setup, sent = sentence(sent[: turn.start()], "."), capital(sent[turn.end():])
         setup = setup or (pending[-1] if pending else "")
         context += [p for p in pending if p != setup]
         pending = []
-        asks.append(Ask(_sentence(sent, "?"), setup))
+        asks.append(Ask(sentence(sent, "?"), setup))
     context += pending
     if not asks:
-        return Need((Ask(_sentence(question.strip(), "?")),))
+        return Need((Ask(sentence(question.strip(), "?")),))
     return Need(tuple(asks), tuple(context))
 
 
@@ -141,15 +136,15 @@ def _name_run(toks: list[str], k: int) -> int:
     return k
 
 
-def _collapse_names(sentence: str) -> str:
+def _collapse_names(text: str) -> str:
     """A list of three or more names becomes "these" ("among the Delft University of
     Technology, ..., and the University of Twente" -> "among these"): names the assistant
     gave, which a user refers to rather than types out again.  Only "A, B, and C" or
     "A, B and C" of capitalised names; "Rome, Italy, in December" is no list."""
-    toks = sentence.split()
+    toks = text.split()
     commas = [i for i, t in enumerate(toks) if t.endswith(",")]
     if len(commas) < 2:
-        return sentence
+        return text
     start = commas[0]  # the first item: the name tokens that end at the first comma
     while start > 0 and _name_token(toks[start - 1]) and not toks[start - 1].endswith(",") \
             and toks[start - 1].lower() != "the":
@@ -157,30 +152,30 @@ def _collapse_names(sentence: str) -> str:
     while start < commas[0] and toks[start].lower() in _NAME_GLUE:
         start += 1
     if not toks[start].strip("\"“(")[:1].isupper():
-        return sentence
+        return text
     k = commas[0] + 1  # middle items: each a name run ending in a comma
     while k <= commas[-1]:
         nxt = _name_run(toks, k + (toks[k].lower() == "the"))
         if nxt == k or not toks[nxt - 1].endswith(","):
-            return sentence
+            return text
         k = nxt
     last = _name_run(toks, k)  # "B and C" (no Oxford comma) or "and C"
     if last < len(toks) and toks[last].lower() in _LIST_END:
         k = last
     if k >= len(toks) or toks[k].lower() not in _LIST_END:
-        return sentence
+        return text
     k += 1
     k += k < len(toks) and toks[k].lower() == "the"
     end = _name_run(toks, k)
     if end == k:
-        return sentence
+        return text
     mark = toks[end - 1].rstrip("\"”'")
     tail = mark[len(mark.rstrip("?.!")):]
     lead = toks[:start]
     if lead and lead[-1].lower() == "the":
         lead = lead[:-1]
     out = " ".join([*lead, "these" + tail, *toks[end:]])
-    return out if len(words(out)) >= 3 else sentence
+    return out if len(words(out)) >= 3 else text
 
 
 def condense(ask: str, known: set[str]) -> str:
