@@ -68,7 +68,8 @@ from bench_common import ROOT, figure, ikat_dir, info, range_figure
 
 REAL_FILES = ("2023/2023_train_topics.json", "2023/2023_test_topics.json", "2024/2024_test_topics.json")
 # figure prefix -> topic file converted into personas (None: details only, the tuning set)
-IKAT_SETS = {"ikat23_train": (None, "2023/2023_train_topics.json"), "ikat23": ("voice_ikat23", "2023/2023_test_topics.json"),
+IKAT_SETS = {"ikat23_train": (None, "2023/2023_train_topics.json"),
+             "ikat23": ("voice_ikat23", "2023/2023_test_topics.json"),
              "ikat24": ("voice_ikat24", "2024/2024_test_topics.json")}
 IKAT_QUICK_LIMIT = 6
 IKAT_VERBATIM_TARGET = 0.25

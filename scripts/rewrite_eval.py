@@ -34,7 +34,7 @@ import argparse  # noqa: E402
 import json  # noqa: E402
 import tempfile  # noqa: E402
 from collections.abc import Callable, Sequence  # noqa: E402
-from typing import Any
+from typing import Any  # noqa: E402
 
 from bench_common import ikat_dir  # noqa: E402
 

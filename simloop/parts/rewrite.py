@@ -165,10 +165,13 @@ def request_text(utterance: str) -> str:
 
 # How a user asks without a question mark ("Tell me about X.", "I'd like to know where X is.").
 _USER_REQUEST = re.compile(
-    r"^\W*(?:(?:please |so |ok,? |and )?(?:tell|give|show|explain|describe|list)\b|i(?:'d| would) like (?:to know|to learn)"
-    r"|i (?:want|need|wish) to (?:know|learn|find|understand)|i wonder|i'?m (?:curious|asking|after|looking for|reading up)"
+    r"^\W*(?:(?:please |so |ok,? |and )?(?:tell|give|show|explain|describe|list)\b"
+    r"|i(?:'d| would) like (?:to know|to learn)"
+    r"|i (?:want|need|wish) to (?:know|learn|find|understand)|i wonder"
+    r"|i'?m (?:curious|asking|after|looking for|reading up)"
     r"|i (?:was asking|asked|mean|meant)|i need (?:something|info|details|help)|what i want|all i want|my question"
-    r"|some background|(?:any )?(?:info|details|background) on|more about|what about|how about|just\b(?! so you know)|only|mainly"
+    r"|some background|(?:any )?(?:info|details|background) on|more about|what about|how about"
+    r"|just\b(?! so you know)|only|mainly"
     r"|specifically|focus on|let'?s (?:stick to|talk about)|cover|say something about|i care about"
     r"|i'?m interested in)",
     re.IGNORECASE,

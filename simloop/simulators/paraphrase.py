@@ -25,11 +25,12 @@ _AUX = "is|are|was|were|does|do|did|can|could|should|has|have|will|would"
 # "What is X and where does ..." / "Where does X come from, is it ...".
 _CLAUSE_BREAK = re.compile(rf",?\s+and\s+(?=(?:{_WH}|{_AUX})\b)|,\s+(?=(?:{_WH}|{_AUX})\b)", re.I)
 _CONTRACT = [(re.compile(rf"^({w}) is\b", re.I), r"\1's") for w in ("what", "who", "where", "how")] + [
-    (re.compile(rf"\b{a}\b(?=\s+[A-Za-z])", re.I), b) for a, b in (("I am", "I'm"), ("I have been", "I've been"), ("do not", "don't"),
-                                                   ("does not", "doesn't"), ("is not", "isn't"), ("it is", "it's"),
-                                                   ("I would", "I'd"), ("we are", "we're"), ("they are", "they're"))]
-_FILLERS = re.compile(r"\s*(?:\b(?:exactly|really|actually|also|still|ever|at all|such(?! as))\b|,\s*biologically speaking)",
-                      re.I)
+    (re.compile(rf"\b{a}\b(?=\s+[A-Za-z])", re.I), b)
+    for a, b in (("I am", "I'm"), ("I have been", "I've been"), ("do not", "don't"),
+                 ("does not", "doesn't"), ("is not", "isn't"), ("it is", "it's"),
+                 ("I would", "I'd"), ("we are", "we're"), ("they are", "they're"))]
+_FILLERS = re.compile(r"\s*(?:\b(?:exactly|really|actually|also|still|ever|at all|such(?! as))\b"
+                      r"|,\s*biologically speaking)", re.I)
 # "What is X" / "Who was X": X must be a plain noun phrase, not "London like as a city".
 _WH_BE = re.compile(r"^(what|who|where)\s+(is|are|was|were)\s+(?P<np>[^,]+?)$", re.I)
 _NOT_NP = {"it", "they", "this", "that", "there", "he", "she", "its", "their"}
