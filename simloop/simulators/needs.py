@@ -18,6 +18,7 @@ the rules were written while reading the 2023 train topics only.
 from __future__ import annotations
 
 import re
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from ..text import content_terms, sentences, words
@@ -201,7 +202,7 @@ _NP_LEAD = {"the", "a", "an", "any", "some", "my", "your", "our", "their", "its"
             "got", "says", "said", "called", "named", "mentioned", "mentioning", "loves", "love"}
 
 
-def noun_phrases(text: str, skip: set[str] = frozenset()) -> list[str]:
+def noun_phrases(text: str, skip: AbstractSet[str] = frozenset()) -> list[str]:
     """Noun phrases of ``text`` a user can narrow a question to, in its own words ("the
     tuition fee", "Valentine's Day"): runs of content words after a determiner or a
     preposition, and runs of capitalised words; longest first, without runs whose stems
@@ -324,7 +325,7 @@ _OWN = {"my", "our", "me", "i", "i'm", "we", "us", "mine"}
 _OWN_LEADS = {"for", "with", "like", "in", "since", "as", "because", "so"}
 
 
-def brief(question: str, keep: set[str] = frozenset(), min_words: int = 3) -> str:
+def brief(question: str, keep: AbstractSet[str] = frozenset(), min_words: int = 3) -> str:
     """``question`` without the user's framing of it: the aside after a comma once the
     question before it is whole ("Which islands make up Polynesia, where our ancestors
     sailed from?" -> "Which islands make up Polynesia?"), or a last phrase about the user

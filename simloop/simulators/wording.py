@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import random
 
+from ..schema import RubricQuestion
 from ..text import STOPWORDS, content_terms, content_words, first_lower, words
 from .cues import mentions_statement
 from .needs import Ask, Need, brief, condense, leans_back, noun_phrases, resolve, split_need, trim, unframe
@@ -81,7 +82,7 @@ def _novelty(text: str, said: set[tuple[str, str]]) -> float:
     return len(pairs - said) / len(pairs) if pairs else 0.0
 
 
-def known_keywords(rubric, context: SimContext) -> list[str]:
+def known_keywords(rubric: RubricQuestion, context: SimContext) -> list[str]:
     """The rubric keywords the user already has: all their words are in the question,
     the topic title or an earlier turn of the user's (as noun phrases, ``_phrase``).  A
     real user does not know the answer's words, and the grader scores keyword coverage:
@@ -111,6 +112,7 @@ def known_stems(action: Action, context: SimContext) -> set[str]:
 def _forms(action: Action, context: SimContext, ask: Ask, known: set[str],
            rng: random.Random) -> list[tuple[float, str]]:
     """(weight, wording) candidates for putting ``ask`` at this point."""
+    assert action.rubric is not None  # request and follow_up check it
     whole = action.rubric.question.strip()
     q = ask.text
     parts = clauses(q) or [q]
@@ -179,7 +181,8 @@ def _mark(ask: Ask) -> str:
 def _points_back(text: str) -> bool:
     """``text`` has a pronoun ("there", "it", "them" ...) that needs the statement before it."""
     toks = words(text)
-    return leans_back(text) or any(w in _BACK or (w == "there" and not _existential(toks, i)) for i, w in enumerate(toks))
+    return leans_back(text) or any(w in _BACK or (w == "there" and not _existential(toks, i))
+                                   for i, w in enumerate(toks))
 
 
 def _existential(toks: list[str], i: int) -> bool:
@@ -219,6 +222,7 @@ def request(action: Action, context: SimContext, rng: random.Random) -> str:
 def _own_terms(action: Action, context: SimContext, part: str, known: set[str]) -> list[list[str]]:
     """What a re-ask may name, as alternatives: the rubric keywords the user has
     (``known_keywords``, together), what the question part is about, its noun phrases."""
+    assert action.rubric is not None  # request and follow_up check it
     out: list[list[str]] = []
     if keywords := known_keywords(action.rubric, context):
         out.append(keywords)
@@ -234,6 +238,7 @@ def _own_terms(action: Action, context: SimContext, part: str, known: set[str]) 
 def _candidates(action: Action, context: SimContext, need: Need, known: set[str],
                 rng: random.Random) -> list[tuple[float, str]]:
     """(weight, wording) of the re-asks open at this point (see the module notes)."""
+    assert action.rubric is not None  # follow_up checks it
     b = context.scenario.behaviour
     said = context.user_utterances
     parts = [(a, p) for a in need.asks for p in (clauses(a.text) or [a.text.rstrip("?.")])]
