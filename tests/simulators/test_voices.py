@@ -13,7 +13,7 @@ from simloop.inputs.personas import load_personas
 from simloop.schema import Behaviour, Persona, RubricQuestion, Scenario, Topic
 from simloop.simulators.cues import mentions_statement
 from simloop.simulators.paraphrase import casual, clauses, elide_topic, indirect, misspell, subject
-from simloop.simulators.policy import Action, Ending, SimContext
+from simloop.simulators.policy import Action, Ending, Observation, RubricPolicy, SimContext
 from simloop.simulators.voices import TemplateVoice
 from simloop.text import content_terms, words
 from tests.helpers.data import ROOT

@@ -4,23 +4,21 @@ re-asks that change approach instead of repeating the question (wording.py)."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from simloop.fakes.seams import HashEmbedder
-from simloop.inputs.personas import load_personas
+from simloop.inputs import load_personas
+from simloop.run import Context, DialogueSpec
 from simloop.run.engine import run_dialogue
-from simloop.run.plugins import Context
-from simloop.run.session import DialogueSpec
 from simloop.schema import AssistantReply, Behaviour, Persona, PluginRef, RubricQuestion, Scenario, Topic
+from simloop.simulators import OfflineSimulator
 from simloop.simulators.needs import condense, noun_phrases, split_need, trim
-from simloop.simulators.offline import OfflineSimulator
 from simloop.text import words
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers.data import ROOT
 
 # Resolved-utterance style questions, written for this test (as `personas from-ikat` makes them).
 LONG = Topic(id="trip", title="Visiting Lisbon", rubric=[
-    RubricQuestion(id="t1", question="I am flying to Lisbon in May with my two kids. What can we do there in three days?"),
+    RubricQuestion(id="t1", question="I am flying to Lisbon in May with my two kids. "
+                                     "What can we do there in three days?"),
     RubricQuestion(id="t2", question="I don't like crowded places, but my kids love animals. Is the Lisbon Oceanarium "
                                      "worth a visit for children under ten, and how much are the tickets?"),
     RubricQuestion(id="t3", question="Which of the Belém Tower, the Jerónimos Monastery, São Jorge Castle, and the "
@@ -54,7 +52,8 @@ def test_condense_drops_lists_asides_and_known_phrases():
     # A name is never cut, and a verb phrase never becomes "it".
     assert condense("How about the program at the University of British Columbia?", {"university"}) == \
         "How about the program at the University of British Columbia?"
-    assert condense("Can you help me with finding a hotel?", {"find", "hotel"}) == "Can you help me with finding a hotel?"
+    assert condense("Can you help me with finding a hotel?", {"find", "hotel"}) == \
+        "Can you help me with finding a hotel?"
     assert condense("I am going to Rome, Italy, in December.", set()) == "I am going to Rome, Italy, in December."
 
 
@@ -76,7 +75,8 @@ async def _talk(topic: Topic, seed: int, behaviour: Behaviour | None = None):
     spec = DialogueSpec(run_id="r", simulator=PluginRef(name="offline"), assistant=PluginRef(name="x"),
                         max_turns=40, timeout_s=60)
     persona = Persona(id="p", ptkb=["I work as a nurse in Porto.", "My kids are six and eight."])
-    sc = Scenario(dialogue_id="d", persona=persona, topic=topic, behaviour=behaviour or Behaviour(patience=20), seed=seed)
+    sc = Scenario(dialogue_id="d", persona=persona, topic=topic, behaviour=behaviour or Behaviour(patience=20),
+                  seed=seed)
     return await run_dialogue(sc, sim, Unhelpful(), spec)
 
 
