@@ -117,7 +117,7 @@ def cmd_export(a: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------- parsers
 def _add_eval(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="score a run: stats, PTKB and passage provenance, LLM judge")
-    p.add_argument("run_dir", type=Path)
+    p.add_argument("run_dir", type=Path, help="the run directory to score (summary.json and scores.jsonl go there)")
     p.add_argument("--qrels", type=Path, help="iKAT passage qrels (qid 0 docid grade)")
     p.add_argument("--ptkb-qrels", type=Path,
                    help="PTKB qrels (2023: qid 0 <1-based key> grade; 2025: ptkb-<topic>-<i>)")
@@ -130,7 +130,8 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
 
 def _add_report(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="one self-contained HTML file comparing runs")
-    p.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR")
+    p.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR",
+                   help="one run directory, or several to compare with the first")
     p.add_argument("--out", type=Path, help="HTML file (default RUN_DIR/report.html of the first run)")
     p.set_defaults(func=cmd_report)
 
@@ -138,7 +139,7 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
 def _add_export(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help="iKAT topics, the iKAT 2025 run format, TREC runs, chat fine-tuning JSONL, "
                                       "ShareGPT or parquet")
-    p.add_argument("run_dir", type=Path)
+    p.add_argument("run_dir", type=Path, help="the run directory to export")
     p.add_argument("--format", required=True, metavar="FORMAT",
                    help="ikat | ikat25-run | trec-run | ptkb-run | openai-chat | sharegpt | parquet")
     p.add_argument("--out", type=Path, help="output file (default RUN_DIR/export.<ext>)")

@@ -30,8 +30,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("show", help="a readable view of a run or one dialogue")
-    p.add_argument("run_dir", type=Path)
-    p.add_argument("--dialogue", help="dialogue id")
+    p.add_argument("run_dir", type=Path, help="a run directory (transcripts/<run id>)")
+    p.add_argument("--dialogue", help="show this dialogue turn by turn (ids are in the overview)")
     p.set_defaults(func=cmd_show)
 
 
