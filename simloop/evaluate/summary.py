@@ -260,8 +260,9 @@ def load_run(run_dir: Path) -> tuple[RunManifest | None, list[Transcript], ReadR
     """Manifest (None when run.json is missing: a copied dialogues file still evaluates)."""
     check_run_dir(run_dir)
     report = ReadReport()
-    transcripts = list(read_transcripts(run_dir, report))
+    # run.json first: a run of another schema version is refused by its name there.
     manifest = read_manifest(run_dir) if (Path(run_dir) / "run.json").exists() else None
+    transcripts = list(read_transcripts(run_dir, report))
     return manifest, transcripts, report
 
 
