@@ -108,8 +108,7 @@ def cmd_export(a: argparse.Namespace) -> int:
     out, err = _console(), _console(stderr=True)
     for note in res.notes:  # notes are logs: stderr (stdout keeps the count and, last, the file)
         err.print(f"[yellow]note:[/] {note}")
-    out.print(f"{res.rows} {res.unit} from {res.dialogues} dialogues"
-              + (f" ({res.skipped} skipped)" if res.skipped else ""))
+    out.print(res.summary())
     print(res.path)  # last line: the file, for scripts (tail -n 1)
     return 0
 
