@@ -66,18 +66,22 @@ def _first_judge_error(scores: list[DialogueScores]) -> str:
 
 # ----------------------------------------------------------------------------- report
 def cmd_report(a: argparse.Namespace) -> int:
-    from ..evaluate import load_views, rich_compare, rich_memory, rich_reference, write_report
+    from ..evaluate import load_views, rich_compare, rich_memory, rich_reference, scenario_warning, write_report
 
     for d in a.run_dirs:
         check_run_dir(d)
     out_path = check_out_file(a.out or Path(a.run_dirs[0]) / "report.html")
     views = load_views(a.run_dirs)
+    warn = _console(stderr=True)
     for v in views:  # a warning, so stderr: the scores shown are not the ones in summary.json
         if v.stale:
-            _console(stderr=True).print(f"[yellow]{v.name}:[/] {v.stale}")
+            warn.print(f"[yellow]{v.name}:[/] {v.stale}")
+    differ = scenario_warning(views)
+    if differ:
+        warn.print(f"simloop: warning: {differ}", style="yellow", markup=False)
     out = _console()
     diags = [v.diag for v in views if v.diag is not None]  # each view diagnoses its run when made
-    out.print(rich_compare([v.name for v in views], [v.summary for v in views], diags))
+    out.print(rich_compare([v.name for v in views], [v.summary for v in views], diags, colour=differ is None))
     for v in views:
         ref = rich_reference(v.summary)
         if ref is not None:

@@ -34,9 +34,10 @@ from .report_dialogues import dialogues_html
 from .report_plots import memory_plot, run_plots
 from .summary import evaluate_transcripts, load_run, load_summary, reeval_options, stale_reason
 from .tables import cell_html as _e
-from .tables import compare_header, compare_rows, memory_rows, reference_rows, reference_title, signed, stop_rows
+from .tables import compare_header, compare_rows, memory_rows, reference_rows, reference_title, stop_rows
 
-__all__ = ["RunView", "load_view", "load_views", "render_html", "write_report", "MEMORY", "SECTIONS"]
+__all__ = ["RunView", "load_view", "load_views", "render_html", "write_report", "scenario_warning", "MEMORY",
+           "SECTIONS"]
 
 MEMORY = "memory.json"
 # Section ids in page order; "reference", "passages" and "memory" appear only when a run has them.
@@ -134,10 +135,8 @@ def _scores_from(v: RunView) -> str:
     return "evaluated now (no judge)" if v.evaluated_now else "summary.json"
 
 
-def _delta_cell(delta: float | None, better: int) -> str:
-    good = None if delta in (None, 0) or not better else (delta > 0) == (better > 0)
-    cls = "" if good is None else ("gain" if good else "loss")
-    return f'<td class="delta {cls}">{_e(signed(delta))}</td>'
+def _delta_cell(shown: str, tone: str | None) -> str:
+    return f'<td class="delta {tone or ""}">{_e(shown)}</td>'
 
 
 # Why the report's latency differs from summary.json's (which counts every turn as it was).
@@ -146,15 +145,35 @@ _STARTUP = ("Start-up turns (the first turns of each session, waiting for the in
             "summary.json and `simloop eval` count every turn as it was.")
 
 
+def scenario_warning(views: Sequence[RunView]) -> str | None:
+    """One line when the runs cover different scenarios (persona x topic pairs, repeats
+    aside): their differences are then not the runs' alone, and none is coloured."""
+    pairs = [{(t.scenario.persona_id, t.scenario.topic_id) for t in v.transcripts} for v in views]
+    if all(p == pairs[0] for p in pairs[1:]):
+        return None
+    first = views[0].name
+    others = "; ".join(f"{v.name}: {len(p)}, {len(p & pairs[0])} of them in {first}"
+                       for v, p in zip(views[1:], pairs[1:]) if p != pairs[0])
+    return (f"the runs cover different scenarios ({first}: {len(pairs[0])} persona x topic pairs; {others}): "
+            "their differences are not the runs' alone, so none is coloured; compare runs over the same "
+            "scenarios (the same --limit, --persona, --topic)")
+
+
 def _compare_html(views: Sequence[RunView]) -> str:
     names = [v.name for v in views]
     rows = compare_rows([v.summary for v in views], [v.diag for v in views])
+    differ = scenario_warning(views)
     head = "".join(f"<th>{_e(h)}</th>" for h in compare_header(names))
     body = "".join(
-        f"<tr><td>{_e(r.label)}</td>{''.join(f'<td class=num>{_e(v)}</td>' for v in r.values)}"
-        f"{''.join(_delta_cell(d, r.better) for d in r.deltas())}</tr>" for r in rows)
-    note = ('<p class="note">Differences are each run minus the first; green is better, red is worse. '
-            f"{_STARTUP}</p>" if len(views) > 1 else f'<p class="note">{_STARTUP}</p>')
+        f"<tr><td>{_e(r.label)}</td>{''.join(f'<td class=num>{_e(v)}</td>' for v in r.cells())}"
+        f"{''.join(_delta_cell(d, None if differ else t) for d, t in zip(r.delta_cells(), r.tones()))}</tr>"
+        for r in rows)
+    colours = ("" if differ else "green is better, red is worse (counts have no colour: a share of the "
+               "dialogues stands beside each one that would); ")
+    note = (f'<p class="note">Differences are each run minus the first; {colours}shares differ in '
+            f"percentage points (pp). {_STARTUP}</p>" if len(views) > 1 else f'<p class="note">{_STARTUP}</p>')
+    if differ:
+        note = f'<p class="note warn">{_e(differ[0].upper() + differ[1:])}.</p>' + note
     golds = {v.name: v.summary.ptkb.gold_label() for v in views if v.summary.ptkb is not None}
     if len(set(golds.values())) > 1:
         note += ('<p class="note">PTKB metrics were scored against different gold ('
@@ -233,6 +252,7 @@ td,th{border:1px solid #d0d7de;padding:3px 8px;text-align:left}th{background:#f0
 td.num,td.delta{text-align:right;font-variant-numeric:tabular-nums}
 td.gain{color:#1a7f37;font-weight:600}td.loss{color:#cf222e;font-weight:600}
 .note{color:#7d4e00;background:#fff8c5;padding:.3em .6em;border-radius:4px;font-size:13px}
+.note.warn{color:#82071e;background:#ffebe9;font-weight:600}
 figure{display:inline-block;margin:.5em 1em .5em 0;vertical-align:top}figcaption{font-size:12px;color:#57606a}
 img{max-width:100%}.scroll{max-height:26em;overflow:auto;display:inline-block}
 .dlgs{font-size:13px;border:1px solid #d0d7de;border-radius:6px}
