@@ -48,6 +48,9 @@ def cmd_eval(a: argparse.Namespace) -> int:
         out.print(table)
     if ev.summary.passages is not None and ev.summary.passages.note:
         out.print(f"[yellow]passages:[/] {ev.summary.passages.note}")
+    partial = ev.summary.ptkb_reference.partial() if ev.summary.ptkb_reference is not None else None
+    if partial:  # beside the official figures, a run over part of the topic file reads as a finding
+        out.print(f"[yellow]PTKB vs the official 2023 runs:[/] {partial}")
     judge = ev.summary.judge
     if judge and judge.errors and not judge.rubric.get("n") and not judge.dialogue.get("n"):
         # A warning, so stderr: stdout keeps the tables and the files written.

@@ -103,11 +103,18 @@ def sections(summary: RunSummary) -> list[tuple[str, list[Row]]]:
 
 
 def reference_rows(summary: RunSummary) -> list[tuple[str, Any, Any, Any]] | None:
-    """(metric, this run, 2023 baseline, 2023 best) when the run replayed iKAT 2023 topics."""
+    """(metric, this run, 2023 baseline, 2023 best) when the run replayed iKAT 2023 topics,
+    and how many conversations each was scored over (the official runs: all of them)."""
     ref = summary.ptkb_reference
     if ref is None or summary.ptkb is None:
         return None
-    return [(m, summary.lookup("ptkb", m), ref.baseline[m], ref.best[m]) for m in ("nDCG@3", "P@3", "R@3")]
+    rows: list[tuple[str, Any, Any, Any]] = [(m, summary.lookup("ptkb", m), ref.baseline[m], ref.best[m])
+                                             for m in ("nDCG@3", "P@3", "R@3")]
+    if ref.conversations is not None:
+        total = ref.conversations_total
+        ours = f"{ref.conversations} of {total}" if total is not None else f"{ref.conversations} (topic file unread)"
+        rows.append(("conversations scored", ours, "all", "all"))
+    return rows
 
 
 def rich_summary(summary: RunSummary) -> list[Table]:
@@ -129,7 +136,9 @@ def reference_title(summary: RunSummary) -> str:
     """The reference table's title, naming both golds: the official runs were scored against
     NIST's PTKB qrels, which a replay's topic file need not equal."""
     gold = summary.ptkb.gold_label() if summary.ptkb is not None else None
-    return (f"PTKB vs official iKAT 2023 runs (NII paper, Table II; they were scored against the NIST PTKB qrels, "
+    partial = summary.ptkb_reference.partial() if summary.ptkb_reference is not None else None
+    return ((f"{partial.upper()}. " if partial else "")
+            + f"PTKB vs official iKAT 2023 runs (NII paper, Table II; they were scored against the NIST PTKB qrels, "
             f"this run against {gold or 'unknown gold'})")
 
 
