@@ -69,7 +69,15 @@ def _first_judge_error(scores: list[DialogueScores]) -> str:
 
 # ----------------------------------------------------------------------------- report
 def cmd_report(a: argparse.Namespace) -> int:
-    from ..evaluate import load_views, rich_compare, rich_memory, rich_reference, scenario_warning, write_report
+    from ..evaluate import (
+        load_views,
+        rich_compare,
+        rich_memory,
+        rich_outliers,
+        rich_reference,
+        scenario_warning,
+        write_report,
+    )
 
     for d in a.run_dirs:
         check_run_dir(d)
@@ -85,6 +93,10 @@ def cmd_report(a: argparse.Namespace) -> int:
     out = _console()
     diags = [v.diag for v in views if v.diag is not None]  # each view diagnoses its run when made
     out.print(rich_compare([v.name for v in views], [v.summary for v in views], diags, colour=differ is None))
+    for v in views:  # what the means hide, a few lines each (the HTML links each to its dialogue)
+        table = rich_outliers(v.name, v.diag.outliers)
+        if table is not None:
+            out.print(table)
     for v in views:
         ref = rich_reference(v.summary)
         if ref is not None:

@@ -9,7 +9,8 @@ written into its directory.
 
 Sections (each an ``id`` the browser test checks): runs, side by side (differences to
 the first run with their sign), PTKB against the official 2023 runs, passage coverage,
-stop reasons per persona and topic, the memory test, plots, and every dialogue.
+stop reasons per persona and topic, outliers (each linked to its dialogue), the memory
+test, plots, and every dialogue.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from ..memorytest import MemoryResults
 from ..schema import Transcript
 from .diagnostics import RunDiagnostics, diagnose
 from .formats import RunSummary
-from .report_dialogues import dialogues_html
+from .report_dialogues import dialogue_anchor, dialogues_html
 from .report_plots import memory_plot, run_plots
 from .summary import evaluate_transcripts, load_run, load_summary, reeval_options, stale_reason
 from .tables import cell_html as _e
@@ -40,8 +41,8 @@ __all__ = ["RunView", "load_view", "load_views", "render_html", "write_report", 
            "SECTIONS"]
 
 MEMORY = "memory.json"
-# Section ids in page order; "reference", "passages" and "memory" appear only when a run has them.
-SECTIONS = ("runs", "compare", "reference", "passages", "stops", "memory", "plots", "dialogues")
+# Section ids in page order; "reference", "passages", "outliers" and "memory" appear only when a run has them.
+SECTIONS = ("runs", "compare", "reference", "passages", "stops", "outliers", "memory", "plots", "dialogues")
 
 
 @dataclass
@@ -219,6 +220,16 @@ def _stops_html(views: Sequence[RunView]) -> str:
     return "".join(parts)
 
 
+def _outliers_html(views: Sequence[RunView]) -> str:
+    parts = []
+    for run, v in enumerate(views):
+        for title, items in v.diag.outliers.lists():
+            links = "".join(f'<li><a href="#{_e(dialogue_anchor(run, o.dialogue_id))}">{_e(o.dialogue_id)}</a> '
+                            f'<span class="dim">{_e(o.why)}</span></li>' for o in items)
+            parts.append(f"<h3>{_e(v.name)}: {_e(title)}</h3><ul>{links}</ul>")
+    return "".join(parts)
+
+
 def _memory_html(views: Sequence[RunView]) -> str:
     parts = []
     for v in views:
@@ -272,14 +283,20 @@ ul.inline{display:inline;padding:0;margin:0 0 0 .5em}ul.inline li{display:inline
 """  # noqa: E501 (one CSS rule set per line)
 _TITLES = {"runs": "runs", "compare": "side by side", "reference": "PTKB against the official 2023 runs",
            "passages": "passage metrics coverage", "stops": "how dialogues ended, per persona and topic",
+           "outliers": "outliers: what the means hide",
            "memory": "memory stress test", "plots": "plots", "dialogues": "dialogues"}
 
 
 def _bodies(views: Sequence[RunView]) -> dict[str, str]:
     return {"runs": _runs_html(views), "compare": _compare_html(views), "reference": _reference_html(views),
-            "passages": _passages_html(views), "stops": _stops_html(views), "memory": _memory_html(views),
-            "plots": _plots_html(views),
-            "dialogues": "".join(dialogues_html(v.name, v.transcripts) for v in views)}
+            "passages": _passages_html(views), "stops": _stops_html(views), "outliers": _outliers_html(views),
+            "memory": _memory_html(views), "plots": _plots_html(views),
+            "dialogues": "".join(dialogues_html(v.name, v.transcripts, run, _linked(v)) for run, v in enumerate(views))}
+
+
+def _linked(v: RunView) -> set[str]:
+    """The dialogues the outliers section links to: shown even past ``MAX_DIALOGUES``."""
+    return {o.dialogue_id for _, items in v.diag.outliers.lists() for o in items}
 
 
 def render_html(views: Sequence[RunView]) -> str:

@@ -165,8 +165,8 @@ def test_every_dialogue_opens_onto_its_turns(tmp_path: Path):
     ts[0].turns[0].assistant.ptkb_provenance[1].used = False  # ranked, not relied on
     html = render_html(load_views([write_run(tmp_path / "run-a", ts)]))
     dialogues = html[html.index('<section id="dialogues">'):]
-    assert dialogues.count('<details class="dlg">') == 2
-    first = dialogues[dialogues.index('<details class="dlg">'):dialogues.index("</details>")]
+    assert dialogues.count('<details class="dlg"') == 2
+    first = dialogues[dialogues.index('<details class="dlg"'):dialogues.index("</details>")]
     assert "9-1--9-1--0" in first and "user_satisfied" in first
     for text in ("question 1?", "answer 1.", "d1", "✓", "grade 4.00", "grade 2.00", "gold: 1", "assistant.generate",
                  "Thanks, that is all I needed.", "closing line"):
