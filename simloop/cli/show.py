@@ -160,6 +160,8 @@ def show_run(run_dir: Path, dialogue: str | None) -> int:
         if not match:
             raise BadInputError(f"no dialogue {dialogue!r} in {run_dir} (see `simloop show {run_dir}`)")
         _dialogue(match[0])
+    if report.newer:  # read all the same: what the newer version added is not shown
+        err.print(f"simloop: warning: {report.newer}", style="yellow", markup=False, highlight=False, soft_wrap=True)
     for note in report.notes(run_dir / "dialogues.jsonl"):  # a corrupt line is never skipped without a word
         err.print(f"simloop: warning: {note}; resume the run to move it to dialogues.rejected.jsonl",
                   style="yellow", markup=False, highlight=False, soft_wrap=True)

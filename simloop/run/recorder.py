@@ -41,12 +41,12 @@ from ..schema import RunManifest, Transcript, utcnow
 from .runfiles import INFRASTRUCTURE, REJECTED, RETRIED, ReadReport, RunDir, read_manifest, scan_lines
 from .runlock import LOCK_FILE, RunLock
 
-__all__ = ["NO_ROOM", "Recorder", "Tally", "check_out_dir", "check_run_id", "new_run_id", "occupied"]
+__all__ = ["Recorder", "Tally", "check_out_dir", "check_run_id", "new_run_id", "occupied"]
 
 log = logging.getLogger(__name__)
 
 # What a disk with no room left says: no space, a quota, a file-size limit (RLIMIT_FSIZE).
-NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+_NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -192,7 +192,7 @@ class Recorder:
         try:
             atomic_write(self.dir.manifest, self.manifest.model_dump_json(indent=2).encode())
         except OSError as exc:  # no room for a new file beside the old one: the old one's room, then
-            if exc.errno not in NO_ROOM or not _overwrite_in_place(self.dir.manifest,
+            if exc.errno not in _NO_ROOM or not _overwrite_in_place(self.dir.manifest,
                                                                    self.manifest.model_dump_json().encode()):
                 raise
             log.warning("%s: no room for a new copy (%s); overwritten in place", self.dir.manifest, exc.strerror)

@@ -66,7 +66,7 @@ class ReadReport:
     torn_line: int | None = None  # the torn last line's number (a crash mid-write), if any
     bad_lines: list[int] = field(default_factory=list)  # corrupt lines (the torn tail not included)
     reasons: dict[int, str] = field(default_factory=dict)  # line number -> what is wrong with it
-    newer: str | None = None  # a newer minor schema_version's warning (the first line's that has one)
+    newer: str | None = None  # a newer minor schema_version's warning (the first line's; not in ``notes``)
 
     @property
     def torn_tail(self) -> bool:
@@ -90,8 +90,7 @@ class ReadReport:
     def notes(self, path: Path | str) -> list[str]:
         """One line per problem of the dialogues file ``path``: what the reader logs, for a
         reader that says it itself (``log_problems=False``)."""
-        out = [self.newer] if self.newer else []
-        out += [_corrupt(path, n, self.reasons.get(n, "corrupt")) for n in self.bad_lines]
+        out = [_corrupt(path, n, self.reasons.get(n, "corrupt")) for n in self.bad_lines]
         if self.torn_tail:
             out.append(_torn(path, self.torn_line))
         return out

@@ -64,4 +64,6 @@ def test_a_newer_minor_version_reads_with_a_warning_that_names_it(tmp_path: Path
         p = simloop_cli(*command, run)
         assert p.returncode == 0, p.stderr
         assert f"simloop: warning: {run}/run.json: schema_version 1.4 is newer than this simloop's 1.0" in p.stderr
+        newer = [ln for ln in p.stderr.splitlines() if "dialogues.jsonl:1: schema_version 1.4 is newer" in ln]
+        assert len(newer) == 1 and "rejected" not in newer[0], p.stderr  # said once, and not as a corrupt line
     assert json.loads((run / "summary.json").read_text())["stats"]["turns"]["total"] == 6  # read, turns and all
