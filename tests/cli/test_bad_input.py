@@ -286,7 +286,7 @@ def test_an_empty_out_is_refused_not_the_current_folder(tmp_path, command):
     # It wrote the run into the current folder, exit 0 (`--run-id ''` was refused already).
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     p = cli(*command, "--out", "", "--no-progress", cwd=tmp_path, env=env)
-    one_line_exit_2(p, "out: an empty path", "'.' for the current folder")
+    one_line_exit_2(p, "--out '': an empty path", "'.' for the current folder")
     assert list(tmp_path.iterdir()) == []
 
 
