@@ -359,13 +359,13 @@ def serve(options: MockOptions | None = None, host: str = "127.0.0.1", port: int
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8089)
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8089, help="port to listen on (default 8089)")
     parser.add_argument("--latency-ms", type=float, default=0.0, help="fixed latency per response")
     parser.add_argument("--latency-jitter-ms", type=float, default=0.0, help="extra uniform latency, 0..N ms")
     parser.add_argument("--fault-rate", type=float, default=0.0, help="share of requests that fail (0..1)")
     parser.add_argument("--faults", default=",".join(FAULT_KINDS), help="fault kinds drawn uniformly")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="seed of the replies and of the faults drawn (default 0)")
     parser.add_argument("--retry-after-s", type=float, default=1.0, help="Retry-After of injected 429s")
     parser.add_argument("--rpm-limit", type=int, default=None, help="answer 429 above N requests/min per client")
     parser.add_argument("--hang-s", type=float, default=300.0, help="how long a 'timeout' fault hangs")
