@@ -124,7 +124,8 @@ class Negotiated:
                 return True  # another call already stepped down past what this one sent
             if was == "text":
                 return False
-            self._learn("structured", _ORDER[_ORDER.index(was) + 1], "refusal")
+            # A server that knows no response_format at all takes no form of it: straight to text.
+            self._learn("structured", "text" if refusal.whole else _ORDER[_ORDER.index(was) + 1], "refusal")
             return True
         if refusal.param == "seed" and "seed" in sent:
             if rec.seed:
@@ -160,6 +161,8 @@ class Negotiated:
                 send["messages"] = schema_in_prompt(send["messages"], fmt)
         if not rec.seed:
             send.pop("seed", None)
+        if not rec.n:  # one choice per request: ChatModel asks for the others one by one
+            send.pop("n", None)
         return send
 
     def _json_object(self, fmt: dict[str, Any]) -> dict[str, Any]:

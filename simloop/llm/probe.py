@@ -96,6 +96,7 @@ class _Probe:
         self.headers = {"Authorization": f"Bearer {role.api_key()}"}
         self.record = LLMCapabilities(endpoint=redact_urls(role.endpoint()), model=role.model)
         self.seen: list[str] = []  # what each form got, for the message when none works
+        self.no_format = False
 
     def where(self) -> str:
         return f"LLM role{'s' if ',' in self.names else ''} {self.names} ({self.role.model} at {self.record.endpoint})"
@@ -153,6 +154,8 @@ class _Probe:
             if refusal is None and (status in (408, 429) or status >= 500):
                 raise _GiveUp(f"HTTP {status}")
             why = self.refused(status, answer)
+            if refusal is not None and refusal.param == "response_format" and refusal.whole:
+                self.no_format = True  # it knows no response_format at all: no json_object either
             if refusal is not None and refusal.param == "seed" and self.record.seed:
                 self.record.seed, self.record.learnt.seed = False, "probe"
                 continue
@@ -177,6 +180,8 @@ class _Probe:
     def structured(self) -> None:
         """The first form that gives a JSON object; ConfigError when none does."""
         for mode in _MODES:
+            if mode == "json_object" and self.no_format:
+                continue
             text = self.answer(mode)
             if text is not None and mode == "text" and not _is_json_object(text):  # one repair, as structured() does
                 repair = [{"role": "user", "content": _ASK}, {"role": "assistant", "content": text},
