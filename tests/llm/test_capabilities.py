@@ -6,6 +6,7 @@ JSON is never taken for an answer.  What the mock saw is counted request by requ
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -14,6 +15,8 @@ from simloop.errors import ContextOverflowError, StructuredOutputError
 from simloop.fakes.mockllm import MockLLM
 from simloop.fakes.seams import HashEmbedder
 from simloop.llm import LLMConfig, LLMRole
+from simloop.llm.capabilities import Negotiated
+from simloop.llm.structured import response_format_for
 from simloop.parts import classify_ptkb_llm, queries_per_ptkb
 from simloop.run import Context
 from simloop.schema import LLMCapabilities, RubricQuestion
@@ -183,3 +186,22 @@ async def test_json_cut_at_max_tokens_is_never_taken_for_an_answer():
             await ctx.aclose()
     assert outcomes(mock) == ["200", "200"]  # the answer, then its one repair: both cut
     assert "cut off at the token limit (max_tokens 6)" in str(info.value)
+
+
+def test_requests_are_shaped_to_what_the_server_takes():
+    fmt = response_format_for(Answer)
+    schema = fmt["json_schema"]["schema"]
+    request = {"model": "m", "messages": MSGS, "temperature": 0.0, "max_tokens": 10, "n": 2, "response_format": fmt,
+               "seed": 3}
+    caps = Negotiated(LLMCapabilities(endpoint="e", model="m"))
+    assert caps.shape(request) == request and caps.unsettled == {"structured", "n", "seed"}
+    caps.record.structured, caps.record.seed, caps.record.n = "json_object", False, False
+    shaped = caps.shape(request)
+    assert shaped["response_format"] == {"type": "json_object", "schema": schema}
+    assert "seed" not in shaped and "n" not in shaped and shaped["messages"] == MSGS
+    caps.record.structured = "text"
+    for form in (fmt, {"type": "json_object", "schema": schema}):  # a caller's own json_object form too
+        shaped = caps.shape({**request, "response_format": form})
+        assert "response_format" not in shaped and MSGS[-1]["content"] == request["messages"][-1]["content"]
+        said = shaped["messages"][-1]["content"]
+        assert said.startswith(MSGS[-1]["content"]) and json.dumps(schema, separators=(",", ":")) in said

@@ -71,6 +71,14 @@ async def test_a_server_that_cannot_produce_json_is_bad_input():
     assert seen == ["400", "200", "200"]  # json_schema refused; plain text asked, then repaired once
 
 
+async def test_broken_json_is_a_bad_sample_not_a_server_without_json(caplog):
+    async with MockLLM(fault_rate=1.0, faults="badjson") as mock:  # every answer a JSON object cut short
+        [caps] = await preflight(mock)
+        seen = [o for _, o in mock.log]
+    assert (caps.structured, caps.learnt.structured) == ("json_schema", "probe")  # the first form taken
+    assert seen == ["badjson"] * 4 and "no valid JSON object in the probe's answers" in caplog.text
+
+
 @pytest.mark.parametrize("profile", ["llama-server", "vllm"])
 async def test_a_window_too_small_for_max_tokens_is_bad_input(profile):
     async with MockLLM(profile=profile, context_window=200) as mock:
