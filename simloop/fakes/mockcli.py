@@ -69,8 +69,8 @@ def serve(options: MockOptions | None = None, host: str = "127.0.0.1", port: int
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     parser.epilog = PROFILE_HELP
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8089)
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8089, help="port to listen on (default 8089)")
     parser.add_argument("--latency-ms", type=float, default=0.0, help="fixed latency per response")
     parser.add_argument("--latency-jitter-ms", type=float, default=0.0, help="extra uniform latency, 0..N ms")
     parser.add_argument("--fault-rate", type=float, default=0.0, help="share of requests that fail (0..1)")
