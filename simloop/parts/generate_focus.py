@@ -34,30 +34,8 @@
    claims no more than "here is what I found".
 The whole answer, opening sentence included, is at most ``max_words`` words.
 
-How the cutoffs were chosen (2023 train topics only; ``scripts/bench_answers.py --tune``
-reruns it):
-- ``ON_TOPIC``: the human response sentences of each of the 95 train turns (on the
-  question by construction) against the sentences of the responses of the other train
-  conversations (off it), scored as here: max cosine to the utterance and to the
-  heuristic rewrite.  Grid 0.05-0.50 (step 0.05), objective Youden J (own kept - other
-  kept).  0.20 is best (J 0.667): it keeps 75% of a turn's own sentences and 8.7% of other
-  conversations'; 0.15 gives J 0.654 (82% / 17%), 0.25 J 0.620 (66% / 4.3%).
-- ``PTKB_FACT``: every (turn, statement) pair, "in the turn's ptkb_provenance" against the
-  statement's cosine to the utterance; objective F0.5 (naming an irrelevant fact is worse
-  than leaving a relevant one out), averaged with the neighbouring cutoffs because only 64
-  statements are relevant.  0.40 is best (precision 0.22, recall 0.16): iKAT's relevant
-  statements are mostly implicit (a quarter score below 0.10), so few are named.
-  (``--tune`` scores against the whole utterance; the answer now reads its asking part,
-  which for most train turns is the utterance itself.  Not re-tuned.)
-- ``SUBJECT_BAR``, ``OTHER_SUBJECT``, ``CONFIDENT_MARGIN`` (issue 34): iKAT passages have no
-  titles, so these were set on the demo: 40 answers of one demo run (166 sentences),
-  every sentence labelled by hand as about the question's subject or about something
-  else, the candidates' cosines read off.  Off-subject sentences from other passages
-  reached 0.54 ("Burmese is the most widely spoken language ..." for where Malay is
-  spoken) and 0.59 for a passage on another person ("Haeckel promoted Darwin's work ...");
-  on-subject ones from a second titled passage 0.60-0.72.  The best sentence of answers
-  built on a missed retrieval stayed at 0.20-0.23, right ones without a naming title
-  reached 0.35-0.77.  The figure is measured on another labelled sample (the bench).
+The cutoffs were chosen on the 2023 train topics and a hand-labelled demo sample
+(``scripts/bench_answers.py --tune`` reruns the first; ``research/answer_padding/`` says how).
 """
 
 

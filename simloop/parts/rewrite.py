@@ -10,15 +10,8 @@ and small talk behind ("sure", "vague") and take the spelling of the assistant's
 answers, which come from the corpus: a misspelt "fihsing" becomes "fishing", a mistyped
 stop word ("waht") is dropped.
 
-Measured with ``scripts/rewrite_eval.py`` (BM25 over a topic file's provenance passages,
-each judged turn's own as relevant), chosen on the 2023 train topics only: MRR 0.429 for
-the bare utterance, 0.443 for the rewrite before the feedback and spelling rules, 0.457
-with them, 0.472 when the asking sentences also count twice (the resolved utterance, the
-ceiling: 0.621); recall@10 0.459 / 0.482 / 0.512 / 0.516.
-Taking any one-letter difference for a typo scored 0.460 / 0.516 on train, by turning
-"program" into "programs"; it also turns "movies" into "moves", so only swaps and doubled
-letters count.  Reported on 2023 test (280 judged turns): MRR 0.309 bare, 0.324 for the
-rewrite before issue 34, 0.331 now (recall@10 0.358 / 0.413 / 0.440).
+How much it helps BM25 on real iKAT turns, and how its rules were chosen (2023 train
+only), is in ``research/rewrite/``.
 
 The agents pass no PTKB statements here: on the 2023 train topics (BM25 over the
 topics' provenance passages, each turn's own as relevant) the rewrite without PTKB words

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Does the heuristic query rewrite help BM25 on real iKAT turns?  (issue 34)
+"""Does the heuristic query rewrite help BM25 on real iKAT turns?
 
 For one topic file: BM25 over that file's provenance passages (``*_psg_text.jsonl``, one
 Lucene document per passage), one query per turn with a non-empty ``response_provenance``
@@ -15,7 +15,7 @@ the answers, so no spelling check).  Only
 ``2023_train_topics.json`` is used to choose anything; ``--topics`` on the test file
 reports (2024 has no passage file).
 
-    scripts/rewrite_eval.py [--topics 2023/2023_train_topics.json]
+    research/rewrite/rewrite_eval.py [--topics 2023/2023_train_topics.json]
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import os
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 _VENV_PY = ROOT / ".venv" / "bin" / "python"
 if __name__ == "__main__" and _VENV_PY.exists() and Path(sys.prefix).resolve() != (ROOT / ".venv").resolve():
     os.execv(str(_VENV_PY), [str(_VENV_PY), __file__, *sys.argv[1:]])  # run under the project venv
