@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 _VENV_PY = ROOT / ".venv" / "bin" / "python"
 if __name__ == "__main__" and _VENV_PY.exists() and Path(sys.prefix).resolve() != (ROOT / ".venv").resolve():
     os.execv(str(_VENV_PY), [str(_VENV_PY), __file__, *sys.argv[1:]])  # run under the project venv
-sys.path[:0] = [str(ROOT), str(Path(__file__).resolve().parent)]
+sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
 
 import argparse  # noqa: E402
 import json  # noqa: E402
