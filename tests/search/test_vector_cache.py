@@ -5,6 +5,7 @@ on where an interrupted fill stopped."""
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
@@ -205,3 +206,34 @@ async def test_index_build_with_embeddings_fills_the_cache_that_runs_read(tmp_pa
     finally:
         await fresh.aclose()
     assert float((stored * vecs).sum(axis=1).min()) > 0.9999
+
+
+def _answers(run_dir: Path) -> dict[str, list]:
+    """What a transcript says, without ids, times and latencies: per dialogue, each turn's
+    utterance, grade, response, passages and PTKB ranking, and how it ended."""
+    out = {}
+    for line in (run_dir / "dialogues.jsonl").read_text().splitlines():
+        t = json.loads(line)
+        turns = [(x["user"]["utterance"], x["user"]["grade"], x["assistant"]["response"],
+                  x["assistant"]["rewritten_query"], [(p["docid"], p["used"]) for p in x["assistant"]["passages"]],
+                  [(p["statement"], p["score"], p["used"]) for p in x["assistant"]["ptkb_provenance"]])
+                 for x in t["turns"]]
+        out[t["scenario"]["persona_id"] + "/" + t["scenario"]["topic_id"]] = [turns, t["stop"]]
+    return out
+
+
+@pytest.mark.slow
+def test_a_run_gives_the_same_transcripts_with_an_empty_or_a_full_vector_cache(tmp_path: Path):
+    from tests.helpers.signals import cache_sharing
+
+    cache = cache_sharing(tmp_path / "cache", "index", "corpus", "models")  # the demo index; no vectors
+    env = {**os.environ, "SIMLOOP_CACHE": str(cache)}
+    args = ["run", "--limit", 6, "--concurrency", 4, "--seed", 11, "--out", tmp_path / "runs", "--no-progress"]
+    empty = simloop_cli(*args, "--run-id", "empty", env=env, timeout=600)
+    assert empty.returncode == 0, empty.stderr
+    rows = len(_rows(cache / "vectors.sqlite"))
+    full = simloop_cli(*args, "--run-id", "full", env=env, timeout=600)
+    assert full.returncode == 0, full.stderr
+    assert len(_rows(cache / "vectors.sqlite")) == rows > 0  # the second run found every vector it needed
+    a, b = _answers(tmp_path / "runs" / "empty"), _answers(tmp_path / "runs" / "full")
+    assert len(a) == 6 and a == b
