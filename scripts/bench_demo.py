@@ -61,26 +61,29 @@ def _timed_demo(clone: Path, env: dict[str, str], args: list[str], log: Path) ->
 
     reader = threading.Thread(target=read_stderr, daemon=True)
     reader.start()
-    stdout, _ = proc.communicate()
+    assert proc.stdout is not None
+    stdout = proc.stdout.read()  # not communicate(): it would read stderr too, against the thread
+    proc.wait()
     reader.join(10)
     wall = round(time.perf_counter() - t0, 1)
     log.write_text(stdout + "\n--- stderr (second: line)\n" + "\n".join(f"{t}: {ln}" for t, ln in lines))
-    return {"wall_s": wall, "exit_code": proc.returncode, "stderr_lines": lines[-40:],
-            "dialogues_wall_s": _dialogues_wall(stdout), "run_dir": _run_dir(stdout)}
+    return {"wall_s": wall, "exit_code": proc.returncode, "stderr_lines": lines[:40],
+            "dialogues_wall_s": _dialogues_wall(lines), "run_dir": _run_dir(clone, stdout)}
 
 
-def _dialogues_wall(stdout: str) -> float | None:
-    for line in stdout.splitlines():
+def _dialogues_wall(lines: list[tuple[float, str]]) -> float | None:
+    """The run table's wall time (the demo shows the table on stderr too)."""
+    for _, line in lines:
         parts = line.split()
         if parts[:2] == ["wall", "time"] and len(parts) >= 3:
             return float(parts[2])
     return None
 
 
-def _run_dir(stdout: str) -> str | None:
+def _run_dir(clone: Path, stdout: str) -> str | None:
     for line in stdout.splitlines():
         if line.startswith("transcripts: "):
-            return str(Path(line.split()[1]).parent)
+            return str(clone / Path(line.split()[1]).parent)
     return None
 
 
