@@ -14,16 +14,8 @@ if _TYPE_CHECKING:
     from .config import RetrievalConfig
     from .corpus import validate_corpus, write_wiki_corpus
     from .demo import demo_index, demo_index_path, demo_index_ready
-    from .embeddings import (
-        Embedder,
-        MiniLMEmbedder,
-        cosine,
-        encode_fixed,
-        encode_passages,
-        load_mpnet,
-        open_embedder,
-        vector_cache,
-    )
+    from .embeddings import Embedder, MiniLMEmbedder, cosine, encode_fixed, encode_passages, open_embedder
+    from .encoders import load_mpnet, vector_cache
     from .indexing import build_index, is_lucene_index
     from .jvm import boot_jvm, prepare_environment
     from .mpnet_files import check_available
@@ -38,10 +30,8 @@ else:
         "config": ("RetrievalConfig",),
         "corpus": ("validate_corpus", "write_wiki_corpus",),
         "demo": ("demo_index", "demo_index_path", "demo_index_ready",),
-        "embeddings": (
-            "Embedder", "MiniLMEmbedder", "cosine", "encode_fixed", "encode_passages", "load_mpnet", "open_embedder",
-            "vector_cache",
-        ),
+        "embeddings": ("Embedder", "MiniLMEmbedder", "cosine", "encode_fixed", "encode_passages", "open_embedder",),
+        "encoders": ("load_mpnet", "vector_cache",),
         "indexing": ("build_index", "is_lucene_index",),
         "jvm": ("boot_jvm", "prepare_environment",),
         "mpnet_files": ("check_available",),

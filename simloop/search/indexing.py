@@ -159,7 +159,7 @@ def build_index(corpus: Path, out: Path, threads: int = 2, embeddings: bool = Fa
 def fill_vectors(files: list[Path], step: Step, cache_dir: Path | None = None) -> tuple[int, int]:
     """Every passage and sentence of the corpus ``files`` into the vector cache (MiniLM) of
     ``cache_dir`` (default: ``settings.cache_root``); returns (passages, sentences) in the corpus."""
-    from .embeddings import load_minilm, vector_cache
+    from .encoders import load_minilm, vector_cache
     from .minilm import blas_threads
     from .vectors import encode_blocking, fill
 

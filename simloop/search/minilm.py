@@ -102,7 +102,7 @@ class SentenceModel:
         return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), _F(1e-12))
 
 
-MiniLM = SentenceModel  # the name the BERT model was loaded by first (tests, embeddings.load_minilm)
+MiniLM = SentenceModel  # the name the BERT model was loaded by first (tests, encoders.load_minilm)
 
 
 def _load_encoder(path: Path, cls: type[BertEncoder], config: dict[str, Any], prepared: Path | None,

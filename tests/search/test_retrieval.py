@@ -223,7 +223,8 @@ async def test_build_and_search_tiny_index(tiny_index: Path):
 @pytest.mark.slow
 async def test_rerank_reads_cached_passage_vectors_and_agrees_with_fresh_ones(tiny_index: Path, tiny_vectors: Path):
     from simloop.parts.retrieve import embedding_rerank
-    from simloop.search.embeddings import open_embedder, vector_cache
+    from simloop.search.embeddings import open_embedder
+    from simloop.search.encoders import vector_cache
 
     retriever = await open_retriever(RetrievalConfig(index=tiny_index))
     stored, fresh = await open_embedder(vectors=vector_cache("minilm", tiny_vectors)), await open_embedder()

@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from simloop.search.embeddings import MiniLMEmbedder, encode_passages, open_embedder, vector_cache
+from simloop.search.embeddings import MiniLMEmbedder, encode_passages, open_embedder
+from simloop.search.encoders import vector_cache
 from simloop.search.steps import Step, Stopped
 from simloop.search.vectorcache import VectorCache
 from simloop.search.vectors import corpus_passages, corpus_sentences, fill
