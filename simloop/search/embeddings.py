@@ -44,7 +44,7 @@ from ..errors import DataFileError, RetrievalError
 from ..progress import NO_PROGRESS, ProgressSink
 from .batching import dispatcher, fail, stop, waiting
 from .encoders import ENCODERS, vector_cache
-from .steps import STOP_GRACE_S, Step, off_loop
+from .steps import Step, off_loop
 from .vectorcache import VectorCache
 
 __all__ = ["Embedder", "MiniLMEmbedder", "cosine", "open_embedder", "encode_fixed", "encode_passages",
@@ -299,18 +299,16 @@ class MiniLMEmbedder:
 
     async def aclose(self) -> None:
         """Stop the worker thread and close the vector cache; later ``encode`` calls fail.
-        A batch still encoding stops at its next model call; closing waits for that a few
-        seconds at most (an interrupted run must not wait on it).  Idempotent."""
+        A batch still encoding stops at its next model call; the cache is closed on the
+        worker after it, and nobody waits for that (an interrupted run must not: every
+        entry is written whole, or not at all).  Idempotent."""
         if self._closed:
             return
         self._closed = True
         stop(self._dispatcher, self._pending, RetrievalError("the embedder is closed"))
-        closing = None
         if self.vectors is not None:  # on the worker: the cache is that thread's
-            closing = asyncio.wrap_future(self._executor.submit(self.vectors.close))
+            self._executor.submit(self.vectors.close)
         self._executor.shutdown(wait=False)
-        if closing is not None:
-            await asyncio.wait({closing}, timeout=STOP_GRACE_S)
 
 
 async def open_embedder(*, disk_cache: bool = False, progress: ProgressSink = NO_PROGRESS,
