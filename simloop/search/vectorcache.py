@@ -16,7 +16,7 @@ requirement: a file that cannot be opened, read or written is logged once and th
 encoder goes on without it (a writer that finds the file busy for long skips storing).
 
 Size: bounded by ``settings.vector_cache_mb`` (``SIMLOOP_VECTOR_CACHE_MB``, default 1024;
-the demo corpus' 10,033 passages and 36,953 sentences take ~80 MB).  Past the bound the
+the demo corpus' 10,033 passages and 36,953 sentences take ~93 MB: 2,080 bytes a MiniLM vector).  Past the bound the
 oldest quarter of the rows is dropped (first in, first out: counting uses would turn every
 lookup into a write), checked when a cache that stored something is closed.  Lookups are
 batched (one query per batch of texts) and run on the encoder's worker thread, never on
