@@ -12,8 +12,8 @@ one BM25 retriever on the demo index, shared and warmed by an untimed dialogue (
 compiles Lucene's search path over its first queries), and embedders of its own (MiniLM,
 and all-mpnet-base-v2 for the PTKB ranker), loaded and warmed outside the timing (a model's
 load and its ONNX Runtime session are a process's start-up, paid once, not a turn's), so
-that no agent's encodes are served from another agent's cache.  The embedder reads the
-passage vectors stored with the demo index, as a run's does.  ``agent_cpu_ms_per_turn_<agent>``:
+that no agent's encodes are served from another agent's in-memory cache.  The embedder
+reads and fills the persistent vector cache, as a run's does.  ``agent_cpu_ms_per_turn_<agent>``:
 the whole process's CPU per turn (MiniLM, MPNet, JVM and the LLM client included), with a
 target for the three agents with the most local work.  The mock's completions are synthetic:
 prompt tokens are the agent's own, completion tokens only show how many outputs it asks for.
@@ -97,14 +97,14 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
                                     assistant=name, concurrency=1, limit=dialogues, sim_params={"turns": turns},
                                     asst_params=params, max_turns=turns + 1, timeout_s=300.0)
 
-            warm = await warm_embedders(retriever.index_dir)
+            warm = await warm_embedders(disk_cache=True)
             try:  # untimed: the JVM's search path compiled before any agent is measured
                 await run_prepared(config("warm-up", "bm25_extractive", {}), {**warm, "retriever": retriever})
             finally:
                 await close_embedders(warm)
             for label, name, params in plan:
                 mock.reset()
-                embedders = await warm_embedders(retriever.index_dir)
+                embedders = await warm_embedders(disk_cache=True)
                 try:
                     r = await run_prepared(config(label, name, params), {**embedders, "retriever": retriever})
                 except Exception as exc:  # a plugin that cannot even be built is reported, not fatal

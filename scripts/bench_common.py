@@ -293,18 +293,19 @@ async def run_prepared(cfg: Any, overrides: dict[str, Any] | None = None) -> dic
             "cpu_s": proc_cpu_s() - cpu0, "run_dir": prep.run_dir}
 
 
-async def warm_embedders(index: Path | None = None, **settings: Any) -> dict[str, Any]:
-    """Run overrides ``embedder`` (MiniLM, reading ``index``'s stored vectors) and
-    ``embedder:mpnet`` (the PTKB ranker's), made with ``settings``, each loaded and warmed by
-    one model call and its counters zeroed, untimed: a model load (and its ONNX Runtime
-    session) is a process's start-up, not a turn's.  Close them with ``close_embedders``."""
+async def warm_embedders(**settings: Any) -> dict[str, Any]:
+    """Run overrides ``embedder`` (MiniLM) and ``embedder:mpnet`` (the PTKB ranker's), made
+    with ``settings`` (``disk_cache=True``: reading and filling the vector cache, as a run's
+    do), each loaded and warmed by one model call and its counters zeroed, untimed: a model
+    load (and its ONNX Runtime session) is a process's start-up, not a turn's.  Close them
+    with ``close_embedders``."""
     from simloop.search import open_embedder
 
-    embedders = {"embedder": await open_embedder(index=index, **settings),
+    embedders = {"embedder": await open_embedder(**settings),
                  "embedder:mpnet": await open_embedder(encoder="mpnet", **settings)}
     for embedder in embedders.values():
         await embedder.encode(["warm-up sentence"])
-        embedder.stats.update(batches=0, model_calls=0, texts=0, encode_cpu_s=0.0)
+        embedder.stats.update(batches=0, model_calls=0, texts=0, encode_cpu_s=0.0, stored_hits=0)
     return embedders
 
 

@@ -42,6 +42,9 @@ BENCHES: dict[str, tuple[str, int, int]] = {
     # end-to-end runs against the demo personas) and the voice against real iKAT utterances.
     "grader": ("bench_grader", 2400, 1200),
     "realism": ("bench_realism", 1800, 600),  # the demo, then iKAT personas of three topic files
+    # Issue 35: a fresh clone to the finished demo (venv set up, index built, 41 dialogues),
+    # then the demo again; ~2 GB of venv and cache in a temporary folder, removed after.
+    "demo": ("bench_demo", 1500, 900),
 }
 
 

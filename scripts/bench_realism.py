@@ -39,7 +39,7 @@ Also reported (details): the demo's satisfied share (all dialogues and the first
 which is the default demo), and per-file real values.  Skips with one line when the iKAT
 data folder is missing (set ``SIMLOOP_IKAT_DATA`` to point at it).
 
-The voice on real iKAT personas (issue 34): each topic file is converted with ``simloop
+The voice on real iKAT personas: each topic file is converted with ``simloop
 personas from-ikat`` and the offline simulator runs ``bm25_extractive`` over the personas
 (a real ``simloop run`` subprocess, each persona once; with ``--quick`` the first
 ``IKAT_QUICK_LIMIT`` dialogues), compared with the real users of the same file.  Figures

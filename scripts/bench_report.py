@@ -24,6 +24,8 @@ LABELS: dict[str, tuple[str, str]] = {
     "client_cpu_ms_per_request_1000": ("same at concurrency 1,000", "ms"),
     "embedding_batch_speedup": ("offline demo throughput, embedding batching + caching on vs off (same run)", "×"),
     "offline_cpu_s_per_dialogue": ("process CPU per offline demo dialogue (offline simulator, bm25_extractive)", "s"),
+    "demo_fresh_clone_s": ("git clone to finished ./scripts/demo (setup, index build, 41 dialogues), empty cache", "s"),
+    "demo_second_run_s": ("./scripts/demo again in that clone (venv, index, model and vector cache there)", "s"),
     "agent_cpu_ms_per_turn_nii_gtr": ("nii_gtr: process CPU per turn, 200 ms mock LLM", "ms"),
     "agent_cpu_ms_per_turn_iiuot": ("iiuot: process CPU per turn, 200 ms mock LLM", "ms"),
     "agent_cpu_ms_per_turn_acms": ("acms: process CPU per turn, 200 ms mock LLM", "ms"),
@@ -222,6 +224,15 @@ def _notes(details: dict[str, Any]) -> list[str]:
     if pooled.get("pass_rate"):
         rates = ", ".join(f"{k} {_fmt(v)}" for k, v in pooled["pass_rate"].items())
         out.append(f"- grader pass rates by candidate kind ({' + '.join(pooled.get('sets', []))}): {rates}")
+    dm = b.get("demo", {})
+    if dm.get("first"):
+        lk = dm.get("lookups") or {}
+        out.append(f"- demo: load average {dm.get('loadavg_before')} before, {dm.get('loadavg_after_first')} after the "
+                   f"fresh clone's demo; its dialogues {dm['first'].get('dialogues_wall_s')} s, the second run's "
+                   f"{(dm.get('second') or {}).get('dialogues_wall_s')} s; same answers with an empty and a full "
+                   f"vector cache: {dm.get('same_answers')}; pip's cache {dm.get('pip_cache_mb')} MB; vector cache "
+                   f"{lk.get('rows')} vectors, {lk.get('size_mb')} MB, a lookup of 64 texts {lk.get('p50_ms')} ms "
+                   f"(p95 {lk.get('p95_ms')})")
     for name, det in b.items():
         if "error" in det:
             out.append(f"- {name}: did not finish ({det['error']})")

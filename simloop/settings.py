@@ -19,8 +19,8 @@ from pathlib import Path
 from .errors import ConfigError
 
 __all__ = ["PROCESS_SETTINGS", "SCRIPT_SETTINGS", "EVENT_LOOPS", "LLM_TRANSPORTS", "is_setting", "choice", "count",
-           "check", "event_loop", "llm_http", "embed_threads", "embed_runtime", "demo_vectors", "cache_root",
-           "cache_named", "jvm_options", "serve_tokens"]
+           "check", "event_loop", "llm_http", "embed_threads", "embed_runtime", "demo_vectors", "vector_cache_mb",
+           "cache_root", "cache_named", "jvm_options", "serve_tokens"]
 
 PROCESS_SETTINGS: dict[str, str] = {
     "SIMLOOP_EVENT_LOOP": "the event loop: uvloop (the default where installed) or asyncio",
@@ -28,8 +28,12 @@ PROCESS_SETTINGS: dict[str, str] = {
     "SIMLOOP_EMBED_THREADS": "threads of each encoder (MiniLM, MPNet) in a run; default 1",
     "SIMLOOP_TORCH_THREADS": "the older name of SIMLOOP_EMBED_THREADS",
     "SIMLOOP_EMBED_RUNTIME": "who runs the encoders' layers on small batches: onnx (the default) or numpy",
-    "SIMLOOP_DEMO_VECTORS": "1 (the default): the demo index gets MiniLM vectors; 0: it does not",
-    "SIMLOOP_CACHE": "the cache folder (demo corpus and index, unpacked models); default ~/.cache/simloop",
+    "SIMLOOP_DEMO_VECTORS": "1: fill the vector cache with the demo corpus up front (minutes, once); 0 (the default): "
+                            "runs embed what they retrieve, as they go",
+    "SIMLOOP_VECTOR_CACHE_MB": "the most megabytes the vector cache keeps (oldest dropped first); default 1024, 0: "
+                               "no bound",
+    "SIMLOOP_CACHE": "the cache folder (demo corpus and index, vector cache, unpacked models); default "
+                     "~/.cache/simloop",
     "SIMLOOP_JVM_OPTIONS": "extra options for Java (space-separated, e.g. -Xmx2g)",
     "SIMLOOP_SERVE_TOKENS": "simloop serve's bearer tokens, TEAM=TOKEN,...",
 }
@@ -79,6 +83,7 @@ def check() -> None:
     embed_threads()
     embed_runtime()
     demo_vectors()
+    vector_cache_mb()
 
 
 def event_loop(wanted: str | None = None) -> str:
@@ -108,19 +113,31 @@ def embed_runtime() -> str:
 
 
 def demo_vectors() -> bool:
-    """Does the demo index get MiniLM vectors: ``SIMLOOP_DEMO_VECTORS`` ``1`` (the default)
-    or ``0``.  Anything else is refused, not read as on: a typo such as ``no`` or ``false``
-    would build the vectors it meant to skip (the CLI checks it before any command)."""
+    """Is the vector cache filled with the demo corpus up front: ``SIMLOOP_DEMO_VECTORS``
+    ``1``, or ``0`` (the default: runs embed what they retrieve).  Anything else is refused,
+    not guessed: a typo such as ``yes`` or ``false`` would do what it did not mean (the CLI
+    checks it before any command)."""
     raw = os.environ.get("SIMLOOP_DEMO_VECTORS", "")
     if raw not in ("", "0", "1"):
-        raise ConfigError(f"SIMLOOP_DEMO_VECTORS={raw!r}: expected 0 (the demo index without MiniLM vectors) "
-                          "or 1 (with them, the default)")
-    return raw != "0"
+        raise ConfigError(f"SIMLOOP_DEMO_VECTORS={raw!r}: expected 0 (embed as runs need it, the default) "
+                          "or 1 (fill the vector cache with the demo corpus up front)")
+    return raw == "1"
+
+
+def vector_cache_mb() -> int:
+    """The bound of the vector cache in megabytes (``SIMLOOP_VECTOR_CACHE_MB``, default 1024;
+    ``0``: no bound).  Anything but a whole number is a ConfigError."""
+    raw = os.environ.get("SIMLOOP_VECTOR_CACHE_MB", "").strip()
+    if not raw:
+        return 1024
+    if not raw.isdigit():
+        raise ConfigError(f"SIMLOOP_VECTOR_CACHE_MB={raw!r}: expected a whole number of megabytes (0: no bound)")
+    return int(raw)
 
 
 def cache_root(cache_dir: Path | None = None) -> Path:
     """``cache_dir``, else ``$SIMLOOP_CACHE``, else ``~/.cache/simloop``: where the demo
-    corpus and index and the unpacked models are kept."""
+    corpus and index, the vector cache and the unpacked models are kept."""
     if cache_dir is not None:
         return Path(cache_dir)
     env = os.environ.get("SIMLOOP_CACHE")

@@ -40,8 +40,8 @@ def demo_cache(tmp_path_factory: pytest.TempPathFactory):
     cache = _session_dir(tmp_path_factory) / "simloop-cache"
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SIMLOOP_CACHE", str(cache))
-        # Embedding all 10,033 demo passages takes minutes of CPU: the suite's demo index goes
-        # without stored vectors (tiny_index in test_retrieval.py checks them end to end).
+        # Whatever the shell says: filling the vector cache with the whole demo corpus up
+        # front takes minutes of CPU (tests/search/test_vector_cache.py fills a tiny one).
         mp.setenv("SIMLOOP_DEMO_VECTORS", "0")
         yield cache
 

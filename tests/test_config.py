@@ -24,6 +24,7 @@ def test_process_settings_are_not_read_as_run_config():
 
     env = {"SIMLOOP_EMBED_THREADS": "2", "SIMLOOP_TORCH_THREADS": "2", "SIMLOOP_LLM_HTTP": "httpx",
            "SIMLOOP_JVM_OPTIONS": "-Xmx1g", "SIMLOOP_DEMO_VECTORS": "0", "SIMLOOP_EMBED_RUNTIME": "numpy",
+           "SIMLOOP_VECTOR_CACHE_MB": "64",
            "SIMLOOP_EVENT_LOOP": "asyncio", "SIMLOOP_CACHE": "/tmp/c", "SIMLOOP_SERVE_TOKENS": "team=t",
            "SIMLOOP_IKAT_DATA": "/data", "SIMLOOP_TEST_CACHE": "/tmp/t", "SIMLOOP_TEST_WORKERS": "4"}
     assert set(env) == set(PROCESS_SETTINGS) | set(SCRIPT_SETTINGS)

@@ -3,7 +3,6 @@ counting seam (simloop/progress.py) advances; a pipe sees exactly what it saw be
 
 from __future__ import annotations
 
-import json
 import os
 import pty
 import select
@@ -14,7 +13,9 @@ from pathlib import Path
 import numpy as np
 
 from simloop.evaluate.judge import judge_calls, judge_transcripts
-from simloop.search.vectors import PassageVectors, write_vectors
+from simloop.search.steps import Step
+from simloop.search.vectorcache import VectorCache
+from simloop.search.vectors import fill
 from tests.helpers.cli import simloop_cli
 from tests.helpers.data import DOCS, ROOT, write_jsonl
 from tests.helpers.models import CountingModel, ScriptedJudge
@@ -35,17 +36,19 @@ class Tally:
         self.steps.append(n)
 
 
-def test_passage_embedding_counts_every_passage_and_keeps_row_order(tmp_path: Path):
+def test_filling_the_vector_cache_counts_every_text_shortest_first(tmp_path: Path):
     docs = [{"id": f"d{i}", "contents": "word " * (7 - i)} for i in range(7)]  # lengths differ
     corpus = write_jsonl(tmp_path / "c.jsonl", docs)
     model, tally = CountingModel(), Tally()
-    assert write_vectors(tmp_path, [corpus], model.encode, chunk=3, progress=tally) == 7
-    assert tally.phases == [("embedding passages", 7)] and tally.steps == [3, 3, 1]
-    # encoded shortest first, stored in corpus order: each docid's row is its own text's vector
-    assert [len(b[0]) for b in model.batches] == sorted(len(b[0]) for b in model.batches)
-    stored = PassageVectors.open(tmp_path)
-    for d in docs:
-        assert np.allclose(stored.lookup(d["id"], d["contents"]), CountingModel().encode([d["contents"]])[0])
+    cache = VectorCache(tmp_path / "vectors.sqlite", "counting/v1", 384)
+    assert fill([corpus], model.encode, cache, Step(tally), chunk=3) == (7, 4)  # sentences of 4 words or more
+    assert tally.phases == [("embedding passages", 7), ("embedding sentences", 4)]
+    assert tally.steps == [3, 3, 1, 3, 1]
+    passages = model.batches[:3]
+    assert [len(b[0]) for b in passages] == sorted(len(b[0]) for b in passages)  # shortest first
+    for d, vec in zip(docs, cache.lookup([d["contents"] for d in docs])):  # each text's own vector
+        assert vec is not None and np.allclose(vec, CountingModel().encode([d["contents"]])[0])
+    cache.close()
 
 
 async def test_the_judge_counts_each_call_answered():
@@ -64,10 +67,10 @@ def test_eval_without_judge_prints_no_bar_when_piped(tmp_path: Path):
     assert read_json(run / "summary.json")["stats"]["dialogues"] == 1
 
 
-def _on_a_terminal(*args: str) -> str:
+def _on_a_terminal(*args: str, env: dict[str, str] | None = None) -> str:
     """stderr of ``simloop ARGS`` on a pseudo-terminal (as a user sees it); stdout piped."""
     master, slave = pty.openpty()
-    env = {**os.environ, "COLUMNS": "100", "TERM": "xterm"}
+    env = {**os.environ, "COLUMNS": "100", "TERM": "xterm", **(env or {})}
     proc = subprocess.Popen([sys.executable, "-m", "simloop", *args], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=slave, env=env)
     os.close(slave)
@@ -92,11 +95,14 @@ def _on_a_terminal(*args: str) -> str:
 
 def test_index_build_shows_its_phases_on_a_terminal_and_nothing_when_piped(tmp_path: Path):
     corpus = write_jsonl(tmp_path / "c.jsonl", DOCS)
-    shown = _on_a_terminal("index", "build", "--corpus", str(corpus), "--out", str(tmp_path / "tty"), "--embeddings")
+    env = {"SIMLOOP_CACHE": str(tmp_path / "cache")}
+    shown = _on_a_terminal("index", "build", "--corpus", str(corpus), "--out", str(tmp_path / "tty"), "--embeddings",
+                           env=env)
     for label in ("indexing (BM25)", "preparing: MiniLM", "embedding passages", "embedding sentences"):
         assert label in shown
     assert f"{len(DOCS)}/{len(DOCS)}" in shown  # the passages counted to the end
-    p = simloop_cli("index", "build", "--corpus", corpus, "--out", tmp_path / "piped", "--embeddings")
+    p = simloop_cli("index", "build", "--corpus", corpus, "--out", tmp_path / "piped", "--embeddings",
+                    env={**os.environ, **env})
     assert p.returncode == 0 and p.stderr == ""
-    assert p.stdout == f"indexed {len(DOCS)} documents into {tmp_path / 'piped'} with their MiniLM vectors\n"
-    assert json.loads((tmp_path / "piped" / "minilm-vectors.json").read_text())["docids"] == [d["id"] for d in DOCS]
+    assert p.stdout == (f"indexed {len(DOCS)} documents into {tmp_path / 'piped'}; the MiniLM vectors of its "
+                        f"passages and sentences are in {tmp_path / 'cache' / 'vectors.sqlite'}\n")

@@ -83,7 +83,8 @@ def test_every_variable_simloop_names_is_declared_or_a_run_setting():
 
 def test_check_reads_every_setting_that_can_be_bad(monkeypatch):
     for name, bad in (("SIMLOOP_EVENT_LOOP", "trio"), ("SIMLOOP_LLM_HTTP", "curl"), ("SIMLOOP_EMBED_THREADS", "0"),
-                      ("SIMLOOP_EMBED_RUNTIME", "torch"), ("SIMLOOP_DEMO_VECTORS", "yes")):
+                      ("SIMLOOP_EMBED_RUNTIME", "torch"), ("SIMLOOP_DEMO_VECTORS", "yes"),
+                      ("SIMLOOP_VECTOR_CACHE_MB", "1GB")):
         with monkeypatch.context() as m:
             m.setenv(name, bad)
             with pytest.raises(ConfigError, match=f"^{name}="):

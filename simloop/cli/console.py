@@ -88,13 +88,19 @@ class CountingBar:
 
 def run_events(progress: Progress, todo: int | None) -> Callable[[Event], None]:
     """The engine's events on the dialogues bar (``run``, ``rehearse``): ``preparing:``
-    phases while plugins warm up, then dialogues done, turns and errors."""
+    phases while plugins warm up (a long wait's note on a line of its own when there is no
+    bar), then dialogues done, turns and errors."""
     task = progress.add_task("dialogues", total=todo, turns=0, errors=0)
     counters = {"turns": 0, "errors": 0}
 
     def on_event(ev: Event) -> None:
         if ev.kind == "preparing":  # warm-up: the bar waits, its label says what is loading
             progress.update(task, description=f"preparing: {ev.detail}")
+        elif ev.kind == "waiting":  # a long wait: on the bar's label, else one line
+            if progress.disable or not err.is_terminal:
+                err.print(f"simloop: {ev.detail}", markup=False, highlight=False, soft_wrap=True)
+            else:
+                progress.update(task, description=ev.detail)
         elif ev.kind == "ready":
             progress.update(task, description="dialogues")
             progress.reset(task, total=todo)  # the elapsed time counts dialogues only

@@ -1,5 +1,7 @@
-"""`simloop index build` (a BM25 index, optionally with MiniLM vectors) and `simloop corpus
-wiki` (the offline demo corpus): the search commands."""
+"""`simloop index build` (a BM25 index; ``--embeddings``: and the MiniLM vectors of its
+passages and sentences, into the vector cache) and `simloop corpus wiki` (the offline demo
+corpus): the search commands.  Ctrl-C or SIGTERM stops either within a
+second or two (exit 130), leaving no half-written file or index."""
 
 from __future__ import annotations
 
@@ -10,13 +12,15 @@ __all__ = ["add_commands", "cmd_index_build", "cmd_corpus_wiki"]
 
 
 def cmd_index_build(a: argparse.Namespace) -> int:
-    from ..search import build_index
+    from ..search import build_index, vector_cache
     from .console import CountingBar, live
 
-    bar = CountingBar()  # embedding takes minutes (~23 on the demo corpus): shown on a terminal
+    bar = CountingBar()  # embedding takes minutes (10-25 on the demo corpus): shown on a terminal
     with live(bar.progress):
         n = build_index(a.corpus, a.out, threads=a.threads, embeddings=a.embeddings, progress=bar)
-    print(f"indexed {n} documents into {a.out}" + (" with their MiniLM vectors" if a.embeddings else ""))
+    print(f"indexed {n} documents into {a.out}" +
+          (f"; the MiniLM vectors of its passages and sentences are in {vector_cache('minilm').path}"
+           if a.embeddings else ""))
     return 0
 
 
@@ -35,8 +39,9 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", type=Path, required=True, help="index folder: new, empty, or an index to replace")
     p.add_argument("--threads", type=int, default=2, help="indexing threads (default 2)")
     p.add_argument("--embeddings", action="store_true",
-                   help="also store the MiniLM vector of each passage and each of its sentences (re-ranking and "
-                        "extractive answers become lookups; ~20-50 ms CPU per passage, once)")
+                   help="also put the MiniLM vector of each passage and each of its sentences into the vector cache "
+                        "now (runs otherwise embed them when they first retrieve them; ~20-50 ms CPU per passage, "
+                        "once per machine)")
     p.set_defaults(func=cmd_index_build)
 
     cor = sub.add_parser("corpus", help="write a demo corpus").add_subparsers(dest="corpus_cmd", required=True)

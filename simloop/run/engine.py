@@ -30,9 +30,10 @@ __all__ = ["Engine", "Event", "EventSink", "TranscriptSink", "RunStats", "run_di
 @dataclass(frozen=True, slots=True)
 class Event:
     """Progress events: ``started`` / ``turn`` / ``ended`` for a dialogue; for the run
-    (``dialogue_id`` empty): ``preparing`` (``detail``: what is being opened), ``ready``
-    (every dialogue starts after it), ``stopping`` (``detail``: the signal) and ``halted``
-    (``detail``: why no new dialogue starts)."""
+    (``dialogue_id`` empty): ``preparing`` (``detail``: what is being opened), ``waiting``
+    (``detail``: a long wait while preparing, what for and why: shown even without a bar),
+    ``ready`` (every dialogue starts after it), ``stopping`` (``detail``: the signal) and
+    ``halted`` (``detail``: why no new dialogue starts)."""
 
     kind: str
     dialogue_id: str = ""

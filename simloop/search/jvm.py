@@ -37,7 +37,8 @@ from ..errors import ConfigError, RetrievalError, SimloopError
 from ..settings import jvm_options
 from .anserini import SEARCHER_CLASS, java_error
 
-__all__ = ["prepare_environment", "environment_ready", "boot_jvm", "check_jvm", "check_jvm_options", "JVM_OPTIONS"]
+__all__ = ["prepare_environment", "environment_ready", "boot_jvm", "check_jvm", "check_jvm_options", "java_command",
+           "JVM_OPTIONS"]
 
 log = logging.getLogger(__name__)
 
@@ -114,6 +115,18 @@ def _options() -> list[str]:
             options += ["--sun-misc-unsafe-memory-access=allow", "--enable-native-access=ALL-UNNAMED",
                         "-Dslf4j.internal.verbosity=WARN"]
     return options
+
+
+def java_command() -> list[str]:
+    """``java`` with our options and the Anserini jar on the classpath, for a Java program run
+    as a child process (an index build: a child can be stopped at once, the in-process JVM
+    only when its call returns).  With ``-Xrs`` a SIGINT or SIGTERM ends it at once."""
+    _ensure_environment()
+    java = Path(os.environ.get("JAVA_HOME", "")) / "bin" / "java"
+    if not java.is_file():
+        raise RetrievalError(f"no Java at {java} (JAVA_HOME={os.environ.get('JAVA_HOME')}): pyserini needs Java 21+; "
+                             "unset JAVA_HOME to use the bundled runtime")
+    return [str(java), *_options(), "-cp", str(_anserini_jar())]
 
 
 def _start_jvm() -> None:

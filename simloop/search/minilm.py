@@ -29,6 +29,7 @@ from ..files import atomic_folder
 from ..settings import embed_threads
 from .bert import BertEncoder
 from .mpnet import MPNetEncoder
+from .steps import Step
 
 __all__ = ["MiniLM", "SentenceModel", "blas_threads"]
 
@@ -52,10 +53,11 @@ class SentenceModel:
     ``prepared``: a folder (ours to write) where the weights are kept in the forward pass's
     layout as .npy files, written on the first load and memory-mapped on later ones: MPNet
     then loads in ~0.1 s instead of ~2.3 s of CPU (transposing 85M weights), and processes
-    share its pages.
+    share its pages.  Writing it (~440 MB for MPNet) stops between two files when ``step``
+    says stop, leaving no folder behind.
     """
 
-    def __init__(self, path: str | Path, prepared: Path | None = None):
+    def __init__(self, path: str | Path, prepared: Path | None = None, step: Step | None = None):
         from tokenizers import Tokenizer
 
         path = Path(path)
@@ -70,7 +72,8 @@ class SentenceModel:
         pad = (self.tokenizer.padding or {}).get("pad_token", "[PAD]")
         self.tokenizer.enable_padding(pad_id=self.tokenizer.token_to_id(pad), pad_token=pad)
         model_config = json.loads((path / "config.json").read_text())
-        self.model = _load_encoder(path, _encoder(model_config.get("model_type", "bert")), model_config, prepared)
+        self.model = _load_encoder(path, _encoder(model_config.get("model_type", "bert")), model_config, prepared,
+                                   step or Step())
         self.dim = int(pooling["word_embedding_dimension"])
 
     def encode(self, texts: Sequence[str], batch_size: int = 64, normalize_embeddings: bool = True,
@@ -99,10 +102,11 @@ class SentenceModel:
         return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), _F(1e-12))
 
 
-MiniLM = SentenceModel  # the name the BERT model was loaded by first (tests, embeddings.load_minilm)
+MiniLM = SentenceModel  # the name the BERT model was loaded by first (tests, encoders.load_minilm)
 
 
-def _load_encoder(path: Path, cls: type[BertEncoder], config: dict[str, Any], prepared: Path | None) -> BertEncoder:
+def _load_encoder(path: Path, cls: type[BertEncoder], config: dict[str, Any], prepared: Path | None,
+                  step: Step) -> BertEncoder:
     if prepared is not None and (prepared / ".ready").is_file():
         state = {f.stem: np.load(f, mmap_mode="r") for f in prepared.glob("*.npy")}
         return cls(state, config, prepared=True)
@@ -110,16 +114,17 @@ def _load_encoder(path: Path, cls: type[BertEncoder], config: dict[str, Any], pr
 
     model = cls(load_file(str(path / "model.safetensors")), config)
     if prepared is not None:
-        _save_state(model.state(), prepared)
+        _save_state(model.state(), prepared, step)
     return model
 
 
-def _save_state(state: dict[str, np.ndarray], folder: Path) -> None:
+def _save_state(state: dict[str, np.ndarray], folder: Path, step: Step) -> None:
     """Write the arrays as one folder, all or nothing (a process that loses the race keeps
     its own copy in memory)."""
     try:
         with atomic_folder(folder) as tmp:
             for name, array in state.items():
+                step.check()
                 np.save(tmp / f"{name}.npy", np.ascontiguousarray(array))
             (tmp / ".ready").write_text("")
     except OSError:  # a read-only cache or a lost race: this process just loaded it anyway

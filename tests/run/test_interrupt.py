@@ -1,7 +1,8 @@
 """Interrupting real runs with real signals (issue 14, DESIGN §12).
 
 The index is the suite's cached demo index (``SIMLOOP_CACHE``, set by scripts/test).
-Each trial starts ``simloop run`` in a subprocess (the real demo index, MiniLM, MPNet, the JVM;
+Each trial starts ``simloop run`` in a subprocess (the real demo index, MiniLM, MPNet, the JVM,
+an empty vector cache, so that dialogues embed what they retrieve;
 for the LLM trials a real ``simloop mock-llm --latency-ms 500`` over HTTP, and genaius over
 an in-memory index, since those trials are about HTTP calls, not the JVM) and sends
 SIGINT or SIGTERM at a seeded random moment within a phase: while the JVM boots, while
@@ -12,7 +13,9 @@ printed, no dialogue recorded as an error, no duplicate line, and no ``hs_err_pi
 To keep the suite short the trials of one kind are chained on one run directory: the
 first trial starts the run, each next one resumes it and is interrupted in turn, and a
 last resume, left alone, must complete the run with every dialogue exactly once.  The
-trial table is printed (``-s``) for the closing note of the issue.
+trial table is printed (``-s``) for the closing note of the issue.  The preparation steps
+(corpus, index build, embedding up front, model unpack, another process's lock) are
+tests/run/test_interrupt_prepare.py's; the machinery is tests/helpers/signals.py.
 """
 
 from __future__ import annotations
@@ -21,10 +24,9 @@ import asyncio
 import os
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
-import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -33,138 +35,9 @@ from simloop.config import RunConfig
 from simloop.run import read_manifest, read_transcripts
 from simloop.run.runner import execute, prepare_run
 from tests.helpers.data import ROOT
+from tests.helpers.signals import EXIT_DEADLINE_S, cache_sharing, chain, leftovers, table
 
 SEED = 14
-EXIT_DEADLINE_S = 10.0  # the issue's bound on how long a stop may take, not a speed figure
-PHASE_TIMEOUT_S = 300.0  # waiting for a phase to begin on a loaded machine
-
-
-@dataclass
-class Trial:
-    moment: str
-    signal: str
-    exit_code: int | None = None
-    exit_s: float = 0.0  # signal to exit, for the table (bounded by EXIT_DEADLINE_S, not judged)
-    recorded: int = 0  # lines after this trial
-    errors: int = 0
-    duplicated: int = 0
-
-
-class Proc:
-    """``simloop ...`` in a subprocess, its output in files (a pipe nobody reads can fill up).
-    It runs in the test's folder: a JVM that crashed would leave its hs_err file there."""
-
-    def __init__(self, args: list[str], cwd: Path, name: str):
-        self.out, self.err = cwd / f"{name}.out", cwd / f"{name}.err"
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
-        with self.out.open("w") as out, self.err.open("w") as err:
-            self.p = subprocess.Popen([sys.executable, "-m", "simloop", *args], cwd=cwd, stdout=out, stderr=err,
-                                      env=env)  # tests/ on the path: interrupt_plugins
-
-    def stderr(self) -> str:
-        return self.err.read_text(errors="replace")
-
-    def wait_for(self, text: str) -> None:
-        deadline = time.monotonic() + PHASE_TIMEOUT_S
-        while text not in self.stderr():
-            if self.p.poll() is not None:
-                pytest.fail(f"run ended (code {self.p.returncode}) before {text!r}:\n{self.stderr()[-3000:]}")
-            if time.monotonic() > deadline:
-                self.p.kill()
-                pytest.fail(f"no {text!r} after {PHASE_TIMEOUT_S:.0f} s:\n{self.stderr()[-3000:]}")
-            time.sleep(0.02)
-
-    def wait_for_lines(self, run_dir: Path, more_than: int) -> None:
-        """Until the run has recorded more than ``more_than`` dialogues."""
-        deadline = time.monotonic() + PHASE_TIMEOUT_S
-        while len(_lines(run_dir)) <= more_than:
-            if self.p.poll() is not None or time.monotonic() > deadline:
-                self.p.kill()
-                pytest.fail(f"no new line (code {self.p.returncode}):\n{self.stderr()[-3000:]}")
-            time.sleep(0.05)
-
-    def stop(self, sig: signal.Signals, again: bool = False) -> int | None:
-        if self.p.poll() is not None:
-            pytest.fail(f"run ended (code {self.p.returncode}) before the signal; make it longer:\n"
-                        f"{self.stderr()[-2000:]}")
-        self.p.send_signal(sig)
-        if again:
-            time.sleep(0.05)
-            self.p.send_signal(sig)
-        try:
-            return self.p.wait(timeout=EXIT_DEADLINE_S)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            self.p.wait()
-            return None
-
-
-# moment -> the stderr line (``-v``) that opens its phase and the random delay after it
-PHASES = {
-    "jvm boot": ("preparing: search index", (0.0, 0.8)),
-    "embedder load": ("preparing: embedder", (0.0, 0.3)),
-    "retrieval": ("ready: dialogues start", (0.3, 3.0)),
-    "retrieval, after a line": ("ready: dialogues start", (0.0, 0.5)),  # the delay counts from the new line
-    "llm calls": ("ready: dialogues start", (1.0, 6.0)),  # calls take 0.5 s each, a dialogue ~6
-    "llm calls, after a line": ("ready: dialogues start", (0.0, 0.5)),  # the delay counts from the new line
-    "llm calls, 2x SIGINT": ("ready: dialogues start", (1.0, 4.0)),
-}
-
-
-def _lines(run_dir: Path) -> list:
-    """The recorded transcripts (none yet: a run stopped before its first line has no file)."""
-    return list(read_transcripts(run_dir)) if (run_dir / "dialogues.jsonl").exists() else []
-
-
-def _check_after_stop(run_dir: Path, proc: Proc, trial: Trial, cwd: Path) -> None:
-    err = proc.stderr()
-    assert trial.exit_code == 130, f"{trial}: {err[-3000:]}"
-    assert "Traceback" not in err, err[-3000:]
-    assert not list(cwd.glob("hs_err_pid*.log")) and not list(ROOT.glob("hs_err_pid*.log"))
-    ts = _lines(run_dir)
-    ids = [t.dialogue_id for t in ts]
-    trial.recorded, trial.duplicated = len(ids), len(ids) - len(set(ids))
-    trial.errors = sum(t.error is not None for t in ts)
-    assert trial.errors == 0, [t.error for t in ts if t.error]
-    assert trial.duplicated == 0
-    if "2x" not in trial.moment:  # a second signal leaves at once, before run.json is closed
-        assert read_manifest(run_dir).status == "interrupted"
-        assert f"resume with: simloop run --resume {run_dir}" in err
-
-
-def _chain(tmp: Path, start: list[str], plan: list[tuple[str, signal.Signals]], total: int,
-           rng: random.Random) -> list[Trial]:
-    run_dir = tmp / "runs" / "r"
-    trials = []
-    for i, (moment, sig) in enumerate(plan):
-        args = start if i == 0 else ["run", "--resume", str(run_dir), "--no-progress"]
-        proc = Proc(["-v", *args], tmp, f"trial{i}")  # -v: the phase lines on stderr
-        marker, (lo, hi) = PHASES[moment]
-        proc.wait_for(marker)
-        if "after a line" in moment:  # finished lines on disk, others in flight
-            proc.wait_for_lines(run_dir, len(_lines(run_dir)))
-        time.sleep(rng.uniform(lo, hi))
-        trial = Trial(moment, sig.name)
-        t0 = time.monotonic()
-        trial.exit_code = proc.stop(sig, again="2x" in moment)
-        trial.exit_s = time.monotonic() - t0
-        trials.append(trial)
-        _check_after_stop(run_dir, proc, trial, tmp)
-    last = Proc(["run", "--resume", str(run_dir), "--no-progress"], tmp, "final")
-    assert last.p.wait(timeout=PHASE_TIMEOUT_S * 2) == 0, last.stderr()[-3000:]
-    ids = [t.dialogue_id for t in read_transcripts(run_dir)]
-    assert len(ids) == total and len(set(ids)) == total  # none lost, none twice
-    assert all(t.error is None for t in read_transcripts(run_dir))
-    manifest = read_manifest(run_dir)
-    assert manifest.status == "finished"
-    return trials
-
-
-def _table(title: str, trials: list[Trial]) -> str:
-    rows = [f"{title}", "moment | signal | exit | exit s | lines after | errors | duplicated"]
-    rows += [f"{t.moment} | {t.signal} | {t.exit_code} | {t.exit_s:.1f} | {t.recorded} | {t.errors} | {t.duplicated}"
-             for t in trials]
-    return "\n".join(rows)
 
 
 # ----------------------------------------------------------------------------- in process
@@ -291,8 +164,12 @@ def test_offline_run_interrupted_during_boot_load_and_retrieval(tmp_path):
     # so the retrieval phase has one per signal (SIGTERM once a line is on disk).
     plan = [("jvm boot", signal.SIGINT), ("jvm boot", signal.SIGTERM), ("embedder load", signal.SIGINT),
             ("retrieval", signal.SIGINT), ("retrieval, after a line", signal.SIGTERM)]
-    trials = _chain(tmp_path, start, plan, total, rng)
-    print("\n" + _table("offline simulator + bm25_extractive", trials))
+    # Its own vector cache, empty: the dialogues embed what they retrieve as they go (issue 35),
+    # so the signals land in the middle of that too.
+    cache = cache_sharing(tmp_path / "cache", "index", "corpus", "models")
+    trials = chain(tmp_path, start, plan, total, rng, env={"SIMLOOP_CACHE": str(cache)},
+                   after_stop=lambda trial: _nothing_left(cache))
+    print("\n" + table("offline simulator + bm25_extractive, empty vector cache", trials))
 
 
 @pytest.fixture
@@ -323,5 +200,15 @@ def test_llm_run_interrupted_in_the_middle_of_llm_calls(tmp_path, slow_llm):
              "--run-id", "r", "--no-progress"]
     plan = [("llm calls", signal.SIGINT), ("llm calls", signal.SIGTERM), ("llm calls, after a line", signal.SIGINT),
             ("llm calls, 2x SIGINT", signal.SIGINT)]
-    trials = _chain(tmp_path, start, plan, total, rng)
-    print("\n" + _table("llm simulator + genaius (in-memory index), mock-llm --latency-ms 500", trials))
+    trials = chain(tmp_path, start, plan, total, rng)
+    print("\n" + table("llm simulator + genaius (in-memory index), mock-llm --latency-ms 500", trials))
+
+
+def _nothing_left(cache: Path) -> None:
+    """The vector cache a stopped run leaves is whole: every entry readable (no torn row)."""
+    assert leftovers(cache) == []
+    vectors = cache / "vectors.sqlite"
+    if vectors.exists():
+        with sqlite3.connect(vectors) as conn:
+            assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+            assert conn.execute("SELECT count(*) FROM vectors WHERE length(vec) NOT IN (1536, 3072)").fetchone()[0] == 0

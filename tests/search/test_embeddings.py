@@ -124,38 +124,3 @@ async def test_fixed_texts_outlive_the_lru():
     await embedder.encode(["u1", "u2", "u3"])  # would have evicted both from a plain LRU of 2
     await embedder.encode(["ptkb 2", "ptkb 1", "u3"])
     assert model.batches == [["ptkb 1", "ptkb 2"], ["u1", "u2", "u3"]]
-
-
-def _store(tmp_path, docs: dict[str, str], model: CountingModel):
-    from simloop.search.vectors import PassageVectors, write_vectors
-
-    corpus = tmp_path / "c.jsonl"
-    corpus.write_text("".join(f'{{"id": "{d}", "contents": "{t}"}}\n' for d, t in docs.items()))
-    assert write_vectors(tmp_path, [corpus], model.encode) == len(docs)
-    return PassageVectors.open(tmp_path)
-
-
-async def test_passages_come_from_the_stored_vectors_when_their_text_matches(tmp_path):
-    from simloop.search.embeddings import encode_passages
-
-    stored_by = CountingModel()
-    store = _store(tmp_path, {"a": "alpha text", "b": "beta text"}, stored_by)
-    assert len(store) == 2 and store.lookup("a", "changed text") is None
-    model = CountingModel()
-    embedder = MiniLMEmbedder(model, index=lambda: tmp_path)
-    # "b" is stored for another text, "c" not at all: only those two are encoded
-    vecs = await encode_passages(embedder, ["a", "b", "c"], ["alpha text", "beta, edited", "gamma"])
-    assert model.batches == [["beta, edited", "gamma"]] and embedder.stats["stored_hits"] == 1
-    np.testing.assert_allclose(vecs, stored_by.encode(["alpha text", "beta, edited", "gamma"]), atol=1e-6)
-    await encode_passages(embedder, ["a", "b", "c"], ["alpha text", "beta, edited", "gamma"])
-    assert len(model.batches) == 1  # the encoded ones are kept by docid for later turns
-
-
-async def test_broken_vector_files_are_a_data_error(tmp_path):
-    from simloop.errors import DataFileError
-    from simloop.search.vectors import META_FILE, PassageVectors
-
-    _store(tmp_path, {"a": "alpha"}, CountingModel())
-    (tmp_path / META_FILE).write_text("{not json")
-    with pytest.raises(DataFileError, match="rebuild with --embeddings"):
-        PassageVectors.open(tmp_path)

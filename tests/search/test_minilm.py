@@ -80,7 +80,7 @@ def test_gelu_is_the_exact_erf_form_to_float32_accuracy():
 def test_loading_minilm_imports_neither_torch_nor_transformers():
     # torch and transformers cost 7-8.5 s of CPU per process to import (search/minilm.py).
     names = ("torch", "transformers", "sentence_transformers", "sklearn", "scipy")
-    code = ("import sys; from simloop.search.embeddings import load_minilm; v = load_minilm().encode(['x', 'y z']); "
+    code = ("import sys; from simloop.search.encoders import load_minilm; v = load_minilm().encode(['x', 'y z']); "
             f"print(v.shape, *[n in sys.modules for n in {names!r}])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True)
     assert out.stdout.split() == ["(2,", "384)"] + ["False"] * len(names)
@@ -89,7 +89,7 @@ def test_loading_minilm_imports_neither_torch_nor_transformers():
 def test_one_blas_thread_in_a_run_and_every_core_within_blas_threads():
     # A subprocess: the limit is process-wide, and pytest's own process keeps its own.
     code = ("from threadpoolctl import threadpool_info as info\n"
-            "from simloop.search.embeddings import load_minilm\n"
+            "from simloop.search.encoders import load_minilm\n"
             "from simloop.search.minilm import blas_threads\n"
             "n = lambda: sorted({i['num_threads'] for i in info() if i['user_api'] == 'blas'})\n"
             "load_minilm()\n"

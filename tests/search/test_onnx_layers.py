@@ -8,7 +8,7 @@ import pytest
 
 import simloop.search.bert as bert
 from simloop.errors import ConfigError
-from simloop.search.embeddings import load_minilm, load_mpnet
+from simloop.search.encoders import load_minilm, load_mpnet
 from simloop.search.onnx_layers import SMALL_TOKENS, OnnxLayers
 
 pytestmark = pytest.mark.slow

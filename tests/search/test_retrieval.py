@@ -38,8 +38,19 @@ def tiny_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("tiny")
     corpus = write_jsonl(base / "corpus.jsonl", DOCS)
     out = base / "index"
-    assert build_index(corpus, out, threads=1, embeddings=True) == len(DOCS)  # with MiniLM passage vectors
+    assert build_index(corpus, out, threads=1) == len(DOCS)
     return out
+
+
+@pytest.fixture(scope="module")
+def tiny_vectors(tmp_path_factory: pytest.TempPathFactory, tiny_index: Path) -> Path:
+    """A vector cache holding the MiniLM vectors of the tiny corpus (what ``--embeddings`` fills)."""
+    from simloop.search.indexing import fill_vectors
+    from simloop.search.steps import Step
+
+    cache_dir = tmp_path_factory.mktemp("tiny-vectors")
+    fill_vectors([tiny_index.parent / "corpus.jsonl"], Step(), cache_dir)
+    return cache_dir
 
 
 # --------------------------------------------------------------------------- validation (no JVM)
@@ -210,14 +221,13 @@ async def test_build_and_search_tiny_index(tiny_index: Path):
 
 
 @pytest.mark.slow
-async def test_rerank_reads_stored_passage_vectors_and_agrees_with_fresh_ones(tiny_index: Path):
+async def test_rerank_reads_cached_passage_vectors_and_agrees_with_fresh_ones(tiny_index: Path, tiny_vectors: Path):
     from simloop.parts.retrieve import embedding_rerank
     from simloop.search.embeddings import open_embedder
-    from simloop.search.vectors import has_vectors
+    from simloop.search.encoders import vector_cache
 
-    assert has_vectors(tiny_index)
     retriever = await open_retriever(RetrievalConfig(index=tiny_index))
-    stored, fresh = await open_embedder(index=tiny_index), await open_embedder()
+    stored, fresh = await open_embedder(vectors=vector_cache("minilm", tiny_vectors)), await open_embedder()
     try:
         hits = await retriever.search("vegetarian food made from soy in Portugal", k=6)
         assert len(hits) >= 2
@@ -299,7 +309,7 @@ async def test_demo_index_built_once_and_reused(demo_cache: Path):
     assert paths[0].name.startswith("wiki-") and is_lucene_index(paths[0])
     stamp = paths[0].stat().st_mtime_ns
     assert demo_index() == paths[0] and paths[0].stat().st_mtime_ns == stamp
-    # What scripts/demo asks before it runs: built here, but not with vectors, nor elsewhere.
+    # Built here, but the vector cache not filled up front (SIMLOOP_DEMO_VECTORS=1), nor elsewhere.
     assert demo_index_ready() and not demo_index_ready(embeddings=True)
     assert not demo_index_ready(demo_cache / "elsewhere")
     retriever = await open_retriever(RetrievalConfig())  # index unset = the demo index
