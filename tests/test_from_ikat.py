@@ -146,3 +146,26 @@ def test_interactive_run_on_converted_personas(tmp_path: Path):
     assert t.stop.by == "simulator" and t.stop.reason in ("user_satisfied", "user_gave_up") and t.stop.utterance
     assert {x.user.rubric_id for x in t.turns} <= {"t1", "t2"} and t.turns[0].user.rubric_id == "t1"
     assert all(x.user.grade is not None for x in t.turns)
+
+
+def test_references_carry_the_cited_passages_where_the_topic_file_has_them(tmp_path: Path):
+    # DESIGN §5 evidence: gold response + the texts of the passages it cites, from the
+    # <stem>_psg_text.jsonl beside the topic file (2023 ships one, 2024 does not).
+    conv = {"number": "2-1", "title": "Egypt", "ptkb": {"1": "I am American."},
+            "turns": [{"turn_id": 1, "utterance": "Do I need a visa for Egypt?", "resolved_utterance": "",
+                       "response": "Yes, Americans need a visa.", "ptkb_provenance": [1],
+                       "response_provenance": ["doc-1:0", "doc-2:3", "doc-1:0"]}]}
+    src = tmp_path / "topics.json"
+    src.write_text(json.dumps([conv]))
+    [without] = personas_from_ikat(src)
+    assert without.topics[0].rubric[0].reference == "Yes, Americans need a visa."
+    long_text = " ".join(["An e-visa costs 25 dollars and is bought online."] * 300)  # 2,700 words
+    lines = [{"doc_id": "doc-1", "passage_id": "0", "passage_text": "Visitors from the USA need an e-visa."},
+             {"doc_id": "doc-2", "passage_id": "3", "passage_text": long_text}]
+    (tmp_path / "topics_psg_text.jsonl").write_text("\n".join(json.dumps(x) for x in lines))
+    [p] = personas_from_ikat(src)
+    ref = p.topics[0].rubric[0].reference
+    assert ref.startswith("Yes, Americans need a visa. Visitors from the USA need an e-visa. An e-visa costs")
+    assert ref.count("Visitors from the USA") == 1  # a passage cited twice is read once
+    from simloop.inputs.ikat import REFERENCE_PASSAGE_WORDS
+    assert len(ref.split()) <= len("Yes, Americans need a visa.".split()) + REFERENCE_PASSAGE_WORDS
