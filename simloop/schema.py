@@ -46,6 +46,7 @@ class RubricQuestion(_Model):
     question: str
     keywords: list[str] = Field(default_factory=list, description="terms an answer should mention")
     reference: str | None = Field(None, description="a reference answer; the graders compare answers with it")
+    reference_doc: str | None = Field(None, description="the corpus document the reference was taken from, if any")
 
 
 class GoldTurn(_Model):
