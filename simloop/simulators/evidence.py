@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Sequence
 
 import numpy as np
 
@@ -146,16 +147,17 @@ def _overlap(a: Claim, r: Claim) -> float:
     return len(a.terms & r.terms) / len(a.terms)
 
 
-def focus_share(check: Check, counts: list[int], floor: float, full: float, foreign_full: float) -> float:
+def focus_share(support: Sequence[float], foreign: Sequence[bool], counts: list[int], floor: float, full: float,
+                foreign_full: float) -> float:
     """Share of the answer's words on another subject than the reference's: each sentence
-    counts by how far its support (best cosine with a reference sentence) falls below
+    counts by how far its ``support`` (best cosine with a reference sentence) falls below
     ``full``, wholly from ``floor`` down; a sentence about a name the reference lacks
     (``Check.foreign``: the cricket World Cup in an answer on the rugby one) counts wholly
     unless its support reaches ``foreign_full``, as close as a paraphrase."""
     total = sum(counts)
     if not total:
         return 0.0
-    foreign = check.foreign or tuple(False for _ in check.support)
+    flags = list(foreign) or [False] * len(counts)
     off = [1.0 if f and s < foreign_full else 1.0 - min(1.0, max(0.0, (s - floor) / (full - floor)))
-           for s, f in zip(check.support, foreign)]
+           for s, f in zip(support, flags)]
     return float(sum(c * o for c, o in zip(counts, off)) / total)

@@ -231,17 +231,20 @@ class EmbeddingGrader:
         self, question: RubricQuestion, response: str, context: SimContext | None = None
     ) -> tuple[float | None, list[Stage]]:
         t0 = time.perf_counter()
-        parts = await self.explain(question, response, _utterance(context, response), _earlier(context, question))
+        facts = list(context.scenario.persona.ptkb) if context is not None and context.scenario is not None else None
+        parts = await self.explain(question, response, _utterance(context, response), _earlier(context, question), facts)
         stage = Stage(name="simulator.grade", latency_ms=round((time.perf_counter() - t0) * 1000, 3))
         return parts.grade, [stage]
 
     async def explain(self, question: RubricQuestion, response: str, utterance: str = "",
-                      earlier: list[RubricQuestion] | None = None) -> GradeParts:
+                      earlier: list[RubricQuestion] | None = None, facts: list[str] | None = None) -> GradeParts:
         """The grade with its ingredients.  ``utterance`` is what the user said for this
         answer: its words, like the question's, are echo rather than content (a parrot
         repeating the keywords a user spelled out has still said nothing new).  ``earlier``:
         the rubric questions asked before this one (an answer to one of them is no answer
-        to this one)."""
+        to this one).  ``facts``: what the user knows of themselves (the persona's PTKB): a
+        sentence about them ("Given that you run marathons, ...") is on the user's subject,
+        not another one."""
         said = [s for s in sentences(response) if not is_asking(s)]
         if not said:
             return GradeParts(0.0, 0.0, None, None, 0.0, 0, "asking" if response.strip() else "empty", 0.0)
@@ -253,7 +256,7 @@ class EmbeddingGrader:
         # turn: fixed texts, kept all run.  For the earlier-question check, this question and
         # the earlier ones come alike as "question reference" (``_goal_text``).
         fixed = [question.question, *([ref] if ref else []), *(evidence.pieces if evidence else ()),
-                 *(_goal_text(q) for q in ([question, *before] if before else []))]
+                 *(_goal_text(q) for q in ([question, *before] if before else [])), *(facts or [])]
         echo = f"{question.question} {utterance}"
         # Off topic is judged per sentence, and an over-long "sentence" per window of it:
         # padding glued on with lower-case "and ..." is one sentence for the splitter.
@@ -264,7 +267,9 @@ class EmbeddingGrader:
         goal, vecs = np.asarray(goal, dtype=np.float32), np.asarray(vecs, dtype=np.float32)
         n_goal = 2 if ref else 1
         n_ref = len(evidence.pieces) if evidence else 0
-        ref_vecs, before_vecs = goal[n_goal:n_goal + n_ref], goal[n_goal + n_ref:]
+        n_before = len(before) + 1 if before else 0
+        ref_vecs, before_vecs = goal[n_goal:n_goal + n_ref], goal[n_goal + n_ref:n_goal + n_ref + n_before]
+        fact_vecs = goal[n_goal + n_ref + n_before:]
         ans, res, sents = vecs[0], vecs[1], vecs[2:]
         cos, res_cos = float(goal[0] @ ans), float(goal[0] @ res)
         sim = min(_ramp(cos, *self.cos_ramp), _ramp(res_cos, *self.res_ramp))
@@ -281,7 +286,9 @@ class EmbeddingGrader:
         if keywords is not None:
             sim = (1 - self.w_keywords) * sim + self.w_keywords * keywords
         if verdict is not None:
-            off = focus_share(verdict, counts, *self.focus_ramp, self.foreign_full)
+            about_user = (sents @ fact_vecs.T).max(axis=1) if len(fact_vecs) else np.zeros(len(sents))
+            support = np.maximum(np.asarray(verdict.support), about_user)
+            off = focus_share(support, verdict.foreign, counts, *self.focus_ramp, self.foreign_full)
             focus = max(0.0, 1.0 - self.focus_weight * off)
         else:
             off = self._off_topic_share(goal[:n_goal], sents, counts)
