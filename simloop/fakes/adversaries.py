@@ -7,7 +7,9 @@
 * ``KeywordDump`` lists the utterance's topic and the words that recur in its best BM25
   passages, stating nothing (keyword stuffing: what an assistant has, not the answer key);
 * ``Shuffled`` answers from the best BM25 passage for the utterance, with the words of
-  each sentence shuffled (the bag of words of an answer, without its grammar).
+  each sentence shuffled (the bag of words of an answer, without its grammar);
+* ``Negated`` is another assistant (``bm25_extractive`` by default) whose every answer is
+  said the other way round (``falsify.negate``): the right subject, the wrong facts.
 
 They are plugins (``--assistant simloop.fakes.adversaries:Parrot``) for the end-to-end
 adversary test, and ``restate`` / ``clarifying_question`` also build the labelled
@@ -25,8 +27,10 @@ from typing import Any
 
 from ..schema import AssistantReply, DialogueState, Passage
 from ..text import content_words, sentences, stem
+from .falsify import NegationStyle, negate
 
-__all__ = ["Parrot", "OffTopic", "Asker", "KeywordDump", "Shuffled", "restate", "clarifying_question", "topic_phrase"]
+__all__ = ["Parrot", "OffTopic", "Asker", "KeywordDump", "Shuffled", "Negated", "restate", "clarifying_question",
+           "topic_phrase"]
 
 # A question's stem ("Can you tell me what ...", "How long does ...") before its subject.
 _LEAD = re.compile(
@@ -224,3 +228,26 @@ class Shuffled:
             rng.shuffle(tokens)
             out.append(" ".join(tokens).capitalize() + ".")
         return AssistantReply(response=" ".join(out), rewritten_query=_utterance(state))
+
+
+class Negated:
+    """The answers of the assistant ``inner`` (a registered name or module:attr), each
+    negated in ``style`` (fakes.falsify): what a grader that checks evidence must fail."""
+
+    def __init__(self, ctx: Any, inner: str = "bm25_extractive", style: NegationStyle = "auxiliary"):
+        from ..run.plugins import load_plugin  # the registry, at build time only
+
+        if style not in ("auxiliary", "lexical"):
+            raise ValueError(f"style is 'auxiliary' or 'lexical', not {style!r}")
+        self.inner, self.style = load_plugin("assistant", inner, {}, ctx), style
+        self.needs = tuple(getattr(self.inner, "needs", ()) or ())
+
+    async def respond(self, state: DialogueState) -> AssistantReply:
+        reply = await self.inner.respond(state)
+        wrong = negate(reply.response, _rng(state, "negated"), self.style)
+        return reply.model_copy(update={"response": wrong})
+
+    async def aclose(self) -> None:
+        close = getattr(self.inner, "aclose", None)
+        if close is not None:
+            await close()
