@@ -52,6 +52,7 @@ KINDS = ("true", "negated", "entity_swapped", "padded_neighbour")
 GENERATORS = {"negated": ("auxiliary", "lexical"), "entity_swapped": ("other_topic", "same_topic"),
               "padded_neighbour": ("passage", "response")}
 MODES = ("issue", "honest")
+TRAIN = "2023/2023_train_topics.json"
 _PAD_MIN_WORDS, _PAD_MAX_WORDS = 6, 40
 _PASSAGE_HEAD = 120  # words of a passage encoded to find the one nearest a question
 
@@ -72,6 +73,22 @@ class EvCase:
     generator: str  # "tune", "held_out", or "" for the true answer
     question: str
     response: str
+
+
+def only_asks(response: str) -> bool:
+    """The response asks and states nothing: every sentence of it is a question."""
+    from simloop.text import sentences
+
+    parts = sentences(response)
+    return bool(parts) and all(s.rstrip().endswith("?") for s in parts)
+
+
+def auc(pos: list[float], neg: list[float]) -> float | None:
+    """ROC-AUC (Mann-Whitney): the chance a positive outranks a negative, ties half."""
+    if not pos or not neg:
+        return None
+    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
+    return round(wins / (len(pos) * len(neg)), 4)
 
 
 def base_topic(conv: str) -> str:
@@ -260,3 +277,83 @@ def score(graded: list[tuple[EvCase, float]], auc: Any, rate: Any) -> dict[str, 
             row["auc_true_vs"] = auc(true, grades)
         out[name] = row
     return out
+
+
+# ----------------------------------------------------------------------------- tuning (2023 train only)
+
+
+async def tune(data: Path, embedder: Any) -> dict[str, Any]:
+    """The tables the evidence constants of ``EmbeddingGrader`` were read off: 2023 train,
+    honest mode, the ``tune`` generators (``scripts/bench_evidence.py --tune``)."""
+    import itertools
+
+    from simloop.simulators.evidence import Thresholds, check, pieces_of, prepare
+    from simloop.simulators.graders import EmbeddingGrader
+
+    path = data / TRAIN
+    turns = [t for t in load_turns(path, only_asks) if t.refs["honest"]]
+    cases, _ = await build(turns, passage_pool(path), embedder)
+    cases = [c for c in cases if c.generator in ("", "tune")]
+    by = {t.key: t for t in turns}
+    texts = list(dict.fromkeys(p for c in cases for p in [*pieces_of(c.response),
+                                                          *prepare(by[c.turn].refs["honest"], c.question).pieces]))
+    vec = dict(zip(texts, np.asarray(await embedder.encode(texts))))
+    pre = []
+    for c in cases:
+        ref = prepare(by[c.turn].refs["honest"], c.question)
+        ans = pieces_of(c.response)
+        pre.append((c, ans, np.stack([vec[p] for p in ans]), ref, np.stack([vec[p] for p in ref.pieces])))
+    grid = []
+    for th in itertools.product((0.4, 0.5, 0.6), (0.2, 0.3, 0.4), (0.5, 0.6, 0.7, 0.8), (0.5, 0.6, 0.7)):
+        shares: dict[str, list[float]] = {}
+        for c, ans, av, ref, rv in pre:
+            shares.setdefault(c.kind, []).append(check(ans, av, ref, rv, Thresholds(*th)).share)
+        true = [-x for x in shares["true"]]
+        row = {"thresholds": th, "true_any": round(float(np.mean([x > 0 for x in shares["true"]])), 3),
+               "auc_negated": auc(true, [-x for x in shares["negated"]]),
+               "auc_entity": auc(true, [-x for x in shares["entity_swapped"]])}
+        row["score"] = round(row["auc_negated"] + row["auc_entity"] - row["true_any"], 4)
+        grid.append(row)
+    grid.sort(key=lambda r: -r["score"])
+    g = EmbeddingGrader(embedder=embedder)
+    parts = [(c, await g.explain(_question(c, by), c.response)) for c, *_ in pre]
+    wrong = {tau: {k: round(float(np.mean([p.contradicts >= tau for c, p in parts if c.kind == k])), 3)
+                   for k in ("true", "negated", "entity_swapped")} for tau in (0.15, 0.2, 0.25, 0.34, 0.5)}
+    drift = {"true": [], "earlier": []}
+    for c in [*(c for c in cases if c.kind == "true"), *earlier_cases(turns)]:
+        before = earlier_questions(turns, c.turn, "honest")
+        if before:
+            drift[c.kind].append((await g.explain(_question(c, by), c.response, earlier=before)).earlier)
+    margins = {m: {k: round(float(np.mean(np.array(v) >= m)), 3) for k, v in drift.items()} for m in (0.0, 0.05, 0.1, 0.15)}
+    return {"turns": len(turns), "alignment_grid_best": grid[:10], "wrong_share": wrong, "earlier_margin": margins}
+
+
+def _question(c: EvCase, by: dict[str, EvTurn]) -> Any:
+    from simloop.schema import RubricQuestion
+
+    return RubricQuestion(id=c.turn, question=c.question, reference=by[c.turn].refs["honest"])
+
+
+if __name__ == "__main__":  # scripts/bench_evidence.py --tune: the tables above, printed
+    import asyncio
+    import json
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from bench_common import ikat_dir
+
+    async def _main() -> dict[str, Any]:
+        from simloop.search.embeddings import open_embedder
+
+        folder = ikat_dir((TRAIN,))
+        if folder is None:
+            raise SystemExit("iKAT 2023 train topics not found (set SIMLOOP_IKAT_DATA)")
+        embedder = await open_embedder()
+        try:
+            return await tune(folder, embedder)
+        finally:
+            await embedder.aclose()
+
+    if "--tune" not in sys.argv:
+        raise SystemExit("usage: scripts/bench_evidence.py --tune (the evidence constants' tables, 2023 train)")
+    print(json.dumps(asyncio.run(_main()), indent=1))

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import bench_evidence as ev
+from bench_evidence import auc, base_topic, only_asks
 from bench_common import ROOT, figure, ikat_dir, info
 
 SEED = 11
@@ -80,18 +81,6 @@ class Case:
     response: str
 
 
-def _base_topic(number: str) -> str:
-    return number.split("-")[0]
-
-
-def only_asks(response: str) -> bool:
-    """The response asks and states nothing: every sentence of it is a question."""
-    from simloop.text import sentences
-
-    parts = sentences(response)
-    return bool(parts) and all(s.rstrip().endswith("?") for s in parts)
-
-
 def build_cases(path: Path, seed: int = SEED) -> tuple[list[Case], dict[str, int]]:
     """The six labelled candidates of every usable turn of one topic file."""
     from simloop.fakes.adversaries import clarifying_question, restate
@@ -107,9 +96,9 @@ def build_cases(path: Path, seed: int = SEED) -> tuple[list[Case], dict[str, int
     cases: list[Case] = []
     for conv, t in usable:
         key, q = f"{conv}_{t.turn_id}", t.resolved_utterance
-        others = [r for c, r in usable if _base_topic(c) != _base_topic(conv)]
+        others = [r for c, r in usable if base_topic(c) != base_topic(conv)]
         same = [r for c, r in usable if c == conv and r.turn_id != t.turn_id and r.response != t.response]
-        foreign = [s for c, s in pad_pool if _base_topic(c) != _base_topic(conv)]
+        foreign = [s for c, s in pad_pool if base_topic(c) != base_topic(conv)]
         parts = sentences(t.response)
         for pad in rng.sample(foreign, 2):  # at random places, the ends included
             parts.insert(rng.randint(0, len(parts)), pad)
@@ -122,14 +111,6 @@ def build_cases(path: Path, seed: int = SEED) -> tuple[list[Case], dict[str, int
             cases.append(Case(key, "other_turn", q, rng.choice(same).response))
     return cases, {"turns": len(convs), "with_response": len(answered), "only_asking_left_out": len(answered) - len(usable),
                    "used": len(usable)}
-
-
-def auc(pos: list[float], neg: list[float]) -> float | None:
-    """ROC-AUC (Mann-Whitney): the chance a positive outranks a negative, ties half."""
-    if not pos or not neg:
-        return None
-    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
-    return round(wins / (len(pos) * len(neg)), 4)
 
 
 def score(cases: list[Case], grades: list[float]) -> dict[str, Any]:
