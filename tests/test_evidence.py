@@ -195,11 +195,11 @@ async def test_the_negated_adversary_negates_another_assistants_answers():
     from conftest import make_scenario
 
     from simloop.fakes.adversaries import Negated
-    from simloop.run.plugins import Assistant, Context
+    from simloop.run.plugins import Assistant
     from simloop.run.view import ask, assistant_view
     from simloop.schema import DialogueState, UserTurn
 
-    negated = Negated(Context(config=None, overrides={}), inner="conftest:EchoAssistant")
+    negated = Negated(None, inner="conftest:EchoAssistant")
     assert isinstance(negated, Assistant)
     view = assistant_view(DialogueState(dialogue_id="d", scenario=make_scenario()))
     ask(view, UserTurn(utterance="the museum is open on 3 days."))
@@ -207,4 +207,4 @@ async def test_the_negated_adversary_negates_another_assistants_answers():
     assert reply.response == "About the museum is not open on 6 days."
     assert [p.docid for p in reply.passages] == ["doc-1"]  # the rest of the reply is the inner assistant's
     with pytest.raises(ValueError):
-        Negated(Context(config=None, overrides={}), inner="conftest:EchoAssistant", style="sarcastic")
+        Negated(None, inner="conftest:EchoAssistant", style="sarcastic")

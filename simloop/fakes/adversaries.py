@@ -8,7 +8,7 @@
   passages, stating nothing (keyword stuffing: what an assistant has, not the answer key);
 * ``Shuffled`` answers from the best BM25 passage for the utterance, with the words of
   each sentence shuffled (the bag of words of an answer, without its grammar);
-* ``Negated`` is another assistant (``bm25_extractive`` by default) whose every answer is
+* ``Negated`` is another assistant (bm25_extractive by default) whose every answer is
   said the other way round (``falsify.negate``): the right subject, the wrong facts.
 
 They are plugins (``--assistant simloop.fakes.adversaries:Parrot``) for the end-to-end
@@ -20,6 +20,7 @@ runs are reproducible and yet varied.
 
 from __future__ import annotations
 
+import importlib
 import random
 import re
 from collections import Counter
@@ -231,15 +232,19 @@ class Shuffled:
 
 
 class Negated:
-    """The answers of the assistant ``inner`` (a registered name or module:attr), each
-    negated in ``style`` (fakes.falsify): what a grader that checks evidence must fail."""
+    """The answers of the assistant ``inner`` (``module:attr``; bm25_extractive by default),
+    each negated in ``style`` (fakes.falsify): what a grader that checks evidence must fail.
+    ``inner`` is built here as ``Cls(ctx)`` with its defaults (the registry lives above
+    this layer, in run/plugins.py)."""
 
-    def __init__(self, ctx: Any, inner: str = "bm25_extractive", style: NegationStyle = "auxiliary"):
-        from ..run.plugins import load_plugin  # the registry, at build time only
-
+    def __init__(self, ctx: Any, inner: str = "agents.bm25_extractive:BM25Extractive",
+                 style: NegationStyle = "auxiliary"):
         if style not in ("auxiliary", "lexical"):
             raise ValueError(f"style is 'auxiliary' or 'lexical', not {style!r}")
-        self.inner, self.style = load_plugin("assistant", inner, {}, ctx), style
+        module, _, attr = inner.partition(":")
+        if not module or not attr:
+            raise ValueError(f"inner is module:attr, not {inner!r}")
+        self.inner, self.style = getattr(importlib.import_module(module), attr)(ctx), style
         self.needs = tuple(getattr(self.inner, "needs", ()) or ())
 
     async def respond(self, state: DialogueState) -> AssistantReply:
