@@ -287,6 +287,7 @@ async def tune(data: Path, embedder: Any) -> dict[str, Any]:
     honest mode, the ``tune`` generators (``scripts/bench_evidence.py --tune``)."""
     import itertools
 
+    from simloop.schema import RubricQuestion
     from simloop.simulators.evidence import Thresholds, check, pieces_of, prepare
     from simloop.simulators.graders import EmbeddingGrader
 
@@ -325,7 +326,17 @@ async def tune(data: Path, embedder: Any) -> dict[str, Any]:
         if before:
             drift[c.kind].append((await g.explain(_question(c, by), c.response, earlier=before)).earlier)
     margins = {m: {k: round(float(np.mean(np.array(v) >= m)), 3) for k, v in drift.items()} for m in (0.0, 0.05, 0.1, 0.15)}
-    return {"turns": len(turns), "alignment_grid_best": grid[:10], "wrong_share": wrong, "earlier_margin": margins}
+    bare = [(await g.explain(RubricQuestion(id=c.turn, question=c.question), c.response)).grade
+            for c, *_ in pre if c.kind == "true"]
+    weights = []
+    for w_ref, focus in itertools.product((0.5, 0.7), (1.0, 1.5, 2.0)):
+        gw = EmbeddingGrader(embedder=embedder, w_reference=w_ref, focus_weight=focus)
+        grades = [(c.kind, (await gw.explain(_question(c, by), c.response)).grade) for c, *_ in pre]
+        true = [x for k, x in grades if k == "true"]
+        weights.append({"w_reference": w_ref, "focus_weight": focus, "true_pass": round(float(np.mean([x > 3 for x in true])), 3),
+                        "auc_padded": auc(true, [x for k, x in grades if k == "padded_neighbour"])})
+    return {"turns": len(turns), "alignment_grid_best": grid[:10], "wrong_share": wrong, "earlier_margin": margins,
+            "true_pass_without_reference": round(float(np.mean([x > 3 for x in bare])), 3), "weights": weights}
 
 
 def _question(c: EvCase, by: dict[str, EvTurn]) -> Any:
