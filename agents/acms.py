@@ -12,15 +12,23 @@ by ``assistant.compress`` (cached per block, so rarely more than one call a turn
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
-from simloop.memory import history_share, make_memory
-from simloop.parts.generate_llm import MAX_WORDS
-from simloop.parts.ptkb_rank import rank_ptkb_uses, ranker_embedder
-from simloop.parts.reply import current_utterance, grounded_reply
-from simloop.parts.retrieve import embedding_rerank, fit_passages, format_passage
-from simloop.parts.rewrite import heuristic_rewrite, is_dependent
-from simloop.parts.stages import timed_stage
+from simloop.memory import AdaptiveMemory, history_share
+from simloop.parts import (
+    MAX_WORDS,
+    current_utterance,
+    embedding_rerank,
+    fit_passages,
+    format_passage,
+    grounded_reply,
+    heuristic_rewrite,
+    is_dependent,
+    rank_ptkb_uses,
+    ranker_embedder,
+    timed_stage,
+)
+from simloop.run import Context
 from simloop.schema import AssistantReply, DialogueState
 from simloop.text import count_tokens
 
@@ -35,15 +43,15 @@ class ACMS:
     # --k / retrieval.k is rejected with this name rather than ignored (run/plugins.py).
     DEPTH_PARAM = "candidates"
 
-    def __init__(self, ctx: Any, token_budget: int = 2048, system_tokens: int = 250, candidates: int = 30,
+    def __init__(self, ctx: Context, token_budget: int = 2048, system_tokens: int = 250, candidates: int = 30,
                  max_passages: int = 5, profile_weight: float = 0.2, prior_weight: float = 0.2,
                  compressor: Literal["extractive", "llm"] = "extractive", max_words: int = MAX_WORDS):
-        if candidates < 1 or max_passages < 1 or profile_weight + prior_weight >= 1 or min(profile_weight, prior_weight) < 0:
+        if (candidates < 1 or max_passages < 1 or profile_weight + prior_weight >= 1
+                or min(profile_weight, prior_weight) < 0):
             raise ValueError("need candidates, max_passages >= 1 and profile_weight + prior_weight < 1")
         self.ctx, self.candidates, self.max_passages, self.max_words = ctx, candidates, max_passages, max_words
         self.profile_weight, self.prior_weight = profile_weight, prior_weight
-        self.memory = make_memory("adaptive", token_budget=token_budget, system_tokens=system_tokens,
-                                  compressor=compressor)
+        self.memory = AdaptiveMemory(token_budget=token_budget, system_tokens=system_tokens, compressor=compressor)
 
     async def respond(self, state: DialogueState) -> AssistantReply:
         utterance = current_utterance(state)

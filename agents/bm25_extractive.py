@@ -15,8 +15,9 @@ the user's facts that bear on it (PTKB statements, and what the memory strategy 
 With ``memory`` set to a context strategy (``full``, ``summary``, ``window``,
 ``adaptive``; see ``simloop/memory/``) the rewrite draws its context terms from that
 strategy's built context instead of the last user turns: the context's user messages
-(``BuiltContext.parts``, never parsed back out of the prompt text) stand in for the history, and the statements in it (what the user said about themselves, or a
-summary's sentences) are ranked by MiniLM similarity to the utterance like PTKB
+(``BuiltContext.parts``, never parsed back out of the prompt text) stand in for the
+history, and the statements in it (what the user said about themselves, or a summary's
+sentences) are ranked by MiniLM similarity to the utterance like PTKB
 statements; the best ones lend their salient words to the query, and those words weigh
 like the user's own in the extractive answer (the user did say them).  So what a strategy
 keeps is what the query can still use (``simloop memory`` measures exactly that).
@@ -30,17 +31,25 @@ score on the report sets).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from simloop.memory import ContextPart, MemoryStrategy, make_memory
-from simloop.parts.generate_focus import focused_answer
-from simloop.parts.ptkb import rank_ptkb_by_embedding
-from simloop.parts.ptkb_llm import used_only
-from simloop.parts.ptkb_rank import DEFAULT_PARAMS, RankParams, rank_ptkb_uses, ranker_embedder
-from simloop.parts.rewrite import heuristic_rewrite
-from simloop.parts.stages import timed_stage
-from simloop.text import content_words, count_tokens, sentences, stem
+from simloop.parts import (
+    DEFAULT_PARAMS,
+    RankParams,
+    focused_answer,
+    heuristic_rewrite,
+    rank_ptkb_by_embedding,
+    rank_ptkb_uses,
+    ranker_embedder,
+    timed_stage,
+    used_only,
+)
+from simloop.run import Context
 from simloop.schema import AssistantReply, ContextInfo, DialogueState, Passage, Stage
+from simloop.search import Embedder
+from simloop.text import content_words, count_tokens, sentences, stem
 
 __all__ = ["BM25Extractive", "DEFAULT_PTKB_THRESHOLD", "memory_statements"]
 
@@ -87,11 +96,11 @@ def _with_remembered(utterance: str, query: str, remembered: list[str]) -> str:
 class BM25Extractive:
     """BM25 + extractive answer, with embedding-selected PTKB and a heuristic rewrite."""
 
-    needs = ("retriever", "embedder")  # opened before the first dialogue (run/runner.py warm_up)
+    needs: tuple[str, ...] = ("retriever", "embedder")  # opened before the first dialogue (run/runner.py warm_up)
 
     def __init__(
         self,
-        ctx: Any,
+        ctx: Context,
         k: int = 10,
         ptkb_threshold: float | None = None,
         ptkb_top_k: int = DEFAULT_PARAMS.used_top_k,
@@ -120,7 +129,7 @@ class BM25Extractive:
         ranker["used_min"] = min(ranker.get("used_min", base.used_min), ptkb_top_k)  # top_k 0: use none
         self.ptkb_params = RankParams.from_mapping(ranker)
         if self.ptkb_params.encoder != "minilm":  # opened before the first dialogue too
-            from simloop.search.mpnet_files import check_available
+            from simloop.search import check_available
 
             check_available()  # missing weights are one line before the run writes anything
             self.needs = (*self.needs, f"embedder:{self.ptkb_params.encoder}")
@@ -174,7 +183,7 @@ class BM25Extractive:
         )
 
     async def _rewrite_from_memory(self, memory: MemoryStrategy, state: DialogueState, utterance: str,
-                                   embedder: Any, stages: list[Stage]) -> tuple[str, ContextInfo, list[str]]:
+                                   embedder: Embedder, stages: list[Stage]) -> tuple[str, ContextInfo, list[str]]:
         """The heuristic rewrite fed from the strategy's context (see the module notes)."""
         built = await memory.build(state, self.ctx)
         stages += built.stages

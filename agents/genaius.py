@@ -9,14 +9,11 @@ the two runs the paper compares.  LLM roles: ``assistant.summary``, ``assistant.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from simloop.memory import make_memory
-from simloop.parts.generate_llm import MAX_WORDS
-from simloop.parts.ptkb_llm import classify_ptkb_llm
-from simloop.parts.reply import current_utterance, grounded_reply
-from simloop.parts.rewrite_llm import llm_rewrite
-from simloop.parts.stages import timed_stage
+from simloop.parts import MAX_WORDS, classify_ptkb_llm, current_utterance, grounded_reply, llm_rewrite, timed_stage
+from simloop.run import Context
 from simloop.schema import AssistantReply, DialogueState
 
 __all__ = ["GenAIus"]
@@ -27,7 +24,7 @@ class GenAIus:
     llm_roles = ("assistant.ptkb", "assistant.rewrite", "assistant.generate")
     needs = ("retriever",)  # opened before the first dialogue (run/runner.py warm_up)
 
-    def __init__(self, ctx: Any, memory: Literal["full", "summary"] = "full", k: int = 20,
+    def __init__(self, ctx: Context, memory: Literal["full", "summary"] = "full", k: int = 20,
                  max_words: int = MAX_WORDS, summary_words: int = 150):
         if memory not in ("full", "summary"):
             raise ValueError("memory is 'full' or 'summary'")

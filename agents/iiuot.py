@@ -19,17 +19,23 @@ the paper, the grounded JSON answer here).  LLM roles: ``assistant.rewrite``,
 
 from __future__ import annotations
 
-from typing import Any
-
 from simloop.memory import make_memory
-from simloop.parts.generate_llm import MAX_WORDS
-from simloop.parts.ptkb import DEFAULT_THRESHOLD
-from simloop.parts.ptkb_llm import lexical_scores, score_ptkb_llm, used_only, vote_ptkb
-from simloop.parts.ptkb_rank import MINILM_PARAMS, rank_ptkb_uses
-from simloop.parts.reply import current_utterance, grounded_reply
-from simloop.parts.retrieve import embedding_rerank
-from simloop.parts.rewrite_llm import iterative_rewrite
-from simloop.parts.stages import timed_stage
+from simloop.parts import (
+    DEFAULT_THRESHOLD,
+    MAX_WORDS,
+    MINILM_PARAMS,
+    current_utterance,
+    embedding_rerank,
+    grounded_reply,
+    iterative_rewrite,
+    lexical_scores,
+    rank_ptkb_uses,
+    score_ptkb_llm,
+    timed_stage,
+    used_only,
+    vote_ptkb,
+)
+from simloop.run import Context
 from simloop.schema import AssistantReply, DialogueState, PtkbUse, Stage
 
 __all__ = ["IIUoT"]
@@ -42,7 +48,7 @@ class IIUoT:
     llm_roles = ("assistant.ptkb", "assistant.rewrite", "assistant.generate")
     needs = ("retriever", "embedder")  # opened before the first dialogue (run/runner.py warm_up)
 
-    def __init__(self, ctx: Any, window: int = 3, candidates: int = 50, k: int = 20, passages: int = 5,
+    def __init__(self, ctx: Context, window: int = 3, candidates: int = 50, k: int = 20, passages: int = 5,
                  alpha: float = 0.4, prefilter_threshold: float = 0.15, prefilter_top_k: int = 5,
                  max_words: int = MAX_WORDS):
         if min(candidates, k, passages) < 1 or candidates < k or not 0.0 <= alpha <= 1.0:
@@ -83,7 +89,8 @@ class IIUoT:
         async with timed_stage("retrieve", stages, k=self.candidates):
             found = await retriever.search(refined, self.candidates)
         async with timed_stage("rerank", stages):
-            hits = await embedding_rerank(embedder, " ".join([refined, *(p.statement for p in used_only(selected)[:3])]),
+            profile = " ".join([refined, *(p.statement for p in used_only(selected)[:3])])
+            hits = await embedding_rerank(embedder, profile,
                                           found, self.k)
         return await grounded_reply(self.ctx.chat("assistant.generate"), utterance=utterance, hits=hits,
                                     shown=self.passages, context=context, info=info, ptkb=selected, stages=stages,

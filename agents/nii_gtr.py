@@ -14,17 +14,24 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
 
 from simloop.memory import make_memory
-from simloop.parts.generate_llm import MAX_WORDS, draft_answer
-from simloop.parts.ptkb_llm import classify_ptkb_llm, union_ptkb
-from simloop.parts.reply import current_utterance, grounded_reply
-from simloop.parts.retrieve import embedding_rerank, multi_query, rrf_fuse
-from simloop.parts.rewrite_llm import queries_from_answer
-from simloop.parts.stages import timed_stage
-from simloop.search import Hit
+from simloop.parts import (
+    MAX_WORDS,
+    classify_ptkb_llm,
+    current_utterance,
+    draft_answer,
+    embedding_rerank,
+    grounded_reply,
+    multi_query,
+    queries_from_answer,
+    rrf_fuse,
+    timed_stage,
+    union_ptkb,
+)
+from simloop.run import Context
 from simloop.schema import AssistantReply, DialogueState, PtkbUse, Stage
+from simloop.search import Hit
 
 __all__ = ["NiiGtR"]
 
@@ -44,12 +51,13 @@ class NiiGtR:
     llm_roles = (*ROLES, "assistant.generate")
     needs = ("retriever", "embedder")  # opened before the first dialogue (run/runner.py warm_up)
 
-    def __init__(self, ctx: Any, k: int = 20, k_per_query: int = 50, queries: int = 5, rerank_depth: int = 50,
+    def __init__(self, ctx: Context, k: int = 20, k_per_query: int = 50, queries: int = 5, rerank_depth: int = 50,
                  passages: int = 5, max_words: int = MAX_WORDS, draft_words: int = 200):
         if min(k, k_per_query, queries, passages, draft_words) < 1 or rerank_depth < k:
             raise ValueError("need k, k_per_query, queries, passages, draft_words >= 1 and rerank_depth >= k")
         self.ctx, self.k, self.k_per_query, self.n_queries = ctx, k, k_per_query, queries
-        self.rerank_depth, self.passages, self.max_words, self.draft_words = rerank_depth, passages, max_words, draft_words
+        self.rerank_depth, self.passages = rerank_depth, passages
+        self.max_words, self.draft_words = max_words, draft_words
         self.memory = make_memory("full")
 
     async def _branch(self, role: str, label: str, utterance: str, context: str, state: DialogueState) -> _Branch:

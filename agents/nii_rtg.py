@@ -10,15 +10,20 @@ the plan and the top passages (LLM).  LLM roles: ``assistant.rewrite``, ``assist
 
 from __future__ import annotations
 
-from typing import Any
-
 from simloop.memory import make_memory
-from simloop.parts.generate_llm import MAX_WORDS, suggest_elements
-from simloop.parts.ptkb_llm import classify_ptkb_llm
-from simloop.parts.reply import current_utterance, grounded_reply
-from simloop.parts.retrieve import embedding_rerank, multi_query
-from simloop.parts.rewrite_llm import llm_rewrite, queries_per_ptkb
-from simloop.parts.stages import timed_stage
+from simloop.parts import (
+    MAX_WORDS,
+    classify_ptkb_llm,
+    current_utterance,
+    embedding_rerank,
+    grounded_reply,
+    llm_rewrite,
+    multi_query,
+    queries_per_ptkb,
+    suggest_elements,
+    timed_stage,
+)
+from simloop.run import Context
 from simloop.schema import AssistantReply, DialogueState
 
 __all__ = ["NiiRtG"]
@@ -29,7 +34,7 @@ class NiiRtG:
     llm_roles = ("assistant.ptkb", "assistant.rewrite", "assistant.queries", "assistant.suggest", "assistant.generate")
     needs = ("retriever", "embedder")  # opened before the first dialogue (run/runner.py warm_up)
 
-    def __init__(self, ctx: Any, k: int = 20, k_per_query: int = 50, rerank_depth: int = 50, passages: int = 5,
+    def __init__(self, ctx: Context, k: int = 20, k_per_query: int = 50, rerank_depth: int = 50, passages: int = 5,
                  queries_per_statement: int = 3, max_statements: int = 3, max_words: int = MAX_WORDS):
         if min(k, k_per_query, passages, queries_per_statement) < 1 or rerank_depth < k or max_statements < 0:
             raise ValueError("need k, k_per_query, passages, queries_per_statement >= 1 and rerank_depth >= k")

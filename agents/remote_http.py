@@ -39,8 +39,8 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from simloop.errors import DialogueError, first_error
-from simloop.parts.reply import current_utterance
-from simloop.parts.stages import stage_note
+from simloop.parts import current_utterance, stage_note
+from simloop.run import Context
 from simloop.schema import AssistantReply, ContextInfo, DialogueState, Passage, PtkbUse, Stage
 from simloop.urls import TOKEN_ENV_GOES, check_url, redact_urls
 
@@ -95,7 +95,7 @@ class RemoteHTTP:
     # The remote assistant retrieves (or not) on its own: --k / retrieval.k is rejected.
     DEPTH_PARAM = None
 
-    def __init__(self, ctx: Any, url: str, timeout_s: float = 30.0, on_error: Literal["raise", "reply"] = "raise",
+    def __init__(self, ctx: Context, url: str, timeout_s: float = 30.0, on_error: Literal["raise", "reply"] = "raise",
                  token_env: str | None = None):
         check_url(url, TOKEN_ENV_GOES, "url")  # the run records its params in run.json
         if not url.startswith(("http://", "https://")):

@@ -4,18 +4,19 @@ Every registered assistant (``simloop.run.plugins.available("assistant")``; ``re
 excepted: its cost is the remote's) answers a few dialogues from a scripted user that
 makes no LLM call, so every request the mock counts is the agent's.  Per turn: HTTP
 requests at the mock (retries included), LLM stages, prompt and completion tokens, and
-the wall time of ``respond`` (``turn.latency_ms``), one dialogue at a time so that
-agents' local work (MiniLM and MPNet on CPU) does not queue behind another dialogue's.  Every agent
+the wall time of ``respond`` (``turn.latency_ms``), one dialogue at a time so that agents'
+local work (MiniLM and MPNet on CPU) does not queue behind another dialogue's.  Every agent
 starts from the same state: openai imported (a run that calls a model imports it while it
-prepares, outside the timing; when it was imported at the first call, acms, first in the
-plan, paid those 0.5-1 s: 250-300 ms of CPU per turn, 115-120 once imported), one BM25 retriever on the demo index, shared and warmed by an untimed
-dialogue (the JVM compiles Lucene's search path over its first queries), and embedders of
-its own (MiniLM, and all-mpnet-base-v2 for the PTKB ranker), loaded and warmed outside the
-timing (a model's load and its ONNX Runtime session are a process's start-up, paid once,
-not a turn's), so that no agent's encodes are served from another agent's cache.  The embedder reads the passage vectors
-stored with the demo index, as a run's does.  ``agent_cpu_ms_per_turn_<agent>``: the whole process's CPU per turn (MiniLM, MPNet, JVM and
-the LLM client included), with a target for the three agents with the most local work.  The mock's completions are synthetic: prompt tokens are the agent's own,
-completion tokens only show how many outputs it asks for.
+prepares, outside the timing; the first agent in the plan would otherwise pay the import),
+one BM25 retriever on the demo index, shared and warmed by an untimed dialogue (the JVM
+compiles Lucene's search path over its first queries), and embedders of its own (MiniLM,
+and all-mpnet-base-v2 for the PTKB ranker), loaded and warmed outside the timing (a model's
+load and its ONNX Runtime session are a process's start-up, paid once, not a turn's), so
+that no agent's encodes are served from another agent's cache.  The embedder reads the
+passage vectors stored with the demo index, as a run's does.  ``agent_cpu_ms_per_turn_<agent>``:
+the whole process's CPU per turn (MiniLM, MPNet, JVM and the LLM client included), with a
+target for the three agents with the most local work.  The mock's completions are synthetic:
+prompt tokens are the agent's own, completion tokens only show how many outputs it asks for.
 """
 
 from __future__ import annotations
@@ -27,7 +28,14 @@ from pathlib import Path
 from typing import Any
 
 from bench_common import (
-    MockProcess, bench_config, close_embedders, figure, info, percentile, run_prepared, warm_embedders,
+    MockProcess,
+    bench_config,
+    close_embedders,
+    figure,
+    info,
+    percentile,
+    run_prepared,
+    warm_embedders,
 )
 
 LATENCY_MS = 200.0
@@ -38,7 +46,7 @@ CPU_TARGET_MS = {"nii_gtr": 400.0, "iiuot": 400.0, "acms": 400.0}
 
 
 def _plan() -> tuple[list[tuple[str, str, dict]], list[str]]:
-    from simloop.run.plugins import available
+    from simloop.run import available
 
     names = available("assistant")
     plan: list[tuple[str, str, dict]] = []
@@ -51,7 +59,7 @@ def _plan() -> tuple[list[tuple[str, str, dict]], list[str]]:
 
 
 def _summarise(run_dir: Path, requests: int, cpu_s: float) -> dict[str, Any]:
-    from simloop.run.recorder import read_transcripts
+    from simloop.run import read_transcripts
 
     transcripts = list(read_transcripts(run_dir))
     turns = [t for tr in transcripts for t in tr.turns]
@@ -61,7 +69,8 @@ def _summarise(run_dir: Path, requests: int, cpu_s: float) -> dict[str, Any]:
     latency = [t.latency_ms for t in turns]
     errors = [tr.error.message for tr in transcripts if tr.error is not None]
     return {
-        "dialogues": len(transcripts), "turns": len(turns), "errors": len(errors), "first_error": errors[0] if errors else None,
+        "dialogues": len(transcripts), "turns": len(turns), "errors": len(errors),
+        "first_error": errors[0] if errors else None,
         "requests_per_turn": round(requests / n, 3), "llm_stages_per_turn": round(len(llm) / n, 3),
         "prompt_tokens_per_turn": round(sum(s.prompt_tokens for s in stages) / n, 1),
         "completion_tokens_per_turn": round(sum(s.completion_tokens for s in stages) / n, 1),
@@ -105,8 +114,8 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
                 finally:
                     stored_hits += embedders["embedder"].stats["stored_hits"]
                     await close_embedders(embedders)
-                row = {"agent": name, "params": params, **_summarise(r["run_dir"], mock.stats()["requests"], r["cpu_s"]),
-                       "loadavg": [round(x, 2) for x in os.getloadavg()]}
+                summary = _summarise(r["run_dir"], mock.stats()["requests"], r["cpu_s"])
+                row = {"agent": name, "params": params, **summary, "loadavg": [round(x, 2) for x in os.getloadavg()]}
                 rows[label] = row
                 info(f"agent {label}: {row['requests_per_turn']} LLM requests/turn, "
                      f"{row['prompt_tokens_per_turn']:.0f}+{row['completion_tokens_per_turn']:.0f} tokens/turn, "

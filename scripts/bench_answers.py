@@ -83,7 +83,7 @@ def load_labels(path: Path = LABELS) -> list[LabelledSentence]:
 async def sentence_support(items: list[tuple[str, str, str | None]], embedder: Any) -> list[float]:
     """Per (question, sentence, reference): the sentence's best cosine with a sentence of the
     reference (with the question alone when there is none), as the grader reads focus."""
-    from simloop.simulators.evidence import prepare
+    from simloop.simulators import prepare
 
     goals = {(q, r): list(prepare(r, q).pieces) if r else [q] for q, _, r in items}
     texts = list(dict.fromkeys([s for _, s, _ in items] + [p for ps in goals.values() for p in ps]))
@@ -97,7 +97,7 @@ async def sentence_support(items: list[tuple[str, str, str | None]], embedder: A
 
 def off_cut() -> float:
     """Support below this is off topic: the middle of the grader's focus ramp."""
-    from simloop.simulators.graders import EmbeddingGrader
+    from simloop.simulators import EmbeddingGrader
 
     floor, full = EmbeddingGrader().focus_ramp
     return (floor + full) / 2
@@ -106,13 +106,13 @@ def off_cut() -> float:
 async def score_run(run_dir: Path, embedder: Any, only: set[str] | None = None) -> dict[str, Any]:
     """The figures for the answers of ``run_dir`` (questions and references looked up in
     ``personas/``); ``only``: just these dialogue ids (to compare two runs on the same dialogues)."""
-    from simloop.inputs.personas import load_personas
-    from simloop.run.recorder import read_transcripts
-    from simloop.simulators.cues import is_asking
+    from simloop.inputs import load_personas
+    from simloop.run import read_transcripts
+    from simloop.simulators import is_asking
     from simloop.text import sentences, word_count
 
     rubric = {(t.id, q.id): q for p in load_personas(ROOT / "personas") for t in p.topics for q in t.rubric}
-    rows = [(tr.scenario.topic_id, t.user.rubric_id, t.assistant.response)
+    rows = [(tr.scenario.topic_id, t.user.rubric_id or "", t.assistant.response)
             for tr in read_transcripts(run_dir) if only is None or tr.dialogue_id in only for t in tr.turns]
     items, keys = [], []
     lengths, personal = [], 0
@@ -136,7 +136,8 @@ async def score_run(run_dir: Path, embedder: Any, only: set[str] | None = None) 
     examples = [{"question": i[0], "sentence": i[1]} for i, f in zip(items, flagged) if f][:5]
     n = max(1, len(rows))
     return {"answers": len(rows), "sentences": len(items), "off_cut": cut,
-            "offtopic_sentences": sum(flagged), "answer_offtopic_sentence_share": round(sum(flagged) / max(1, len(items)), 4),
+            "offtopic_sentences": sum(flagged),
+            "answer_offtopic_sentence_share": round(sum(flagged) / max(1, len(items)), 4),
             "labelled_coverage": len(judged), "labelled_off": hand_off,
             "answer_offtopic_labelled_share": round(hand_off / len(judged), 4) if judged else None,
             "measure_precision": round(both / max(1, sum(f for _, f in judged)), 4) if judged else None,
@@ -148,6 +149,7 @@ async def score_run(run_dir: Path, embedder: Any, only: set[str] | None = None) 
 async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     """The bench section: run the demo (all pairs; 8 dialogues with --quick), score it."""
     from bench_common import bench_config, figure, info, run_prepared
+
     from simloop.search import open_embedder
 
     pairs = sum(1 for p in (ROOT / "personas").glob("*.toml") for line in p.read_text().splitlines()
@@ -163,7 +165,8 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
     finally:
         await embedder.aclose()
     info(f"answers: {det['offtopic_sentences']}/{det['sentences']} sentences off topic by the focus rule "
-         f"({det['answer_offtopic_sentence_share']}); hand-labelled off {det['labelled_off']}/{det['labelled_coverage']} "
+         f"({det['answer_offtopic_sentence_share']}); "
+         f"hand-labelled off {det['labelled_off']}/{det['labelled_coverage']} "
          f"({det['answer_offtopic_labelled_share']}); words max {det['words_max']}, mean {det['words_mean']}")
     det["dialogues"] = limit
     figures = {"answer_offtopic_sentence_share": figure(det["answer_offtopic_sentence_share"], TARGET),
@@ -178,9 +181,9 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
 
 
 def _train_turns() -> list[dict[str, Any]]:
-    from simloop.parts.rewrite import heuristic_rewrite
-
     from bench_common import IKAT_ENV, ikat_dir
+
+    from simloop.parts import heuristic_rewrite
 
     folder = ikat_dir((TRAIN,))
     if folder is None:
@@ -217,7 +220,8 @@ async def tune() -> dict[str, Any]:
         on_rows = []
         for c in grid:
             tpr, fpr = float((on[own] >= c).mean()), float((on[other] >= c).mean())
-            on_rows.append({"cutoff": c, "own_kept": round(tpr, 3), "other_kept": round(fpr, 3), "J": round(tpr - fpr, 3)})
+            on_rows.append({"cutoff": c, "own_kept": round(tpr, 3), "other_kept": round(fpr, 3),
+                            "J": round(tpr - fpr, 3)})
         best_on = max(on_rows, key=lambda r: (r["J"], r["cutoff"]))
         # PTKB facts worth naming: statement cosine to the utterance vs the turn's provenance.
         pairs = []
@@ -235,10 +239,10 @@ async def tune() -> dict[str, Any]:
             f05 = 1.25 * p * r / max(1e-9, 0.25 * p + r)
             fact_rows.append({"cutoff": c, "precision": round(p, 3), "recall": round(r, 3), "F0.5": round(f05, 3)})
         # Few positives (64 statements in 95 turns): each cutoff is judged with its neighbours.
-        for i, r in enumerate(fact_rows):
+        for i, row in enumerate(fact_rows):
             near = fact_rows[max(0, i - 1): i + 2]
-            r["F0.5_smoothed"] = round(sum(x["F0.5"] for x in near) / len(near), 3)
-        best_fact = max(fact_rows, key=lambda r: (r["F0.5_smoothed"], r["cutoff"]))
+            row["F0.5_smoothed"] = round(sum(x["F0.5"] for x in near) / len(near), 3)
+        best_fact = max(fact_rows, key=lambda row: (row["F0.5_smoothed"], row["cutoff"]))
     finally:
         await embedder.aclose()
     return {"train_turns": len(turns), "sentences": len(sents), "on_topic": on_rows, "on_topic_best": best_on,
@@ -263,7 +267,7 @@ def main() -> int:
             try:
                 only = None
                 if a.same_as:
-                    from simloop.run.recorder import read_transcripts
+                    from simloop.run import read_transcripts
 
                     only = {t.dialogue_id for t in read_transcripts(a.same_as)}
                 return await score_run(a.score, emb, only)

@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
 MOCK_MAX_S = 900  # no benchmark needs its mock for longer
 
-__all__ = ["ROOT", "figure", "range_figure", "ikat_dir", "IKAT_ENV", "info", "MockProcess", "bench_config", "machine", "proc_cpu_s", "percentile",
-           "run_prepared", "shown_path"]
+__all__ = ["ROOT", "figure", "range_figure", "ikat_dir", "IKAT_ENV", "info", "MockProcess", "bench_config", "machine",
+           "proc_cpu_s", "percentile", "run_prepared", "shown_path"]
 
 
 def figure(value: float | int | None, target: float | None, better: str = "lower") -> dict[str, Any]:
@@ -56,7 +56,7 @@ IKAT_ENV = "SIMLOOP_IKAT_DATA"
 def ikat_dir(files: tuple[str, ...]) -> Path | None:
     """The iKAT data folder holding every one of ``files``: ``$SIMLOOP_IKAT_DATA``, else the first
     ``shared/data/ikat`` beside an ancestor of the checkout (the main checkout and its worktrees
-    sit at different depths).  The tests find it the same way (tests/conftest.py)."""
+    sit at different depths).  The tests find it the same way (tests/helpers/data.py)."""
     env = os.environ.get(IKAT_ENV)
     candidates = [Path(env)] if env else [p / "shared" / "data" / "ikat" for p in ROOT.parents]
     return next((c for c in candidates if all((c / f).is_file() for f in files)), None)
@@ -90,7 +90,9 @@ class Steal:
     open (``steal`` in /proc/stat; None where there is no such line).  The load average
     cannot show it: a run slowed by a busy host looks like a run of slower code."""
 
-    def __enter__(self) -> "Steal":
+    share: float | None = None
+
+    def __enter__(self) -> Steal:
         self._start, self.share = self._sample(), None
         return self
 
@@ -153,7 +155,7 @@ class MockProcess:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def __enter__(self) -> "MockProcess":
+    def __enter__(self) -> MockProcess:
         for _ in range(3):  # the free port may be taken between probe and bind
             self.port = _free_port()
             # `timeout` bounds the server's life even if this process dies without stopping it;
@@ -282,7 +284,7 @@ def machine() -> dict[str, Any]:
 
 async def run_prepared(cfg: Any, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     """prepare_run + execute (the real runner: recorder, fsync per dialogue); CPU and wall measured."""
-    from simloop.run.runner import execute, prepare_run
+    from simloop.run import execute, prepare_run
 
     prep = prepare_run(cfg, overrides=overrides)
     cpu0, t0 = proc_cpu_s(), time.perf_counter()

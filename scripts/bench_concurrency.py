@@ -9,10 +9,10 @@ bounded below by (C / latency) × cpu_per_request, whatever the engine does.
 Figures compare against limits measured in the same run (the machine is shared, so
 absolute times drift; the load average is recorded with every row):
 
-- ``client_cpu_ms_per_request``: the full LLM layer at concurrency 500 (simloop's lean
-  client over its own HTTP/1.1 connections, ``wire``, the default), paired A/B with the same
-  client over aiohttp (``..._aiohttp``), openai's own aiohttp client (``..._openai_aiohttp``)
-  and the httpx2 fallback (``..._httpx``);
+- ``client_cpu_ms_per_request``: the full LLM layer at concurrency 500 (plain http over
+  simloop's own HTTP/1.1 connections, ``wire``, the default), paired A/B with the same
+  requests over aiohttp (``..._aiohttp``), over openai's own aiohttp client
+  (``..._openai_aiohttp``) and over the httpx2 fallback (``..._httpx``);
 - ``concurrency_ratio_1000_vs_cpu_bound``: wall / ideal at 1,000 dialogues and 200 ms,
   divided by that run's own CPU bound max(1, ρ), ρ = needed req/s × CPU per request;
 - ``concurrency_ratio_1000_at_2s``: wall / ideal at 1,000 dialogues when the model takes
@@ -58,7 +58,8 @@ async def _one(mock: MockProcess, out: Path, c: int, n: int, turns: int, latency
         "wall_s": round(wall, 3), "ideal_s": round(ideal, 3), "ratio": round(wall / ideal, 3),
         "requests": requests, "by_status": st["by_status"],
         "req_per_s": round(requests / wall, 1),
-        "client_cpu_s": round(r["cpu_s"], 3), "client_cpu_ms_per_request": round(1000 * r["cpu_s"] / max(1, requests), 3),
+        "client_cpu_s": round(r["cpu_s"], 3),
+        "client_cpu_ms_per_request": round(1000 * r["cpu_s"] / max(1, requests), 3),
         "client_cpu_util": round(r["cpu_s"] / wall, 3),
         "mock_cpu_s": round(mock.cpu_s() - mock_cpu0, 3),
         "errors": r["stats"].errors, "turns_done": r["stats"].turns,
@@ -69,20 +70,20 @@ async def _one(mock: MockProcess, out: Path, c: int, n: int, turns: int, latency
     row["client_load"] = round(row["needed_req_per_s"] * row["client_cpu_ms_per_request"] / 1000, 3)
     row["cpu_bound"] = max(1.0, row["client_load"])
     row["ratio_vs_cpu_bound"] = round(row["ratio"] / row["cpu_bound"], 3)
-    info(f"{transport} concurrency {c} at {latency_ms:g} ms: N={n} T={turns} wall {wall:.2f}s ideal {ideal:.2f}s ratio {row['ratio']} "
+    info(f"{transport} concurrency {c} at {latency_ms:g} ms: N={n} T={turns} wall {wall:.2f}s ideal {ideal:.2f}s "
+         f"ratio {row['ratio']} "
          f"({row['req_per_s']} req/s, client {row['client_cpu_ms_per_request']} ms CPU/req, "
          f"errors {row['errors']}, load {row['loadavg']}, steal {row['steal_share']})")
     return row
 
 
 async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    import openai  # noqa: F401  imported before timing: a first import costs ~0.5 s
-
-    import simloop.llm.http  # noqa: F401
+    import openai  # noqa: F401  imported before timing: a first import costs ~0.5 s (the warm-up runs load the rest)
 
     turns = 2 if quick else 4
     plan = [(10, 10), (100, 100), (1000, 1000)] if quick else [(10, 20), (100, 200), (1000, 1000)]
-    rows, ab = [], {"wire": [], "aiohttp": [], "openai-aiohttp": [], "httpx": []}
+    rows: list[dict[str, Any]] = []
+    ab: dict[str, list[dict[str, Any]]] = {"wire": [], "aiohttp": [], "openai-aiohttp": [], "httpx": []}
     with MockProcess(latency_ms=LATENCY_MS) as mock, tempfile.TemporaryDirectory(prefix="simloop-bench-") as tmp:
         for transport in ab:  # warm-up: imports, first connections
             await _one(mock, Path(tmp) / f"warm-{transport}", 10, 10, 1, transport=transport)
@@ -111,7 +112,8 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
     figures["client_cpu_ms_per_request"] = figure(best["wire"]["client_cpu_ms_per_request"], 1.0)
     figures["client_cpu_ms_per_request_aiohttp"] = figure(best["aiohttp"]["client_cpu_ms_per_request"], None)
     figures["client_cpu_ms_per_request_httpx"] = figure(best["httpx"]["client_cpu_ms_per_request"], None)
-    figures["client_cpu_ms_per_request_openai_aiohttp"] = figure(best["openai-aiohttp"]["client_cpu_ms_per_request"], None)
+    figures["client_cpu_ms_per_request_openai_aiohttp"] = figure(
+        best["openai-aiohttp"]["client_cpu_ms_per_request"], None)
     figures["client_cpu_ms_per_request_1000"] = figure(top["client_cpu_ms_per_request"], None)
     figures["concurrency_ratio_1000_vs_cpu_bound"] = figure(top["ratio_vs_cpu_bound"], 1.2)
     figures["concurrency_ratio_1000_at_2s"] = figure(at_2s["ratio"], 1.1)
@@ -128,9 +130,9 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
 
 async def _profile_client(mock: MockProcess, out: Path, out_dir: Path, c: int) -> dict[str, Any]:
     """Where the client's CPU goes at concurrency ``c`` (pyinstrument; one turn per dialogue)."""
-    from simloop.run.runner import execute, prepare_run
-
     from bench_profile import profiled
+
+    from simloop.run import execute, prepare_run
 
     cfg = bench_config(out, base_url=mock.url, simulator="bench_plugins:OneCallSimulator",
                        assistant="bench_plugins:OneCallAssistant", concurrency=c, limit=c,

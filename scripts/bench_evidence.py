@@ -42,14 +42,19 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+if TYPE_CHECKING:
+    from simloop.fakes import NegationStyle
+
 SEED = 11
 KINDS = ("true", "negated", "entity_swapped", "padded_neighbour")
-GENERATORS = {"negated": ("auxiliary", "lexical"), "entity_swapped": ("other_topic", "same_topic"),
+NEGATION_STYLES: tuple[NegationStyle, NegationStyle] = ("auxiliary", "lexical")
+GENERATORS = {"negated": NEGATION_STYLES, "entity_swapped": ("other_topic", "same_topic"),
               "padded_neighbour": ("passage", "response")}
 MODES = ("issue", "honest")
 TRAIN = "2023/2023_train_topics.json"
@@ -97,7 +102,7 @@ def base_topic(conv: str) -> str:
 
 def load_turns(path: Path, only_asks: Any) -> list[EvTurn]:
     """The usable turns of a topic file, with their reference in each mode."""
-    from simloop.inputs.ikat import REFERENCE_PASSAGE_WORDS, load_ikat_topics, load_passage_texts, turn_reference
+    from simloop.inputs import REFERENCE_PASSAGE_WORDS, load_ikat_topics, load_passage_texts, turn_reference
 
     passages = load_passage_texts(path)
     turns: list[EvTurn] = []
@@ -126,8 +131,8 @@ def load_turns(path: Path, only_asks: Any) -> list[EvTurn]:
 async def build(turns: list[EvTurn], pool_passages: dict[str, tuple[str, str]], embedder: Any,
                 seed: int = SEED) -> tuple[list[EvCase], dict[str, int]]:
     """Every candidate of every turn (cases a generator has no handle on are counted, not made)."""
-    from simloop.fakes.falsify import negate, swap_entities
-    from simloop.simulators.claims import entities, name_terms, name_words
+    from simloop.fakes import negate, swap_entities
+    from simloop.simulators import entities, name_terms, name_words
     from simloop.text import sentences, word_count
 
     rng = random.Random(f"{seed}|evidence|{len(turns)}")
@@ -149,7 +154,7 @@ async def build(turns: list[EvTurn], pool_passages: dict[str, tuple[str, str]], 
     for i, t in enumerate(turns):
         base, q = base_topic(t.conv), t.question
         cases.append(EvCase(t.key, "true", "", q, t.response))
-        for gen, style in zip(("tune", "held_out"), GENERATORS["negated"]):
+        for gen, style in zip(("tune", "held_out"), NEGATION_STYLES):
             neg = negate(t.response, random.Random(f"{seed}|{t.key}|{style}"), style)
             if neg == t.response:
                 skipped["negated_unchanged"] += 1
@@ -159,7 +164,7 @@ async def build(turns: list[EvTurn], pool_passages: dict[str, tuple[str, str]], 
         for gen, source in zip(("tune", "held_out"), GENERATORS["entity_swapped"]):
             pool = [n for o in turns if (base_topic(o.conv) != base if source == "other_topic"
                                          else o.conv == t.conv and o.key != t.key) for n in names[o.key]]
-            swapped = swap_entities(t.response, mine, lambda span: _nearest_name(span, pool, name_vec, t.response))
+            swapped = swap_entities(t.response, mine, partial(_nearest_name, pool=pool, vecs=name_vec, text=t.response))
             if swapped == t.response:
                 skipped["entity_swapped_no_names"] += 1
                 continue
@@ -184,7 +189,7 @@ async def build(turns: list[EvTurn], pool_passages: dict[str, tuple[str, str]], 
 
 def passage_pool(path: Path) -> dict[str, tuple[str, str]]:
     """The passages of a topic file's ``_psg_text.jsonl``: id -> (base topic citing it, text)."""
-    from simloop.inputs.ikat import load_ikat_topics, load_passage_texts
+    from simloop.inputs import load_ikat_topics, load_passage_texts
 
     texts = load_passage_texts(path)
     pool: dict[str, tuple[str, str]] = {}
@@ -210,7 +215,7 @@ async def _nearest_sentences(text: str, question: np.ndarray, n: int, embedder: 
 def _nearest_name(span: str, pool: list[str], vecs: dict[str, np.ndarray], text: str) -> str | None:
     """The name of ``pool`` most like ``span`` (MiniLM): another name of the same kind,
     sharing no word with ``span`` and not already in ``text``."""
-    from simloop.simulators.claims import name_terms
+    from simloop.simulators import name_terms
 
     if span not in vecs:
         return None
@@ -288,8 +293,7 @@ async def tune(data: Path, embedder: Any) -> dict[str, Any]:
     import itertools
 
     from simloop.schema import RubricQuestion
-    from simloop.simulators.evidence import Thresholds, check, pieces_of, prepare
-    from simloop.simulators.graders import EmbeddingGrader
+    from simloop.simulators import EmbeddingGrader, Thresholds, check_evidence, pieces_of, prepare
 
     path = data / TRAIN
     turns = [t for t in load_turns(path, only_asks) if t.refs["honest"]]
@@ -308,9 +312,9 @@ async def tune(data: Path, embedder: Any) -> dict[str, Any]:
     for th in itertools.product((0.4, 0.5, 0.6), (0.2, 0.3, 0.4), (0.5, 0.6, 0.7, 0.8), (0.5, 0.6, 0.7)):
         shares: dict[str, list[float]] = {}
         for c, ans, av, ref, rv in pre:
-            shares.setdefault(c.kind, []).append(check(ans, av, ref, rv, Thresholds(*th)).share)
+            shares.setdefault(c.kind, []).append(check_evidence(ans, av, ref, rv, Thresholds(*th)).share)
         true = [-x for x in shares["true"]]
-        row = {"thresholds": th, "true_any": round(float(np.mean([x > 0 for x in shares["true"]])), 3),
+        row: dict[str, Any] = {"thresholds": th, "true_any": round(float(np.mean([x > 0 for x in shares["true"]])), 3),
                "auc_negated": auc(true, [-x for x in shares["negated"]]),
                "auc_entity": auc(true, [-x for x in shares["entity_swapped"]])}
         row["score"] = round(row["auc_negated"] + row["auc_entity"] - row["true_any"], 4)
@@ -320,12 +324,13 @@ async def tune(data: Path, embedder: Any) -> dict[str, Any]:
     parts = [(c, await g.explain(_question(c, by), c.response)) for c, *_ in pre]
     wrong = {tau: {k: round(float(np.mean([p.contradicts >= tau for c, p in parts if c.kind == k])), 3)
                    for k in ("true", "negated", "entity_swapped")} for tau in (0.15, 0.2, 0.25, 0.34, 0.5)}
-    drift = {"true": [], "earlier": []}
+    drift: dict[str, list[float]] = {"true": [], "earlier": []}
     for c in [*(c for c in cases if c.kind == "true"), *earlier_cases(turns)]:
         before = earlier_questions(turns, c.turn, "honest")
         if before:
             drift[c.kind].append((await g.explain(_question(c, by), c.response, earlier=before)).earlier)
-    margins = {m: {k: round(float(np.mean(np.array(v) >= m)), 3) for k, v in drift.items()} for m in (0.0, 0.05, 0.1, 0.15)}
+    margins = {m: {k: round(float(np.mean(np.array(v) >= m)), 3) for k, v in drift.items()}
+               for m in (0.0, 0.05, 0.1, 0.15)}
     bare = [(await g.explain(RubricQuestion(id=c.turn, question=c.question), c.response)).grade
             for c, *_ in pre if c.kind == "true"]
     weights = []
@@ -333,7 +338,8 @@ async def tune(data: Path, embedder: Any) -> dict[str, Any]:
         gw = EmbeddingGrader(embedder=embedder, w_reference=w_ref, focus_weight=focus)
         grades = [(c.kind, (await gw.explain(_question(c, by), c.response)).grade) for c, *_ in pre]
         true = [x for k, x in grades if k == "true"]
-        weights.append({"w_reference": w_ref, "focus_weight": focus, "true_pass": round(float(np.mean([x > 3 for x in true])), 3),
+        weights.append({"w_reference": w_ref, "focus_weight": focus,
+                        "true_pass": round(float(np.mean([x > 3 for x in true])), 3),
                         "auc_padded": auc(true, [x for k, x in grades if k == "padded_neighbour"])})
     return {"turns": len(turns), "alignment_grid_best": grid[:10], "wrong_share": wrong, "earlier_margin": margins,
             "true_pass_without_reference": round(float(np.mean([x > 3 for x in bare])), 3), "weights": weights}
@@ -354,7 +360,7 @@ if __name__ == "__main__":  # scripts/bench_evidence.py --tune: the tables above
     from bench_common import ikat_dir
 
     async def _main() -> dict[str, Any]:
-        from simloop.search.embeddings import open_embedder
+        from simloop.search import open_embedder
 
         folder = ikat_dir((TRAIN,))
         if folder is None:

@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from bench_common import bench_config, figure, info
-from bench_plugins import CpuMeter, ScriptedChat
+from bench_plugins import bench_chat
+
+from simloop.fakes import CpuMeter
 
 KIB = 1024
 
@@ -35,14 +37,14 @@ def _rss_bytes() -> int:
 
 async def _parked(out: Path, n: int, measure: Any, timeout_s: float = 240.0) -> dict[str, Any]:
     """Start ``n`` dialogues, wait until all are parked, call ``measure()``, release them."""
-    from simloop.run.runner import execute, prepare_run
+    from simloop.run import execute, prepare_run
 
     meter = CpuMeter()
     cfg = bench_config(out, base_url=None, simulator="bench_plugins:OneCallSimulator",
                        assistant="bench_plugins:ParkedAssistant", concurrency=n, limit=n,
                        sim_params={"turns": 1}, max_turns=2)
-    prep = prepare_run(cfg, overrides={"chat:simulator": ScriptedChat("simulator", meter)})
-    assistant = prep.assistant
+    prep = prepare_run(cfg, overrides={"chat:simulator": bench_chat("simulator", meter)})
+    assistant: Any = prep.assistant  # a ParkedAssistant (bench_plugins): its arrived count and gate
     task = asyncio.create_task(execute(prep))
     t0 = time.monotonic()
     while assistant.arrived < n and time.monotonic() - t0 < timeout_s and not task.done():
@@ -83,8 +85,8 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
         tracemalloc.stop()
     current, after = traced["measure"]
     traced_per = (current - base_traced) / max(1, traced["parked"])
-    top = [{"where": str(s.traceback[0]), "kib_per_dialogue": round(s.size_diff / KIB / n, 3), "count_diff": s.count_diff}
-           for s in after.compare_to(before, "lineno")[:12]]
+    top = [{"where": str(s.traceback[0]), "kib_per_dialogue": round(s.size_diff / KIB / n, 3),
+            "count_diff": s.count_diff} for s in after.compare_to(before, "lineno")[:12]]
     info(f"memory: {n} parked dialogues: RSS {rss_per / KIB:.1f} KiB each, Python allocations "
          f"{traced_per / KIB:.1f} KiB each (parked {rss['parked']}/{n} in {rss['park_s']}s)")
     for row in top[:6]:

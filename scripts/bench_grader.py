@@ -44,8 +44,8 @@ from pathlib import Path
 from typing import Any
 
 import bench_evidence as ev
-from bench_evidence import auc, base_topic, only_asks
 from bench_common import ROOT, figure, ikat_dir, info
+from bench_evidence import auc, base_topic, only_asks
 
 SEED = 11
 SETS = {"2023_train": "2023/2023_train_topics.json", "2023_test": "2023/2023_test_topics.json",
@@ -83,8 +83,8 @@ class Case:
 
 def build_cases(path: Path, seed: int = SEED) -> tuple[list[Case], dict[str, int]]:
     """The six labelled candidates of every usable turn of one topic file."""
-    from simloop.fakes.adversaries import clarifying_question, restate
-    from simloop.inputs.ikat import load_ikat_topics
+    from simloop.fakes import clarifying_question, restate
+    from simloop.inputs import load_ikat_topics
     from simloop.text import sentences, word_count
 
     convs = [(p.id, t) for p in load_ikat_topics(path) for t in p.topics[0].gold_turns]
@@ -109,8 +109,8 @@ def build_cases(path: Path, seed: int = SEED) -> tuple[list[Case], dict[str, int
                   Case(key, "clarify", q, clarifying_question(q, rng))]
         if same:
             cases.append(Case(key, "other_turn", q, rng.choice(same).response))
-    return cases, {"turns": len(convs), "with_response": len(answered), "only_asking_left_out": len(answered) - len(usable),
-                   "used": len(usable)}
+    return cases, {"turns": len(convs), "with_response": len(answered),
+                   "only_asking_left_out": len(answered) - len(usable), "used": len(usable)}
 
 
 def score(cases: list[Case], grades: list[float]) -> dict[str, Any]:
@@ -177,8 +177,8 @@ def _rate(grades: list[float]) -> float | None:
 def e2e(assistant: str, quick: bool) -> dict[str, Any]:
     """Stop reasons of a ``simloop run`` of ``assistant`` against the offline simulator over
     the demo personas: every topic, or (quick) each persona's first topic."""
-    from simloop.inputs.personas import load_personas
-    from simloop.run.recorder import read_transcripts
+    from simloop.inputs import load_personas
+    from simloop.run import read_transcripts
 
     topics = [a for p in load_personas(ROOT / "personas") for a in ("--topic", p.topics[0].id)] if quick else []
     with tempfile.TemporaryDirectory(prefix="simloop-bench-") as tmp:
@@ -199,7 +199,7 @@ def e2e(assistant: str, quick: bool) -> dict[str, Any]:
 
 
 async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    from simloop.search.embeddings import open_embedder
+    from simloop.search import open_embedder
 
     data = ikat_dir(tuple(SETS.values()))
     if data is None:
@@ -214,7 +214,7 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
 
 
 async def _measure(quick: bool, data: Path, embedder: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    from simloop.simulators.graders import EmbeddingGrader
+    from simloop.simulators import EmbeddingGrader
 
     grader = EmbeddingGrader(embedder=embedder)
     details: dict[str, Any] = {"seed": SEED, "threshold": THRESHOLD, "data": str(data), "sets": {}}

@@ -48,7 +48,7 @@ BENCHES: dict[str, tuple[str, int, int]] = {
 
 def _run_one(name: str, quick: bool, out: Path, out_dir: Path) -> int:
     from simloop.loop import run as run_loop
-    from simloop.search.jvm import prepare_environment
+    from simloop.search import prepare_environment
 
     prepare_environment()  # at process start, before any thread (see search/jvm.py)
     module = importlib.import_module(BENCHES[name][0])
@@ -58,7 +58,8 @@ def _run_one(name: str, quick: bool, out: Path, out_dir: Path) -> int:
 
 
 def _child(name: str, quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    limit = BENCHES[name][2 if quick else 1]
+    _, full_s, quick_s = BENCHES[name]
+    limit = quick_s if quick else full_s
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as fh:
         out = Path(fh.name)
     cmd = [sys.executable, str(Path(__file__).resolve()), "--run-one", name, "--json", str(out), "--out", str(out_dir)]

@@ -62,8 +62,7 @@ async def make_dialogue(ctx: Any, persona: Any, turns: int) -> tuple[Any, list[A
     """(state with ``turns`` finished turns, top-5 hits per turn) from voice + bm25_extractive."""
     from agents.bm25_extractive import BM25Extractive
     from simloop.schema import DialogueState, Turn, UserTurn
-    from simloop.simulators.policy import Action, SimContext
-    from simloop.simulators.voices import TemplateVoice
+    from simloop.simulators import Action, SimContext, TemplateVoice
 
     scenario = _merged_scenario(persona)
     state = DialogueState(dialogue_id=scenario.dialogue_id, scenario=scenario, max_turns=turns)
@@ -91,20 +90,21 @@ def _replay(dialogue: Any, t: int) -> Any:
 
 
 async def measure(ctx: Any, dialogue: Any, hits: list[Any]) -> dict[str, list[int]]:
-    from simloop.memory import history_share, make_memory
+    from simloop.memory import AdaptiveMemory, history_share, make_memory
+    from simloop.parts import fit_passages, format_passage, is_dependent
     from simloop.text import count_tokens
-    from simloop.parts.retrieve import fit_passages, format_passage
-    from simloop.parts.rewrite import is_dependent
 
+    adaptive = make_memory("adaptive")
+    assert isinstance(adaptive, AdaptiveMemory)  # its budget splits each turn between history and passages
     memories = {"full": make_memory("full"), "window": make_memory("window", turns=3),
-                "adaptive": make_memory("adaptive"), "summary": make_memory("summary", max_words=SUMMARY_WORDS)}
+                "adaptive": adaptive, "summary": make_memory("summary", max_words=SUMMARY_WORDS)}
     out: dict[str, list[int]] = {name: [] for name in (*STRATEGIES, "summary@cap")}
     scratch: dict[str, Any] = {}  # the assistant's memory of this dialogue: the evolving summary
     for t in range(1, len(dialogue.turns) + 1):
         state = _replay(dialogue, t)
         state.assistant_memory = scratch
         share = history_share(t - 1, is_dependent(state.user.utterance))
-        shown = fit_passages(hits[t - 1], round((1 - share) * memories["adaptive"].available_tokens), 5)
+        shown = fit_passages(hits[t - 1], round((1 - share) * adaptive.available_tokens), 5)
         reserve = max(1, sum(count_tokens(format_passage(h)) for h in shown))
         for name, memory in memories.items():
             built = await memory.build(state, ctx, reserve_tokens=reserve if name == "adaptive" else 0)
@@ -129,10 +129,10 @@ def report(per_dialogue: list[dict[str, list[int]]]) -> dict[str, dict[str, floa
 
 async def main(turns: int, personas: int, out: Path) -> int:
     from simloop.config import RunConfig
-    from simloop.llm.config import LLMConfig, LLMRole
-    from simloop.fakes.mockllm import MockLLM
-    from simloop.inputs.personas import load_personas
-    from simloop.run.plugins import Context
+    from simloop.fakes import MockLLM
+    from simloop.inputs import load_personas
+    from simloop.llm import LLMConfig, LLMRole
+    from simloop.run import Context
 
     async with MockLLM(seed=1) as mock:
         ctx = Context(RunConfig(llm=LLMConfig(default=LLMRole(base_url=mock.url, model="mock-model"))))

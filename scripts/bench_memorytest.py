@@ -39,8 +39,9 @@ TARGETS = {"full": (0.9, "higher"), "window": (0.1, "lower")}
 
 async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     from bench_common import figure, info
+
     from simloop.config import RunConfig
-    from simloop.memorytest.run import MemoryTest, parse_config
+    from simloop.memorytest import MemoryTest, parse_config
 
     strategies = ["full", "window"] if quick else ["full", "summary", "window", "adaptive"]
     distances = [5, 40] if quick else [5, 10, 20, 40]

@@ -41,8 +41,9 @@ async def _one(out: Path, n: int, embedders: dict[str, Any], retriever: Any) -> 
             "cpu_ms_per_turn": round(1000 * r["cpu_s"] / turns, 1), "model_calls": embedder.stats["model_calls"],
             "batches": embedder.stats["batches"],
             "texts_encoded": embedder.stats["texts"],
-            "encode_cpu_s_per_dialogue": round(embedder.stats["encode_cpu_s"] / n, 3), "stored_hits": embedder.stats["stored_hits"],
-            "mpnet_texts_encoded": mpnet.stats["texts"], "mpnet_encode_cpu_s_per_dialogue": round(mpnet.stats["encode_cpu_s"] / n, 3),
+            "encode_cpu_s_per_dialogue": round(embedder.stats["encode_cpu_s"] / n, 3),
+            "stored_hits": embedder.stats["stored_hits"], "mpnet_texts_encoded": mpnet.stats["texts"],
+            "mpnet_encode_cpu_s_per_dialogue": round(mpnet.stats["encode_cpu_s"] / n, 3),
             "loadavg": [round(x, 2) for x in os.getloadavg()]}
 
 
@@ -53,8 +54,9 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
     retriever = await open_retriever(RetrievalConfig())
     await retriever.search("warm-up query", 10)
     rows: dict[str, list[dict[str, Any]]] = {"on": [], "off": []}
-    settings = {"on": {"index": retriever.index_dir},
-                "off": {"max_batch": 1, "buckets": False, "cache_size": 0, "passage_cache_size": 0, "fixed_cache_size": 0}}
+    settings: dict[str, dict[str, Any]] = {
+        "on": {"index": retriever.index_dir},
+        "off": {"max_batch": 1, "buckets": False, "cache_size": 0, "passage_cache_size": 0, "fixed_cache_size": 0}}
     try:
         with tempfile.TemporaryDirectory(prefix="simloop-bench-") as tmp:
             for rnd in range(1 if quick else 2):
@@ -67,8 +69,9 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
                     rows[mode].append(row)
                     info(f"offline demo, embeddings {mode}: {n} dialogues in {row['wall_s']} s, "
                          f"{row['cpu_s_per_dialogue']} s CPU/dialogue, {row['model_calls']} model calls for "
-                         f"{row['texts_encoded']} texts ({row['encode_cpu_s_per_dialogue']} s CPU/dialogue), {row['stored_hits']} stored vectors used; "
-                         f"MPNet {row['mpnet_texts_encoded']} texts ({row['mpnet_encode_cpu_s_per_dialogue']} s CPU/dialogue), load {row['loadavg']}")
+                         f"{row['texts_encoded']} texts ({row['encode_cpu_s_per_dialogue']} s CPU/dialogue), "
+                         f"{row['stored_hits']} stored vectors used; MPNet {row['mpnet_texts_encoded']} texts "
+                         f"({row['mpnet_encode_cpu_s_per_dialogue']} s CPU/dialogue), load {row['loadavg']}")
     finally:
         await retriever.aclose()
     on = max(rows["on"], key=lambda r: r["dialogues_per_s"])  # best of each: the least disturbed

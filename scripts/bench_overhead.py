@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from bench_common import bench_config, figure, info, run_prepared, shown_path
-from bench_plugins import CpuMeter, MeteredRetriever, ScriptedChat
+from bench_plugins import MeteredRetriever, bench_chat
 from bench_profile import profiled
+
+from simloop.fakes import CpuMeter
 
 TURNS = 5
 CONCURRENCY = 100
@@ -34,9 +36,9 @@ def _corpus(n: int = 30) -> list[tuple[str, str]]:
 
 
 def _overrides(meter: CpuMeter) -> dict[str, Any]:
-    from simloop.fakes.seams import MemoryRetriever
+    from simloop.fakes import MemoryRetriever
 
-    return {"chat:simulator": ScriptedChat("simulator", meter), "chat:assistant": ScriptedChat("assistant", meter),
+    return {"chat:simulator": bench_chat("simulator", meter), "chat:assistant": bench_chat("assistant", meter),
             "retriever": MeteredRetriever(MemoryRetriever(_corpus()), meter)}
 
 
@@ -73,7 +75,7 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
         best = min(runs, key=lambda r: r["ms_per_turn"])  # least disturbed by the other engineers' load
         info(f"engine overhead: {best['ms_per_turn']} ms CPU/turn over {best['turns']} turns "
              f"(runs: {[r['ms_per_turn'] for r in runs]})")
-        from simloop.run.runner import execute, prepare_run
+        from simloop.run import execute, prepare_run
 
         prep = prepare_run(_cfg(Path(tmp) / "prof", n), overrides=_overrides(CpuMeter()))  # set-up: not profiled
         prof_txt = out_dir / "profile_engine_overhead.txt"

@@ -1,5 +1,5 @@
 """Bench-only plugins and fakes: a simulator and an assistant that make exactly one LLM
-call per turn each, and a scripted ChatModel for the engine-overhead figure.
+call per turn each, and the engine figures' settings of the scripted ChatModel (simloop.fakes).
 
 Loaded by the runner as ``bench_plugins:OneCallSimulator`` / ``bench_plugins:OneCallAssistant``
 (``scripts/`` is on ``sys.path`` when ``scripts/bench_main.py`` runs).  They are shaped
@@ -10,23 +10,13 @@ provenance, stages) so the engine and recorder handle a realistic payload.
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 from typing import Any
 
-from simloop.llm.client import ChatResult
-from simloop.schema import AssistantReply, ContextInfo, Passage, PtkbUse, Stage, SimulatorTurn
+from simloop.fakes import CpuMeter, ScriptedChat
+from simloop.schema import AssistantReply, ContextInfo, Passage, PtkbUse, SimulatorTurn, Stage
 
-__all__ = ["OneCallSimulator", "OneCallAssistant", "ScriptedUser", "ParkedAssistant", "ScriptedChat", "MeteredRetriever",
-           "CpuMeter"]
-
-
-class CpuMeter:
-    """Main-thread CPU seconds spent inside the fakes (subtracted from the engine's share)."""
-
-    def __init__(self) -> None:
-        self.seconds = 0.0
-        self.calls = 0
+__all__ = ["OneCallSimulator", "OneCallAssistant", "ScriptedUser", "ParkedAssistant", "MeteredRetriever", "bench_chat"]
 
 
 class OneCallSimulator:
@@ -92,8 +82,9 @@ class OneCallAssistant:
             hits = await retriever.search(utterance, self.k)
             stages.append(Stage(name="retrieve", latency_ms=round((time.perf_counter() - t0) * 1000, 3)))
         context = "\n".join(f"[{h.docid}] {h.text[:200]}" for h in hits[:3])
-        messages = [{"role": "system", "content": "Answer from the passages.\n" + context},
-                    *({"role": r, "content": c} for u, a in state.history()[-2:] for r, c in (("user", u), ("assistant", a))),
+        recent = [{"role": r, "content": c}
+                  for u, a in state.history()[-2:] for r, c in (("user", u), ("assistant", a))]
+        messages = [{"role": "system", "content": "Answer from the passages.\n" + context}, *recent,
                     {"role": "user", "content": utterance}]
         result = await self.ctx.chat("assistant").chat(messages, stage="generate", max_tokens=96)
         stages.append(result.stage)
@@ -120,30 +111,11 @@ class ParkedAssistant:
         return AssistantReply(response=f"Parked answer to: {state.user.utterance}")
 
 
-class ScriptedChat:
-    """A ChatModel at the seam: same ``chat`` signature, a canned answer, no I/O.
-
-    It yields to the loop once, or sleeps ``latency_s`` plus up to ``jitter_s`` (a real call
-    always suspends, and real latencies vary), builds the Stage a real
-    call would, and charges its own CPU to ``meter`` so the engine figure excludes it.
-    """
-
-    def __init__(self, role: str, meter: CpuMeter, model: str = "scripted", latency_s: float = 0.0,
-                 jitter_s: float = 0.0, seed: int = 0):
-        self.role, self.meter, self.model, self.latency_s, self.jitter_s = role, meter, model, latency_s, jitter_s
-        self._rng = random.Random(seed)
-        self._n = 0
-
-    async def chat(self, messages: Any, *, stage: str, **_: Any) -> ChatResult:
-        await asyncio.sleep(self.latency_s + (self._rng.uniform(0, self.jitter_s) if self.jitter_s else 0.0))
-        t0 = time.thread_time()
-        self._n += 1
-        text = f"Scripted {self.role} reply number {self._n}: the answer is in the second passage."
-        result = ChatResult(text, [text], Stage(name=stage, model=self.model, prompt_tokens=120, completion_tokens=20,
-                                                latency_ms=0.01, role=self.role))
-        self.meter.seconds += time.thread_time() - t0
-        self.meter.calls += 1
-        return result
+def bench_chat(role: str, meter: CpuMeter, **kw: Any) -> ScriptedChat:
+    """The scripted ChatModel of the engine figures: a canned answer with the usage of a
+    real call, its own CPU charged to ``meter`` (left out of the engine's share), nothing
+    recorded (a run keeps no requests); ``kw``: latency, jitter, seed."""
+    return ScriptedChat(role=role, meter=meter, usage=(120, 20), record=False, **kw)
 
 
 class MeteredRetriever:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any, Awaitable
+from typing import Any
 
 
-async def profiled(coro: Awaitable[Any], text_out: Path | None = None, interval: float = 0.0005) -> tuple[Any, dict[str, Any]]:
+async def profiled(coro: Awaitable[Any], text_out: Path | None = None,
+                   interval: float = 0.0005) -> tuple[Any, dict[str, Any]]:
     """Await ``coro`` under pyinstrument (every task on the loop is sampled, not just this one).
 
     Without pyinstrument (the ``bench`` extra) the coroutine still runs, unprofiled."""

@@ -29,27 +29,46 @@ import itertools
 import json
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import asdict, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 
 from bench_common import IKAT_ENV, ROOT, figure, ikat_dir, info  # noqa: E402
-from simloop.evaluate.provenance import ptkb_scores, read_ptkb_qrels  # noqa: E402
-from simloop.inputs.ikat import load_ikat_topics  # noqa: E402
-from simloop.parts.ptkb import rank_ptkb_by_embedding  # noqa: E402
-from simloop.parts.ptkb_rank import (  # noqa: E402
-    DEFAULT_PARAMS, ENCODER_DEFAULTS, MINILM_PARAMS, RankParams, as_uses, lexical_matrix, order_scores, query_texts, rank_ptkb, score_statements,
-    select_used, similarities,
+
+from simloop.evaluate import ptkb_scores, read_ptkb_qrels  # noqa: E402
+from simloop.inputs import load_ikat_topics  # noqa: E402
+from simloop.parts import (  # noqa: E402
+    DEFAULT_PARAMS,
+    ENCODER_DEFAULTS,
+    MINILM_PARAMS,
+    RankParams,
+    as_uses,
+    lexical_matrix,
+    order_scores,
+    query_texts,
+    rank_ptkb,
+    rank_ptkb_by_embedding,
+    score_statements,
+    select_used,
+    similarities,
 )
 from simloop.schema import (  # noqa: E402
-    AssistantTurn, Behaviour, PluginRef, ScenarioRef, Stop, Transcript, Turn, UserTurn,
+    AssistantTurn,
+    Behaviour,
+    PluginRef,
+    ScenarioRef,
+    Stop,
+    Transcript,
+    Turn,
+    UserTurn,
 )
-from simloop.search.embeddings import open_embedder  # noqa: E402
+from simloop.search import open_embedder  # noqa: E402
 
 SETS = {  # name -> (topic file, PTKB qrels or None for the topic file's own gold)
     "train23": ("2023/2023_train_topics.json", None),
@@ -103,6 +122,8 @@ class TopicSet:
             turn.assistant.ptkb_provenance = as_uses(ranking, ptkb, used[k] if used is not None else [])
         chosen = [t for t in self.transcripts if only is None or t.dialogue_id in only]
         out = ptkb_scores(chosen, self.qrels).summary
+        if out is None:
+            raise ValueError(f"{self.name}: no turn with gold PTKB provenance to score")
         keep = ["nDCG@3", "nDCG@5", "P@3", "R@3", "P@5", "R@5"]
         if used is not None:
             keep += ["P", "R", "F1", "turns", "judged_turns", "overuse_turns"]
@@ -111,7 +132,7 @@ class TopicSet:
 
 def _transcript(persona: Any) -> Any:
     """A replay transcript of one conversation (the fields ``ptkb_scores`` reads, the rest minimal)."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     gold = persona.topics[0].gold_turns
     turns = [Turn(index=k + 1, user=UserTurn(utterance=g.utterance), assistant=AssistantTurn(response=""), gold=g)
              for k, g in enumerate(gold)]
@@ -132,7 +153,7 @@ async def baseline(ts: TopicSet, embedder: Any) -> dict[str, Any]:
     """The old ranker's query (utterance + previous user utterance), ranked in full."""
     async def one(ptkb: list[str], u: str, h: list[str]) -> list[tuple[int, float]]:
         uses = await rank_ptkb_by_embedding(embedder, " ".join([u, *h[-1:]]), ptkb, -2.0, len(ptkb))
-        return [(p.index, p.score) for p in uses]
+        return [(p.index, p.score or 0.0) for p in uses]  # the embedding ranker scores every statement
 
     rankings = await asyncio.gather(*(one(ptkb, u, h) for _, ptkb, u, h in ts.turns()))
     return ts.score(rankings, [[i for i, _ in r[:3]] for r in rankings])
@@ -160,7 +181,8 @@ async def run(quick: bool, out_dir: Path, with_baseline: bool = False) -> tuple[
     return figures, details
 
 
-async def _measure(root: Path, embedder: Any, params: Any, with_baseline: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+async def _measure(root: Path, embedder: Any, params: Any,
+                   with_baseline: bool) -> tuple[dict[str, Any], dict[str, Any]]:
     details: dict[str, Any] = {"params": asdict(params), "sets": {}}
     for name in SETS:
         ts = TopicSet(name, root)
@@ -195,7 +217,7 @@ async def similarities_per_turn(ts: TopicSet, embedder: Any) -> list[np.ndarray]
 
 
 def _rank_with(sims: list[np.ndarray], params: Any) -> list[list[tuple[int, float]]]:
-    return [order_scores(score_statements(s[0] + params.lexical_weight * s[1], params)) for s in sims]
+    return [order_scores(score_statements(s[0] + params.lexical_weight * s[1], params).tolist()) for s in sims]
 
 
 def _ranking_objective(r: dict[str, Any]) -> float:
@@ -212,10 +234,10 @@ def _tied_centre(scored: list[tuple[float, dict[str, float]]], axes: Sequence[st
     return min(tied, key=lambda p: sum(((p[a] - centre[a]) / span[a]) ** 2 for a in axes))
 
 
-RANK_GRID = {"history_weight": [round(x, 2) for x in np.arange(0.0, 1.001, 0.05)],
+RANK_GRID: dict[str, list[float]] = {"history_weight": [round(x, 2) for x in np.arange(0.0, 1.001, 0.05)],
              "decay": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0],
              "lexical_weight": [0.0, 0.1, 0.2, 0.3, 0.5]}
-USED_GRID = {"used_threshold": [round(x, 3) for x in np.arange(-0.2, 0.501, 0.05)],
+USED_GRID: dict[str, list[Any]] = {"used_threshold": [round(x, 3) for x in np.arange(-0.2, 0.501, 0.05)],
              "used_top_k": [1, 2, 3, 4, 5], "used_min": [0, 1],
              "used_gap": [0.05, 0.1, 0.15, 0.175, 0.2, 0.25, 0.3, 2.0]}
 
@@ -225,10 +247,12 @@ def tune_ranking(ts: TopicSet, sims: list[np.ndarray], only: set[str] | None = N
     base = RankParams(max_history=TUNE_HISTORY)
     scored = []
     for values in itertools.product(*RANK_GRID.values()):
-        params = replace(base, **dict(zip(RANK_GRID, values)))
+        chosen: dict[str, Any] = dict(zip(RANK_GRID, values))
+        params = replace(base, **chosen)
         r = ts.score(_rank_with(sims, params), only=only)
         scored.append((_ranking_objective(r), dict(zip(RANK_GRID, values))))
-    return replace(base, **_tied_centre(scored, list(RANK_GRID))), scored
+    centre: dict[str, Any] = _tied_centre(scored, list(RANK_GRID))
+    return replace(base, **centre), scored
 
 
 def tune_used(ts: TopicSet, rankings: list, only: set[str] | None = None,
@@ -326,7 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="scripts/bench_ptkb.py", description=__doc__.splitlines()[0])
     p.add_argument("--tune", action="store_true", help="rerun the train-only parameter search")
     p.add_argument("--cv", action="store_true", help="with --tune: also leave-one-conversation-out (slow)")
-    p.add_argument("--encoder", choices=tuple(ENCODER_DEFAULTS), default=DEFAULT_PARAMS.encoder, help="with --tune: whose vectors")
+    p.add_argument("--encoder", choices=tuple(ENCODER_DEFAULTS), default=DEFAULT_PARAMS.encoder,
+                   help="with --tune: whose vectors")
     p.add_argument("--quick", action="store_true", help="as scripts/bench --quick (same figures)")
     p.add_argument("--baseline", action="store_true", help="also score the old query (utterance + previous one)")
     a = p.parse_args(argv)

@@ -78,7 +78,7 @@ def real_utterances(folder: Path, files: tuple[str, ...] = REAL_FILES) -> list[U
 
 def demo_utterances(run_dir: Path, personas_dir: Path) -> tuple[list[Utterance], list[dict[str, Any]]]:
     """(utterances with their rubric questions, transcripts) of a finished run."""
-    from simloop.inputs.personas import load_personas
+    from simloop.inputs import load_personas
 
     questions = {(t.id, q.id): q.question for p in load_personas(personas_dir) for t in p.topics for q in t.rubric}
     dialogues = [json.loads(line) for line in (run_dir / "dialogues.jsonl").read_text().splitlines() if line.strip()]

@@ -10,12 +10,15 @@ LABELS: dict[str, tuple[str, str]] = {
     "concurrency_ratio_10": ("wall / ideal, concurrency 10 (200 ms mock)", "×"),
     "concurrency_ratio_100": ("wall / ideal, concurrency 100", "×"),
     "concurrency_ratio_1000": ("wall / ideal, concurrency 1,000", "×"),
-    "concurrency_ratio_1000_vs_cpu_bound": ("wall / ideal at concurrency 1,000 ÷ its CPU bound max(1, ρ) (same run)", "×"),
+    "concurrency_ratio_1000_vs_cpu_bound": (
+        "wall / ideal at concurrency 1,000 ÷ its CPU bound max(1, ρ) (same run)", "×"),
     "concurrency_ratio_1000_at_2s": ("wall / ideal, 1,000 dialogues, mock answering in 2 s", "×"),
-    "concurrency_ratio_1000_at_2s_minimal": ("floor: the same with a bare asyncio HTTP/1.1 client, same mock (same run)", "×"),
+    "concurrency_ratio_1000_at_2s_minimal": (
+        "floor: the same with a bare asyncio HTTP/1.1 client, same mock (same run)", "×"),
     "concurrency_ratio_1000_httpx": ("wall / ideal at 1,000 over the httpx2 fallback (A/B, same run)", "×"),
     "client_cpu_ms_per_request": ("process CPU per LLM request at concurrency 500 (full LLM layer + engine)", "ms"),
-    "client_cpu_ms_per_request_aiohttp": ("same client over aiohttp instead of its own connections (A/B, same run)", "ms"),
+    "client_cpu_ms_per_request_aiohttp": (
+        "same client over aiohttp instead of its own connections (A/B, same run)", "ms"),
     "client_cpu_ms_per_request_httpx": ("same over the httpx2 fallback (A/B, same run)", "ms"),
     "client_cpu_ms_per_request_openai_aiohttp": ("same over openai's own aiohttp client (A/B, same run)", "ms"),
     "client_cpu_ms_per_request_1000": ("same at concurrency 1,000", "ms"),
@@ -53,8 +56,10 @@ LABELS: dict[str, tuple[str, str]] = {
     "ptkb_ndcg3_ikat24_minilm": ("PTKB nDCG@3, same", ""),
     "ptkb_ndcg3_train23_minilm": ("PTKB nDCG@3 on 2023 train, MiniLM ranker", ""),
     "ptkb_f1_train23_minilm": ("PTKB set F1 on 2023 train, same", ""),
-    "answer_offtopic_sentence_share": ("demo answer sentences off the reference's subject by the grader's focus rule", ""),
-    "answer_offtopic_labelled_share": ("demo answer sentences hand-labelled off topic (bench/labels), of those labelled", ""),
+    "answer_offtopic_sentence_share": (
+        "demo answer sentences off the reference's subject by the grader's focus rule", ""),
+    "answer_offtopic_labelled_share": (
+        "demo answer sentences hand-labelled off topic (bench/labels), of those labelled", ""),
     "answer_offtopic_measure_recall": ("focus rule vs hand labels: share of labelled off-topic sentences it flags", ""),
     "answer_offtopic_measure_precision": ("focus rule vs hand labels: share of its flags labelled off topic", ""),
     "answer_words_max": ("longest demo answer (bm25_extractive, cap 220)", "words"),
@@ -64,7 +69,8 @@ LABELS: dict[str, tuple[str, str]] = {
     "grader_auc_true_vs_restated": ("ROC-AUC, human answer vs the question restated with filler", ""),
     "grader_auc_true_vs_other_turn": ("ROC-AUC, human answer vs another turn's answer, same conversation", ""),
     "grader_auc_true_vs_other_topic": ("ROC-AUC, human answer vs another topic's answer", ""),
-    "grader_padding_penalised": ("share of turns whose padded answer (+2 off-topic sentences) grades below the true one", ""),
+    "grader_padding_penalised": (
+        "share of turns whose padded answer (+2 off-topic sentences) grades below the true one", ""),
     "grader_true_pass_rate": ("human answers passing (grade > 3)", ""),
     "grader_restated_pass_rate": ("restatements passing (informational)", ""),
     "grader_clarify_pass_rate": ("clarifying questions passing (informational)", ""),
@@ -119,11 +125,13 @@ def _target(key: str, fig: dict[str, Any]) -> str:
 
 def write_markdown(path: Path, results: dict[str, Any], details: dict[str, Any]) -> None:
     m = details.get("machine", {})
+    quick = " --quick" if details.get("quick") else ""
     lines = ["# simloop benchmarks", "",
-             f"Written by `scripts/bench{' --quick' if details.get('quick') else ''}` at {details.get('finished_at', '?')}. "
+             f"Written by `scripts/bench{quick}` at {details.get('finished_at', '?')}. "
              "Figures are `bench/results.json`; everything measured on the way is in `bench/details.json`.", "",
              "## Machine", "",
-             f"- CPU: {m.get('cpu', '?')}, {m.get('cores', '?')} cores; RAM {m.get('ram_gib', '?')} GiB; {m.get('os', '')}",
+             f"- CPU: {m.get('cpu', '?')}, {m.get('cores', '?')} cores; RAM {m.get('ram_gib', '?')} GiB; "
+             f"{m.get('os', '')}",
              f"- Python: {m.get('python', '?')}; load average at start: {m.get('loadavg_at_start', '?')} "
              "(the cores were shared with other work: absolute times are noisy, ratios within one run less so)",
              "- Versions: " + ", ".join(f"{k} {v}" for k, v in m.get("versions", {}).items()), "",
@@ -204,9 +212,9 @@ def _notes(details: dict[str, Any]) -> list[str]:
                    f"per request, ratio {aio['ratio']} at concurrency {aio['concurrency']}")
     floor = c.get("minimal_client") or {}
     if floor:
-        out.append(f"- floor, a bare asyncio HTTP/1.1 client (no SDK, no engine) at {floor['connections']} connections: "
-                   f"{floor['cpu_ms_per_request']} ms CPU per request, wall/ideal {floor['ratio']}; the mock itself "
-                   f"spent {floor['mock_cpu_ms_per_request']} ms CPU per request")
+        out.append(f"- floor, a bare asyncio HTTP/1.1 client (no SDK, no engine) at {floor['connections']} "
+                   f"connections: {floor['cpu_ms_per_request']} ms CPU per request, wall/ideal {floor['ratio']}; "
+                   f"the mock itself spent {floor['mock_cpu_ms_per_request']} ms CPU per request")
     eo = b.get("engine_overhead", {})
     if eo.get("profile"):
         rows = eo["profile"].get("top_self_without_fakes", eo["profile"]["top_self"])

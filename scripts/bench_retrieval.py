@@ -18,14 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from bench_common import ROOT, bench_config, figure, info, percentile
-from bench_plugins import CpuMeter, ScriptedChat
+from bench_plugins import bench_chat
+
+from simloop.fakes import CpuMeter
 
 TICK_S = 0.01
 
 
 def _queries(n: int) -> list[str]:
     """Rubric questions and needs of the shipped personas, varied with persona facts."""
-    from simloop.inputs.personas import load_personas
+    from simloop.inputs import load_personas
 
     base: list[str] = []
     facts: list[str] = []
@@ -110,8 +112,8 @@ async def loop_lag(dialogues: int, turns: int, llm_latency_s: float, jitter_s: f
     retriever = await open_retriever(RetrievalConfig())
     meter = CpuMeter()
     overrides = {"retriever": retriever,
-                 "chat:simulator": ScriptedChat("simulator", meter, latency_s=llm_latency_s, jitter_s=jitter_s, seed=1),
-                 "chat:assistant": ScriptedChat("assistant", meter, latency_s=llm_latency_s, jitter_s=jitter_s, seed=2)}
+                 "chat:simulator": bench_chat("simulator", meter, latency_s=llm_latency_s, jitter_s=jitter_s, seed=1),
+                 "chat:assistant": bench_chat("assistant", meter, latency_s=llm_latency_s, jitter_s=jitter_s, seed=2)}
     lags: list[float] = []
     stop = asyncio.Event()
     try:
@@ -119,7 +121,7 @@ async def loop_lag(dialogues: int, turns: int, llm_latency_s: float, jitter_s: f
             cfg = bench_config(Path(tmp), base_url=None, simulator="bench_plugins:OneCallSimulator",
                                assistant="bench_plugins:OneCallAssistant", concurrency=dialogues, limit=dialogues,
                                sim_params={"turns": turns}, asst_params={"retrieve": True}, max_turns=turns + 1)
-            from simloop.run.runner import execute, prepare_run
+            from simloop.run import execute, prepare_run
 
             prep = prepare_run(cfg, overrides=overrides)  # persona loading: set-up, not the loop under load
             ticker = asyncio.create_task(_ticker(lags, stop))
@@ -132,7 +134,8 @@ async def loop_lag(dialogues: int, turns: int, llm_latency_s: float, jitter_s: f
     finally:
         await retriever.aclose()
     ms = [1000 * x for x in lags]
-    return {"dialogues": dialogues, "turns": turns, "llm_latency_s": llm_latency_s, "jitter_s": jitter_s, "ticks": len(ms),
+    return {"dialogues": dialogues, "turns": turns, "llm_latency_s": llm_latency_s, "jitter_s": jitter_s,
+            "ticks": len(ms),
             "lag_p50_ms": round(percentile(ms, 50), 3), "lag_p99_ms": round(percentile(ms, 99), 3),
             "lag_max_ms": round(max(ms, default=0.0), 3), "wall_s": round(wall, 3),
             "errors": stats.errors, "turns_done": stats.turns, "retriever_stats": searched,

@@ -43,8 +43,7 @@ PINNED = {
 
 
 async def main(folder: Path, check: bool) -> int:
-    from simloop.inputs.personas import load_persona_file
-    from simloop.inputs.references import pick_references, set_references
+    from simloop.inputs import load_persona_file, pick_references, set_references
     from simloop.search import open_embedder, open_retriever
 
     files = sorted(folder.glob("*.toml"))

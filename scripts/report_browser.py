@@ -1,6 +1,6 @@
 """Open a `simloop report` page in headless Chromium: check it and take a screenshot.
 
-Used by ``scripts/check-report`` and ``tests/test_report_browser.py``.  Chromium is driven
+Used by ``scripts/check-report`` and ``tests/evaluate/test_report_browser.py``.  Chromium is driven
 over the DevTools protocol (a websocket on 127.0.0.1, a port Chromium picks itself), so
 the check sees what a reader sees: which sections rendered, whether every plot decoded,
 and every console message, network failure or exception the page caused.  The report
@@ -90,7 +90,8 @@ def _console_lines(events: list[dict]) -> list[str]:
     for e in events:
         p = e.get("params", {})
         if e.get("method") == "Runtime.consoleAPICalled" and p.get("type") in ("error", "warning", "assert"):
-            out.append(f"console.{p['type']}: " + " ".join(str(a.get("value", a.get("description"))) for a in p["args"]))
+            said = " ".join(str(a.get("value", a.get("description"))) for a in p["args"])
+            out.append(f"console.{p['type']}: {said}")
         elif e.get("method") == "Runtime.exceptionThrown":
             out.append("exception: " + p["exceptionDetails"].get("text", "?"))
         elif e.get("method") == "Log.entryAdded" and p["entry"]["level"] in ("error", "warning"):
@@ -103,7 +104,8 @@ def _devtools_port(profile: Path, proc: subprocess.Popen, timeout: float = 30.0)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"chromium exited with {proc.returncode}: {proc.stderr.read()[-500:]}")
+            said = proc.stderr.read() if proc.stderr is not None else ""
+            raise RuntimeError(f"chromium exited with {proc.returncode}: {said[-500:]}")
         if marker.exists() and marker.read_text().strip():
             return int(marker.read_text().split()[0])
         time.sleep(0.1)
@@ -122,7 +124,8 @@ async def _inspect(port: int, page: Path, png: Path | None, open_first: bool) ->
         await tab.call("Emulation.setDeviceMetricsOverride", width=WIDTH, height=900, deviceScaleFactor=1, mobile=False)
         await tab.call("Page.navigate", url=page.resolve().as_uri())
         await tab.wait_for("Page.loadEventFired")
-        found = json.loads((await tab.call("Runtime.evaluate", expression=_PROBE, returnByValue=True))["result"]["value"])
+        probed = await tab.call("Runtime.evaluate", expression=_PROBE, returnByValue=True)
+        found = json.loads(probed["result"]["value"])
         if png is not None:
             await _screenshot(tab, png, open_first)
         return Inspection(**found, console=_console_lines(tab.events))

@@ -14,17 +14,18 @@ calls: ``import simloop`` loads this module, and must stay cheap.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, TypeVar, Union
+from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 from .loop import run as run_loop
 
 if TYPE_CHECKING:
     from .config import RunConfig
-    from .evaluate.formats import RunSummary
-    from .run.engine import RunStats
+    from .evaluate import RunSummary
+    from .run import RunStats
     from .schema import RunManifest
 
 __all__ = ["Run", "run", "arun", "evaluate"]
@@ -64,9 +65,8 @@ async def arun(config: ConfigLike = None, /, *, resume: str | Path | None = None
     with the config it started with (only ``concurrency`` may change); with ``retry_errors``
     the dialogues that ended in an infrastructure error (llm, retrieval, engine) run again.
     """
-    from .run.recorder import read_manifest
-    from .run.runner import execute, prepare_run, resume_config
-    from .search.jvm import prepare_environment
+    from .run import execute, prepare_run, read_manifest, resume_config
+    from .search import prepare_environment
 
     prepare_environment()  # before any LLM client of this run exists (see search/jvm.py)
     if resume is not None:
@@ -95,7 +95,7 @@ def evaluate(run_dir: str | Path, *, ptkb_qrels: str | Path | None = None, qrels
              judge_concurrency: int = 8) -> RunSummary:
     """Score a run and write ``scores.jsonl`` and ``summary.json`` into it, exactly as
     ``simloop eval`` does; returns the summary."""
-    from .evaluate.summary import EvalOptions, check_options, evaluate_run, write_evaluation
+    from .evaluate import EvalOptions, check_options, evaluate_run, write_evaluation
 
     opts = EvalOptions(qrels=_path(qrels), ptkb_qrels=_path(ptkb_qrels), judge=judge, judge_base_url=judge_base_url,
                        judge_model=judge_model, judge_concurrency=judge_concurrency)

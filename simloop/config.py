@@ -10,15 +10,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from .errors import ConfigError, first_error
 from .files import read_toml
-from .llm.config import LLMConfig
-from .search.config import RetrievalConfig
+from .llm import LLMConfig
+from .search import RetrievalConfig
+from .settings import PROCESS_SETTINGS, is_setting
 from .traits import check_trait
 
 __all__ = ["PluginSpec", "ScenarioSelection", "RunConfig", "load_config", "validate_config", "apply_overrides",
@@ -27,13 +29,6 @@ __all__ = ["PluginSpec", "ScenarioSelection", "RunConfig", "load_config", "valid
 ENV_PREFIX = "SIMLOOP_"
 # Fields that change how fast or where a run goes, not what it produces: excluded from the
 # config hash so a run can be resumed with another concurrency or output folder.
-# SIMLOOP_* variables that belong to other commands, not to a run config.
-_NOT_RUN_SETTINGS = {"SIMLOOP_CACHE", "SIMLOOP_SERVE_TOKENS", "SIMLOOP_TEST_CACHE", "SIMLOOP_DEMO_VECTORS",
-                     # process settings (search/, llm/http.py, loop.py)
-                     "SIMLOOP_LLM_HTTP", "SIMLOOP_EVENT_LOOP", "SIMLOOP_EMBED_THREADS", "SIMLOOP_TORCH_THREADS",
-                     "SIMLOOP_EMBED_RUNTIME",
-                     "SIMLOOP_JVM_OPTIONS",
-                     "SIMLOOP_IKAT_DATA", "SIMLOOP_TEST_WORKERS"}  # where tests/benches find iKAT; scripts/test
 _NOT_HASHED = {"concurrency", "out", "run_id", "backend", "progress", "ray_address", "max_error_share"}
 
 
@@ -78,14 +73,16 @@ class RunConfig(_Section):
     simulator: PluginSpec = Field(default_factory=lambda: PluginSpec(name="offline"))
     assistant: PluginSpec = Field(default_factory=lambda: PluginSpec(name="bm25_extractive"))
     concurrency: int = Field(8, ge=1, le=100_000, description="dialogues running at once")
-    max_turns: int = Field(30, ge=1, le=1000, description="safety cap on turns per dialogue (the rubric policy ends sooner; iKAT replays reach 21)")
+    max_turns: int = Field(30, ge=1, le=1000, description="safety cap on turns per dialogue (the rubric policy "
+                           "ends sooner; iKAT replays reach 21)")
     dialogue_timeout_s: float = Field(600.0, gt=0, description="wall-clock limit per dialogue")
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
     llm: LLMConfig = Field(default_factory=LLMConfig)
     backend: Literal["local", "ray"] = "local"
     ray_address: str | None = None
     progress: bool = True
-    max_error_share: float = Field(0.5, ge=0, le=1, description="exit 1 when more than this share of dialogues ended in an error")
+    max_error_share: float = Field(0.5, ge=0, le=1,
+                                   description="exit 1 when more than this share of dialogues ended in an error")
 
     @field_validator("out", mode="before")
     @classmethod
@@ -116,11 +113,14 @@ def merge_trees(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, A
 
 
 def _env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
+    """The ``SIMLOOP_*`` run settings of ``environ`` as a nested tree.  Process settings
+    (``settings.py``) are not read here; a name that is neither is a ConfigError."""
     layer: dict[str, Any] = {}
     for name, raw in environ.items():
-        if not name.startswith(ENV_PREFIX) or name in _NOT_RUN_SETTINGS:
+        if not name.startswith(ENV_PREFIX) or is_setting(name):
             continue
         path = name[len(ENV_PREFIX) :].lower().split("__")
+        _check_env_name(name, path)
         try:
             value: Any = json.loads(raw)
         except json.JSONDecodeError:
@@ -130,6 +130,24 @@ def _env_layer(environ: Mapping[str, str]) -> dict[str, Any]:
             node = node.setdefault(part, {})
         node[path[-1]] = value
     return layer
+
+
+def _check_env_name(name: str, path: list[str]) -> None:
+    """``path`` names RunConfig fields, section by section, as far as they are sections
+    (a mapping's keys, such as a plugin's params, are the mapping's to check).  The error
+    names the variable, never its value (it may hold a key)."""
+    model: type[BaseModel] | None = RunConfig
+    for depth, part in enumerate(path):
+        if model is None:
+            return
+        field = model.model_fields.get(part)
+        if field is None and depth == 0:
+            raise ConfigError(f"{name}: neither a run setting (a config field: SIMLOOP_CONCURRENCY, "
+                              f"SIMLOOP_RETRIEVAL__K, ...) nor a process setting ({', '.join(PROCESS_SETTINGS)})")
+        if field is None:
+            raise ConfigError(f"{name}: [{'.'.join(path[:depth])}] has no field {part!r}")
+        kind = field.annotation
+        model = kind if isinstance(kind, type) and issubclass(kind, BaseModel) else None
 
 
 def describe_validation_error(source: str, exc: ValidationError, within: str = "") -> str:

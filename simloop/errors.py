@@ -29,10 +29,11 @@ from __future__ import annotations
 
 import copy
 import errno
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:  # a type only: the error tree loads before (and without) the models
-    from .schema import Stage
+    from .schema import ErrorSource, Stage
 
 __all__ = [
     "SimloopError",
@@ -173,7 +174,7 @@ class SimApiAuthError(BadInputError):
     """A Sim.API server rejected the token (a bad flag: exit 2)."""
 
 
-def error_source(exc: BaseException, side: str) -> str:
+def error_source(exc: BaseException, side: Literal["simulator", "assistant"]) -> ErrorSource:
     """Which part failed (``error.source``) when ``exc`` came out of the ``side`` plugin
     (``simulator`` or ``assistant``): an LLM or retrieval failure anywhere in its cause
     chain names the infrastructure, a timeout or a broken contract the engine; anything
@@ -201,7 +202,7 @@ def first_error(exc) -> tuple[str, str]:
     return ".".join(str(p) for p in err["loc"]), msg
 
 
-def check_known(flag: str, given: "Sequence[str]", known: "Sequence[str]") -> None:
+def check_known(flag: str, given: Sequence[str], known: Sequence[str]) -> None:
     """A value that names nothing is a typo: one line naming the first such value and what
     is known (the first 20 of them), instead of an empty selection."""
     unknown = [g for g in given if g not in known]

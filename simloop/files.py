@@ -20,14 +20,16 @@ import re
 import shutil
 import tomllib
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any, Iterator
+from typing import IO, Any
 
 from .errors import BadInputError
 
-__all__ = ["file_sha256", "atomic_folder", "atomic_open", "atomic_write", "check_out_file", "check_in_file", "check_run_dir",
-           "read_text", "read_toml", "folder_problem", "sqlite_problem", "pack_memory", "unpack_memory"]
+__all__ = ["file_sha256", "atomic_folder", "atomic_open", "atomic_write", "check_out_file", "check_in_file",
+           "check_run_dir", "read_text", "read_toml", "folder_problem", "sqlite_problem", "pack_memory",
+           "unpack_memory"]
 
 SQLITE_HEADER = b"SQLite format 3\x00"  # the first 16 bytes of every SQLite database file
 
@@ -91,7 +93,8 @@ def read_text(path: Path | str, what: str = "file", *, error: type[BadInputError
 _TOML_POS = re.compile(r"\s*\(at (?:line (\d+), column (\d+)|end of document)\)\s*$")
 
 
-def read_toml(path: Path | str, what: str = "TOML file", *, error: type[BadInputError] = BadInputError) -> dict[str, Any]:
+def read_toml(path: Path | str, what: str = "TOML file", *,
+              error: type[BadInputError] = BadInputError) -> dict[str, Any]:
     """A TOML file the user named (``read_text``), parsed; a syntax error is one line with
     its position: ``FILE: line 3, column 7: invalid TOML: Expected ...``."""
     path = Path(path)

@@ -14,22 +14,21 @@ whatever loop its host chose: nothing here is global.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Coroutine
 from importlib.util import find_spec
-from typing import Any, Callable, Coroutine, TypeVar
+from typing import Any, TypeVar
 
-from .settings import choice
+from .settings import event_loop
 
-__all__ = ["ENV", "LOOPS", "loop_name", "loop_factory", "run", "running_loop_name"]
+__all__ = ["loop_name", "loop_factory", "run", "running_loop_name"]
 
-ENV = "SIMLOOP_EVENT_LOOP"
-LOOPS = ("uvloop", "asyncio")
 T = TypeVar("T")
 
 
 def loop_name(wanted: str | None = None) -> str:
     """The loop a run gets: ``wanted``, else ``$SIMLOOP_EVENT_LOOP``, else uvloop; asyncio
     where uvloop is not installed (Windows has none)."""
-    name = choice(ENV, LOOPS, "uvloop", wanted, arg="loop")
+    name = event_loop(wanted)
     if name == "uvloop" and find_spec("uvloop") is None:
         return "asyncio"
     return name

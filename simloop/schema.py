@@ -8,7 +8,7 @@ fields are allowed but never renamed.  Every record written to disk carries
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
@@ -20,10 +20,11 @@ SCHEMA_VERSION = "1.0"
 StopReason = Literal["user_satisfied", "user_gave_up", "max_turns", "timeout", "error"]
 StopBy = Literal["simulator", "engine"]
 ErrorSource = Literal["simulator", "assistant", "llm", "retrieval", "engine"]
+RunStatus = Literal["running", "finished", "interrupted", "failed"]
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class _Model(BaseModel):
@@ -70,7 +71,7 @@ class Topic(_Model):
     gold_turns: list[GoldTurn] = Field(default_factory=list, description="replayed iKAT turns, if any")
 
     @model_validator(mode="after")
-    def _has_questions_or_turns(self) -> "Topic":
+    def _has_questions_or_turns(self) -> Topic:
         if not self.rubric and not self.gold_turns:
             raise ValueError("a topic needs rubric questions (or replay turns)")
         return self
@@ -104,7 +105,7 @@ class Scenario(_Model):
     seed: int
     repeat: int = 0
 
-    def ref(self) -> "ScenarioRef":
+    def ref(self) -> ScenarioRef:
         return ScenarioRef(persona_id=self.persona.id, topic_id=self.topic.id, behaviour=self.behaviour, seed=self.seed)
 
 
@@ -137,7 +138,7 @@ class Stop(_Open):
         None, description="the user's closing line (thanks, farewell, giving up); the assistant is not called for it")
 
     @classmethod
-    def turn_cap(cls, max_turns: int) -> "Stop":
+    def turn_cap(cls, max_turns: int) -> Stop:
         """The engine's end at ``max_turns`` (a simulator that sees it coming says the same)."""
         return cls(reason="max_turns", by="engine", detail=f"reached max_turns={max_turns}")
 
@@ -248,7 +249,7 @@ class Usage(_Open):
     cost_usd: float | None = None
 
     @classmethod
-    def from_stages(cls, stages: list[Stage]) -> "Usage":
+    def from_stages(cls, stages: list[Stage]) -> Usage:
         billed = [s for s in stages if not s.cached]
         calls = [s for s in billed if s.is_llm_call()]
         costs = [s.cost_usd for s in stages if s.cost_usd is not None]
@@ -297,7 +298,7 @@ class RunManifest(_Open):
     versions: dict[str, str] = Field(default_factory=dict)
     started_at: datetime = Field(default_factory=utcnow)
     finished_at: datetime | None = None
-    status: Literal["running", "finished", "interrupted", "failed"] = "running"
+    status: RunStatus = "running"
     counts: dict[str, int] = Field(default_factory=dict)
 
 
@@ -320,7 +321,7 @@ class SimulatorTurn(_Model):
     gold: GoldTurn | None = None
 
     @model_validator(mode="after")
-    def _one_of(self) -> "SimulatorTurn":
+    def _one_of(self) -> SimulatorTurn:
         if (self.utterance is None) == (self.end is None):
             raise ValueError("a simulator turn has either an utterance or an end")
         if self.utterance is not None and not self.utterance.strip():
@@ -328,17 +329,17 @@ class SimulatorTurn(_Model):
         return self
 
     @classmethod
-    def say(cls, utterance: str, **kw: Any) -> "SimulatorTurn":
+    def say(cls, utterance: str, **kw: Any) -> SimulatorTurn:
         return cls(utterance=utterance, **kw)
 
     @classmethod
-    def capped(cls, max_turns: int, **kw: Any) -> "SimulatorTurn":
+    def capped(cls, max_turns: int, **kw: Any) -> SimulatorTurn:
         """The last answer judged (``grade``, ``grade_stages`` in ``kw``) and nothing more to
         say: the turn cap is reached, so an utterance written now would never be put."""
         return cls(end=Stop.turn_cap(max_turns), **kw)
 
     @classmethod
-    def stop(cls, reason: StopReason, detail: str = "", utterance: str | None = None, **kw: Any) -> "SimulatorTurn":
+    def stop(cls, reason: StopReason, detail: str = "", utterance: str | None = None, **kw: Any) -> SimulatorTurn:
         """The end; ``utterance`` is the closing line (blank counts as none)."""
         closing = utterance.strip() if utterance and utterance.strip() else None
         return cls(end=Stop(reason=reason, by="simulator", detail=detail, utterance=closing), **kw)

@@ -1,15 +1,53 @@
-"""Process settings chosen by environment variable (``SIMLOOP_EVENT_LOOP``,
-``SIMLOOP_LLM_HTTP``, ``SIMLOOP_EMBED_THREADS``, ``SIMLOOP_EMBED_RUNTIME``, ``SIMLOOP_DEMO_VECTORS``): one way to read them and one message for a
-bad value, which the CLI reports as one line and exit 2 before any command writes a file."""
+"""Process settings: the ``SIMLOOP_*`` variables that say how this process works (its event
+loop, HTTP client, encoder threads, caches, Java), not what a run produces.
+
+Every one is declared in ``PROCESS_SETTINGS`` and read here, by one function each, with one
+message for a bad value (a ``ConfigError``, which the CLI reports as one line and exit 2
+before any command writes a file; ``check`` reads them all at start).  Every other
+``SIMLOOP_*`` variable is a run setting: ``config.py`` maps it onto a ``RunConfig`` field,
+and refuses one that names neither.  ``SCRIPT_SETTINGS`` are read by the repository's
+scripts and tests, never by simloop: declared so that a command run from a shell that sets
+them does not take them for run settings.
+"""
 
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from collections.abc import Sequence
+from pathlib import Path
 
 from .errors import ConfigError
 
-__all__ = ["choice", "count", "embed_runtime", "embed_threads", "demo_vectors"]
+__all__ = ["PROCESS_SETTINGS", "SCRIPT_SETTINGS", "EVENT_LOOPS", "LLM_TRANSPORTS", "is_setting", "choice", "count",
+           "check", "event_loop", "llm_http", "embed_threads", "embed_runtime", "demo_vectors", "cache_root",
+           "cache_named", "jvm_options", "serve_tokens"]
+
+PROCESS_SETTINGS: dict[str, str] = {
+    "SIMLOOP_EVENT_LOOP": "the event loop: uvloop (the default where installed) or asyncio",
+    "SIMLOOP_LLM_HTTP": "the HTTP client of LLM requests: wire (the default), aiohttp, openai-aiohttp or httpx",
+    "SIMLOOP_EMBED_THREADS": "threads of each encoder (MiniLM, MPNet) in a run; default 1",
+    "SIMLOOP_TORCH_THREADS": "the older name of SIMLOOP_EMBED_THREADS",
+    "SIMLOOP_EMBED_RUNTIME": "who runs the encoders' layers on small batches: onnx (the default) or numpy",
+    "SIMLOOP_DEMO_VECTORS": "1 (the default): the demo index gets MiniLM vectors; 0: it does not",
+    "SIMLOOP_CACHE": "the cache folder (demo corpus and index, unpacked models); default ~/.cache/simloop",
+    "SIMLOOP_JVM_OPTIONS": "extra options for Java (space-separated, e.g. -Xmx2g)",
+    "SIMLOOP_SERVE_TOKENS": "simloop serve's bearer tokens, TEAM=TOKEN,...",
+}
+SCRIPT_SETTINGS: dict[str, str] = {
+    "SIMLOOP_IKAT_DATA": "the iKAT data folder of the benches and tests (scripts/bench_common.py)",
+    "SIMLOOP_TEST_CACHE": "the test suite's cache folder (scripts/test)",
+    "SIMLOOP_TEST_WORKERS": "the test suite's pytest-xdist workers (scripts/test)",
+}
+EVENT_LOOPS = ("uvloop", "asyncio")
+# "wire": simloop's lean client (llm/aio.py), plain http over its own connections and https
+# over aiohttp; "aiohttp": the same client with aiohttp for plain http too; "openai-aiohttp":
+# openai's own aiohttp client (to compare); "httpx": the fallback without aiohttp.
+LLM_TRANSPORTS = ("wire", "aiohttp", "openai-aiohttp", "httpx")
+
+
+def is_setting(name: str) -> bool:
+    """Is ``name`` a process or script setting (so not a run setting)?"""
+    return name in PROCESS_SETTINGS or name in SCRIPT_SETTINGS
 
 
 def choice(env: str, choices: Sequence[str], default: str, wanted: str | None = None, *, arg: str) -> str:
@@ -34,6 +72,27 @@ def count(env: str, default: int, *older: str) -> int:
     return default
 
 
+def check() -> None:
+    """Read every setting that can hold a bad value: the first bad one is a ConfigError."""
+    event_loop()
+    llm_http()
+    embed_threads()
+    embed_runtime()
+    demo_vectors()
+
+
+def event_loop(wanted: str | None = None) -> str:
+    """The event loop asked for: ``wanted`` (the argument ``loop``), else
+    ``$SIMLOOP_EVENT_LOOP``, else uvloop (``loop.py`` falls back where it is not installed)."""
+    return choice("SIMLOOP_EVENT_LOOP", EVENT_LOOPS, "uvloop", wanted, arg="loop")
+
+
+def llm_http(wanted: str | None = None) -> str:
+    """The LLM requests' HTTP client asked for: ``wanted`` (the argument ``transport``), else
+    ``$SIMLOOP_LLM_HTTP``, else ``wire`` (the LLM layer falls back to httpx without aiohttp)."""
+    return choice("SIMLOOP_LLM_HTTP", LLM_TRANSPORTS, "wire", wanted, arg="transport")
+
+
 def embed_threads() -> int:
     """Threads for the encoders (MiniLM and MPNet) in a run, both numpy's BLAS threads and
     ONNX Runtime's intra-op threads: one unless ``SIMLOOP_EMBED_THREADS`` says more (see
@@ -43,7 +102,7 @@ def embed_threads() -> int:
 
 def embed_runtime() -> str:
     """Who runs the encoders' layers on small batches: ``onnx`` (ONNX Runtime, the default:
-    1.5-1.9x less CPU per short sentence) or ``numpy`` (``SIMLOOP_EMBED_RUNTIME``;
+    less CPU per short sentence) or ``numpy`` (``SIMLOOP_EMBED_RUNTIME``;
     ``search/onnx_layers.py``)."""
     return choice("SIMLOOP_EMBED_RUNTIME", ("onnx", "numpy"), "onnx", arg="SIMLOOP_EMBED_RUNTIME")
 
@@ -57,3 +116,27 @@ def demo_vectors() -> bool:
         raise ConfigError(f"SIMLOOP_DEMO_VECTORS={raw!r}: expected 0 (the demo index without MiniLM vectors) "
                           "or 1 (with them, the default)")
     return raw != "0"
+
+
+def cache_root(cache_dir: Path | None = None) -> Path:
+    """``cache_dir``, else ``$SIMLOOP_CACHE``, else ``~/.cache/simloop``: where the demo
+    corpus and index and the unpacked models are kept."""
+    if cache_dir is not None:
+        return Path(cache_dir)
+    env = os.environ.get("SIMLOOP_CACHE")
+    return Path(env) if env else Path.home() / ".cache" / "simloop"
+
+
+def cache_named(root: Path) -> str:
+    """The cache folder ``root`` as a message names it: by the variable when it set it."""
+    return f"SIMLOOP_CACHE={root}" if os.environ.get("SIMLOOP_CACHE") else f"cache folder {root}"
+
+
+def jvm_options() -> list[str]:
+    """The user's own Java options (``SIMLOOP_JVM_OPTIONS``, space-separated); Java checks them."""
+    return os.environ.get("SIMLOOP_JVM_OPTIONS", "").split()
+
+
+def serve_tokens() -> str:
+    """``SIMLOOP_SERVE_TOKENS`` as given (``TEAM=TOKEN,...``; ``simloop serve`` parses it), or ''."""
+    return os.environ.get("SIMLOOP_SERVE_TOKENS", "")

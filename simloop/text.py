@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 __all__ = [
     "STOPWORDS", "TOKENS_PER_WORD",
@@ -120,7 +120,8 @@ def second_person(statement: str) -> str:
     text = statement.strip().rstrip(".!")
     head, comma, rest = text.partition(",")
     lead = {w for w in words(head)}
-    if comma and rest.strip() and len(head.split()) <= 4 and not lead & set(_YOU) and not any(c.isdigit() for c in head):
+    short_lead_in = len(head.split()) <= 4 and not lead & set(_YOU) and not any(c.isdigit() for c in head)
+    if comma and rest.strip() and short_lead_in:
         text = rest.strip()
     out: list[str] = []
     after_i = False

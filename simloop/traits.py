@@ -14,7 +14,8 @@ loader adds the file and field, the CLI the flag.
 from __future__ import annotations
 
 import random
-from typing import Any, Literal, Mapping
+from collections.abc import Mapping
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -31,7 +32,8 @@ class Behaviour(BaseModel):
 
     patience: int = Field(3, ge=0, le=20, description="unhelpful turns tolerated over the whole dialogue (failed "
                           "answers and clarification rounds) before giving up")
-    cooperativeness: float = Field(0.8, ge=0, le=1, description="chance of answering the assistant's clarifying questions")
+    cooperativeness: float = Field(0.8, ge=0, le=1,
+                                   description="chance of answering the assistant's clarifying questions")
     language_skill: float = Field(1.0, ge=0, le=1, description="1 = precise and well spelt; low = vague, misspelt")
     verbosity: float = Field(0.5, ge=0, le=1, description="0 = terse, 1 = chatty")
     reveal: Reveal = Field("relevant", description="when persona facts are volunteered")
@@ -128,7 +130,7 @@ class BehaviourSpec(BaseModel):
         """The traits given as a range."""
         return [n for n in TRAITS if isinstance(getattr(self, n), list)]
 
-    def with_overrides(self, overrides: Mapping[str, Any]) -> "BehaviourSpec":
+    def with_overrides(self, overrides: Mapping[str, Any]) -> BehaviourSpec:
         """This spec with ``overrides`` (a run's ``--behaviour``) in place of the persona's values."""
         return BehaviourSpec.model_validate({**self.model_dump(), **overrides}) if overrides else self
 

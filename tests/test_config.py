@@ -18,12 +18,36 @@ def test_precedence_file_env_flags(tmp_path: Path):
 
 
 def test_process_settings_are_not_read_as_run_config():
-    # Read by the embedder, the LLM layer and the JVM, not by a run: a run must not refuse them.
+    # Read by the embedder, the LLM layer, the JVM, serve and the scripts, not by a run: a
+    # run must not refuse them, and the config needs no list of them (settings.py declares them).
+    from simloop.settings import PROCESS_SETTINGS, SCRIPT_SETTINGS
+
     env = {"SIMLOOP_EMBED_THREADS": "2", "SIMLOOP_TORCH_THREADS": "2", "SIMLOOP_LLM_HTTP": "httpx",
-           "SIMLOOP_JVM_OPTIONS": "-Xmx1g", "SIMLOOP_DEMO_VECTORS": "0", "SIMLOOP_EMBED_RUNTIME": "numpy"}
+           "SIMLOOP_JVM_OPTIONS": "-Xmx1g", "SIMLOOP_DEMO_VECTORS": "0", "SIMLOOP_EMBED_RUNTIME": "numpy",
+           "SIMLOOP_EVENT_LOOP": "asyncio", "SIMLOOP_CACHE": "/tmp/c", "SIMLOOP_SERVE_TOKENS": "team=t",
+           "SIMLOOP_IKAT_DATA": "/data", "SIMLOOP_TEST_CACHE": "/tmp/t", "SIMLOOP_TEST_WORKERS": "4"}
+    assert set(env) == set(PROCESS_SETTINGS) | set(SCRIPT_SETTINGS)
     assert load_config(None, {}, environ=env) == load_config(None, {}, environ={})
-    with pytest.raises(ConfigError):  # while an unknown one is refused
-        load_config(None, {}, environ={"SIMLOOP_EMBED_THREADZ": "2"})
+
+
+@pytest.mark.parametrize("name, said", [
+    ("SIMLOOP_EMBED_THREADZ", "SIMLOOP_EMBED_THREADZ: neither a run setting (a config field: SIMLOOP_CONCURRENCY, "),
+    ("SIMLOOP_RETRIEVAL__KK", "SIMLOOP_RETRIEVAL__KK: [retrieval] has no field 'kk'"),
+    ("SIMLOOP_LLM__DEFAULT__MODLE", "SIMLOOP_LLM__DEFAULT__MODLE: [llm.default] has no field 'modle'"),
+])
+def test_an_unknown_variable_is_one_line_naming_it_and_never_its_value(name: str, said: str):
+    with pytest.raises(ConfigError) as info:
+        load_config(None, {}, environ={name: "sk-secret-value"})
+    assert str(info.value).startswith(said) and "sk-secret-value" not in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_variables_inside_a_mapping_field_are_the_mappings_to_check():
+    # A plugin's params and the LLM role overrides are mappings: their keys are not fields.
+    env = {"SIMLOOP_ASSISTANT__NAME": "genaius", "SIMLOOP_ASSISTANT__PARAMS__K": "20",
+           "SIMLOOP_LLM__ROLES__JUDGE__MODEL": "j"}
+    cfg = load_config(None, {}, environ=env)
+    assert cfg.assistant.params == {"k": 20} and cfg.llm.resolve("judge").model == "j"
 
 
 def test_defaults_are_the_offline_demo():

@@ -11,12 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EchoAssistant, simloop_cli
-from simloop.errors import ConfigError
 import simloop.loop as loop_module
-from simloop.loop import ENV, loop_name, run, running_loop_name
+from simloop.errors import ConfigError
+from simloop.loop import loop_name, run, running_loop_name
+from tests.helpers.cli import simloop_cli
+from tests.helpers.data import ROOT
+from tests.helpers.plugins import EchoAssistant
 
-ROOT = Path(__file__).resolve().parents[1]
+ENV = "SIMLOOP_EVENT_LOOP"  # the variable settings.event_loop reads
 
 
 class LoopEcho(EchoAssistant):
@@ -49,11 +51,12 @@ def test_a_bad_value_is_refused_and_the_coroutine_is_not_left_unawaited(monkeypa
 
 def _cli_run(tmp_path: Path, run_id: str, loop: str | None):
     env = {k: v for k, v in os.environ.items() if k != ENV}
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "tests"), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     if loop is not None:
         env[ENV] = loop
-    return simloop_cli("run", "--simulator", "resume_plugins:ScriptedSimulator", "--assistant", "test_loop:LoopEcho",
-                       "--persona", "aroha", "--out", tmp_path, "--run-id", run_id, "--no-progress", env=env)
+    return simloop_cli("run", "--simulator", "tests.helpers.resume_plugins:ScriptedSimulator",
+                       "--assistant", "tests.test_loop:LoopEcho", "--persona", "aroha", "--out", tmp_path,
+                       "--run-id", run_id, "--no-progress", env=env)
 
 
 @pytest.mark.parametrize("loop", [None, "asyncio"])
@@ -93,7 +96,7 @@ class _ClosingInterrupted:
         try:
             raise KeyboardInterrupt
         except KeyboardInterrupt:
-            raise RuntimeError("Cannot close a running event loop")
+            raise RuntimeError("Cannot close a running event loop")  # noqa: B904 (as asyncio raises it: context, no cause)
 
 
 async def _nothing():

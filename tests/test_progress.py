@@ -13,13 +13,12 @@ from pathlib import Path
 
 import numpy as np
 
-from conftest import ROOT, simloop_cli
-from eval_helpers import read_json, transcript, turn, write_run
 from simloop.evaluate.judge import judge_calls, judge_transcripts
 from simloop.search.vectors import PassageVectors, write_vectors
-from test_embeddings import CountingModel
-from test_judge import ScriptedJudge
-from test_retrieval import DOCS, write_jsonl
+from tests.helpers.cli import simloop_cli
+from tests.helpers.data import DOCS, ROOT, write_jsonl
+from tests.helpers.models import CountingModel, ScriptedJudge
+from tests.helpers.runs import read_json, transcript, turn, write_run
 
 
 class Tally:

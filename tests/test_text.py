@@ -5,9 +5,20 @@ from __future__ import annotations
 import pytest
 
 from simloop.text import (
-    STOPWORDS, clip_to_tokens, clip_words, content_terms, content_words, count_tokens, count_wordpunct, first_lower,
+    STOPWORDS,
+    clip_to_tokens,
+    clip_words,
+    content_terms,
+    content_words,
+    count_tokens,
+    count_wordpunct,
+    first_lower,
     looks_like_language,
-    sentences, stem, term_coverage, truncate_wordpunct, words,
+    sentences,
+    stem,
+    term_coverage,
+    truncate_wordpunct,
+    words,
 )
 
 

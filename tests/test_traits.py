@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 
 import simloop
-from conftest import simloop_cli, write_personas
 from simloop.errors import DataFileError
 from simloop.inputs.personas import load_personas
 from simloop.simulators.cues import mentions_statement
 from simloop.traits import Behaviour, BehaviourSpec, check_trait
+from tests.helpers.cli import simloop_cli
+from tests.helpers.data import ROOT, write_personas
 
-ROOT = Path(__file__).resolve().parents[1]
 ASKER = "simloop.fakes.adversaries:Asker"
 PERSONA = """id = "ana"
 ptkb = ["I live in Porto.", "I play the cello in an orchestra.", "My sister is a nurse.", "I am vegetarian."]

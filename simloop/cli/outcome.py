@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
-from ..run.recorder import INFRASTRUCTURE, ReadReport, read_manifest, read_transcripts
+from ..run import INFRASTRUCTURE, ReadReport, read_manifest, read_transcripts
 
 __all__ = ["finished_code", "say_plain"]
 

@@ -14,7 +14,7 @@ __all__ = ["add_commands", "cmd_from_ikat"]
 
 
 def cmd_from_ikat(a: argparse.Namespace) -> int:
-    from ..inputs.from_ikat import personas_from_ikat, write_personas
+    from ..inputs import personas_from_ikat, write_personas
 
     if not a.out.strip():  # Path('') is the current folder: an unset shell variable would write there
         raise BadInputError("--out '': an empty path; give a folder for the persona files ('.' for the current folder)")

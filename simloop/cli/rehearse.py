@@ -15,21 +15,26 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from datetime import UTC
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ..config import RunConfig
 from ..errors import BadInputError, ConfigError
 from ..files import folder_problem
 from ..loop import run as run_loop
 from ..urls import check_url, redact_urls
 from .flags import RUN_FLAGS, add_flags, check_range, config_from_flags
 
+if TYPE_CHECKING:
+    from ..simulators import SimApiSimulator
+
 __all__ = ["add_commands", "cmd_rehearse"]
 
 
 def _token(a: argparse.Namespace) -> tuple[str, str]:
     """(variable name, token): the run reads the token as that variable."""
-    from ..simulators.simapi import DEFAULT_TOKEN_ENV
+    from ..simulators import DEFAULT_TOKEN_ENV
 
     if a.token_env is not None:
         token = os.environ.get(a.token_env, "").strip()
@@ -53,7 +58,7 @@ REHEARSE_FLAGS = ("assistant", "assistant_param", "topics", "personas", "index",
                   "run_id")
 
 
-def _config(a: argparse.Namespace, token_env: str):
+def _config(a: argparse.Namespace, token_env: str) -> RunConfig:
     sim: dict[str, Any] = {"api": a.api, "run_id": a.run_id, "token_env": token_env, "debug": a.debug,
                            "track_persona": a.track_persona, "runs": a.concurrency, "limit": a.limit,
                            "max_response_tokens": a.max_response_tokens, "timeout_s": a.timeout}
@@ -76,23 +81,25 @@ async def _verify(api: str, token: str, debug: bool, timeout_s: float) -> None:
     server lost in the middle of a rehearsal is a run failure instead (the simulator's)."""
     import httpx
 
-    from ..simapi.client import SimApiClient
+    from ..simapi import SimApiClient
 
     client = SimApiClient(api, token, debug=debug, timeout_s=timeout_s)
     try:
         await client.verify()
     except (httpx.TransportError, httpx.InvalidURL) as exc:
         why = str(exc) or type(exc).__name__  # httpx's timeouts and some refusals carry no text
-        raise ConfigError(redact_urls(f"--api {api}: cannot reach the Sim.API server ({why}); is it running?")) from None
+        message = f"--api {api}: cannot reach the Sim.API server ({why}); is it running?"
+        raise ConfigError(redact_urls(message)) from None
     finally:
         await client.aclose()
 
 
 def _check_flags(a: argparse.Namespace) -> None:
     """What the flags alone can get wrong, before any file or request."""
-    from ..simulators.simapi import API_SCHEMES
+    from ..simulators import API_SCHEMES
 
-    check_url(a.api, "the variable --token-env names", "--api", error=ConfigError)  # first: the message below repeats the URL
+    # First: the message below repeats the URL.
+    check_url(a.api, "the variable --token-env names", "--api", error=ConfigError)
     if not a.api.startswith(API_SCHEMES):  # said for the flag (the simulator names its parameter)
         raise ConfigError(f"--api {a.api!r}: give the server's URL, starting with http:// or https://")
     check_range("--concurrency", a.concurrency, 1, "give at least 1 run")
@@ -105,7 +112,9 @@ def _check_flags(a: argparse.Namespace) -> None:
         raise ConfigError(f"--state-dir {a.state_dir}: {problem}")
 
 
-def _print_lanes(results: list[Any]) -> None:
+def _print_lanes(simulator: SimApiSimulator) -> None:
+    """What each Sim.API run did, one line each, and the server's time per turn (stderr)."""
+    results = simulator.results()
     for r in results:
         print(f"{r.run_id}: {r.status}, {r.sessions} sessions, {r.turns} turns"
               + (f", {r.truncated} responses truncated" if r.truncated else "")
@@ -117,13 +126,14 @@ def _print_lanes(results: list[Any]) -> None:
 
 
 def cmd_rehearse(a: argparse.Namespace) -> int:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    from ..run.runner import execute, prepare_run
+    from ..run import execute, prepare_run
+    from ..simulators import SimApiSimulator
     from .console import err, live, out, progress_bar, run_events, summary_table
 
     _check_flags(a)
-    a.run_id = a.run_id or "rehearse-" + datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    a.run_id = a.run_id or "rehearse-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     token_env, token = _token(a)
     cfg = _config(a, token_env)
     run_dir = cfg.out / a.run_id
@@ -142,7 +152,8 @@ def cmd_rehearse(a: argparse.Namespace) -> int:
     on_event = run_events(progress, None)
     with live(progress):
         stats = run_loop(execute(prep, events=on_event))
-    _print_lanes(prep.simulator.results())
+    if isinstance(prep.simulator, SimApiSimulator):  # it is: the command sets the simulator
+        _print_lanes(prep.simulator)
     out.print(summary_table(stats, prep.run_dir))
     if stats.interrupted:
         print(f"interrupted: run the same command again to resume {prep.run_dir}", file=sys.stderr)

@@ -14,19 +14,18 @@ to disk, and no error message repeats one.
 from __future__ import annotations
 
 import argparse
-import os
 import socket
 import sys
 from pathlib import Path
-from typing import Mapping
 
 from ..config import PluginSpec, RunConfig
 from ..errors import BadInputError, check_port, listen_error
+from ..settings import serve_tokens
 from .flags import RUN_FLAGS, add_flags, check_range, config_from_flags
 
 __all__ = ["parse_tokens", "collect_tokens", "add_commands", "TOKENS_ENV"]
 
-TOKENS_ENV = "SIMLOOP_SERVE_TOKENS"
+TOKENS_ENV = "SIMLOOP_SERVE_TOKENS"  # a process setting (settings.serve_tokens), named in messages
 
 
 # ----------------------------------------------------------------------------- tokens
@@ -43,11 +42,12 @@ def parse_tokens(items: list[tuple[int, str]], where: str) -> dict[str, str]:
     return out
 
 
-def collect_tokens(flags: list[str] | None, file: Path | None, environ: Mapping[str, str]) -> dict[str, str]:
-    """Tokens from the environment, then the file, then flags (later ones win per team)."""
+def collect_tokens(flags: list[str] | None, file: Path | None, environ_tokens: str) -> dict[str, str]:
+    """Tokens from the environment (``environ_tokens``: ``TEAM=TOKEN,...``), then the file,
+    then flags (later ones win per team)."""
     tokens: dict[str, str] = {}
-    if environ.get(TOKENS_ENV):
-        parts = [p for p in environ[TOKENS_ENV].split(",") if p.strip()]
+    if environ_tokens:
+        parts = [p for p in environ_tokens.split(",") if p.strip()]
         tokens |= parse_tokens(list(enumerate(parts, start=1)), f"{TOKENS_ENV}, item")
     if file is not None:
         try:
@@ -71,9 +71,7 @@ SERVE_FLAGS = ("simulator", "simulator_param", "topics", "personas", "topic", "l
 
 
 def _serve_config(a: argparse.Namespace) -> RunConfig:
-    # The tokens variable is ours, not a run setting: keep it out of the SIMLOOP_* layer.
-    environ = {k: v for k, v in os.environ.items() if k != TOKENS_ENV}
-    return config_from_flags(a, {d: RUN_FLAGS[d] for d in SERVE_FLAGS}, config=a.config, environ=environ)
+    return config_from_flags(a, {d: RUN_FLAGS[d] for d in SERVE_FLAGS}, config=a.config)
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -99,7 +97,8 @@ def _check_limits(a: argparse.Namespace) -> None:
     # would refuse every reply, and a negative value means nothing.
     check_range("--max-body", a.max_body, 1024, "give at least 1024 bytes")
     check_range("--max-response-tokens", a.max_response_tokens, 1, "give at least 1 token")
-    check_range("--max-response-chars", a.max_response_chars, 1, "give at least 1 character (leave it out for no limit)")
+    check_range("--max-response-chars", a.max_response_chars, 1,
+                "give at least 1 character (leave it out for no limit)")
     check_range("--run-budget", a.run_budget, 0, "give 0 (no runs, /debug only) or more runs per team")
     check_range("--debug-budget", a.debug_budget, 0, "give 0 (no debug sessions) or more per team")
 
@@ -115,13 +114,12 @@ def route_prefix(prefix: str) -> str:
 def cmd_serve(a: argparse.Namespace) -> int:
     import uvicorn
 
-    from ..simapi.app import ServeOptions, create_app
-    from ..simapi.runs import RunService, ServeLimits
+    from ..simapi import RunService, ServeLimits, ServeOptions, create_app
 
     _check_limits(a)
     prefix = route_prefix(a.prefix)
     cfg = _serve_config(a)
-    tokens = collect_tokens(a.token, a.tokens_file, os.environ)
+    tokens = collect_tokens(a.token, a.tokens_file, serve_tokens())
     sock = bind(a.host, a.port)
     limits = ServeLimits(max_response_tokens=a.max_response_tokens, max_response_chars=a.max_response_chars,
                          run_budget=a.run_budget, debug_budget=a.debug_budget)

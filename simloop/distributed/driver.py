@@ -1,7 +1,7 @@
 """The Ray backend (DESIGN §9): shards over worker actors, one global rate limit, one run directory.
 
 The driver validates and opens the run as a local run does (``prepare_run``), then hands
-shards of pending dialogue ids to worker actors.  Each worker rebuilds config, plugins and
+shards of pending dialogue ids to worker actors (``worker.py``).  Each worker rebuilds config, plugins and
 scenarios (ids and seeds are pure functions of the config) and runs the same ``Engine``,
 streaming finished transcripts back in batches.  Only the driver appends to
 ``dialogues.jsonl``, through the ``Recorder``, so resume works as it does locally.
@@ -13,7 +13,7 @@ as an error instead of killing workers forever.
 
 Rate limit: a ``RateGate`` actor hands out request slots evenly spaced at each endpoint's
 rpm; workers plug it into their ``LLMPool`` as its ``permit``.  Tokens per minute stay per
-process, split between the workers.  The worker side lives in ``distributed_worker``.
+process, split between the workers.
 
 ``ray`` is imported inside functions only.  Workers need simloop and the plugins importable
 on every node, the same input paths (made absolute for them), and their own API keys in
@@ -32,20 +32,23 @@ import re
 import socket
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..config import RunConfig
-from ..loop import run as run_loop
-from .worker import DialogueWorker, RateGate, worker_config
-from ..run.engine import RunStats, gather_until_cancelled
-from ..run.interrupt import until_signalled
-from ..run.plugins import close_plugins
 from ..errors import ConfigError
+from ..loop import run as run_loop
+from ..run import PreparedRun, RunStats, close_plugins, gather_until_cancelled, until_signalled
 from ..schema import ErrorInfo, Stop, Transcript, Usage, utcnow
+from .worker import Batch, DialogueWorker, RateGate, worker_config
 
-__all__ = ["run_ray", "RayRun", "plan_shards", "MAX_ATTEMPTS", "LOCAL_WORKERS"]
+if TYPE_CHECKING:
+    from ray.actor import ActorHandle
+
+__all__ = ["run_ray", "Bar", "RayRun", "plan_shards", "MAX_ATTEMPTS", "LOCAL_WORKERS"]
 
 log = logging.getLogger(__name__)
 
@@ -73,11 +76,25 @@ def plan_shards(ids: list[str], workers: int, per_worker: int) -> list[list[str]
 # ----------------------------------------------------------------------------- the driver
 
 
+class Bar(Protocol):
+    """A rich-like progress bar (the CLI hands in rich's ``Progress``): one task, counted
+    dialogues, and ``turns`` / ``errors`` fields."""
+
+    def add_task(self, description: str, *, total: float | None, turns: int, errors: int) -> Any: ...
+
+    def update(self, task: Any, /, *, advance: float | None = ..., turns: int = ..., errors: int = ...) -> None: ...
+
+    def __enter__(self) -> Any: ...
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> Any: ...
+
+
 class _Driver:
     """Hands shards to worker slots, records what comes back, replaces workers that die."""
 
-    def __init__(self, prep: Any, ids: list[str], workers: int, per_worker: int, gate: Any | None, progress: Any,
-                 notice: Notice):
+    def __init__(self, prep: PreparedRun, ids: list[str], workers: int, per_worker: int, gate: ActorHandle | None,
+                 progress: Bar, notice: Notice):
         self.prep, self.ids, self.workers, self.per_worker, self.gate = prep, ids, workers, per_worker, gate
         self.progress, self.bar = progress, progress.add_task("dialogues", total=len(ids), turns=0, errors=0)
         self.notice = notice
@@ -89,15 +106,15 @@ class _Driver:
         self.stats, self.turns, self.failures, self.max_failures = RunStats(), 0, 0, 3 + 2 * workers
         self.gave_up: str | None = None
         self.ran = False  # has any worker reported anything yet
-        self.actors: list[Any] = []
+        self.actors: list[ActorHandle] = []
 
-    def _new_actor(self) -> Any:
+    def _new_actor(self) -> ActorHandle:
         # No Ray restarts: a dead worker is replaced here, where we know what it was doing.
         cls = __import__("ray").remote(num_cpus=1, max_restarts=0, max_task_retries=0)(DialogueWorker)
         self.actors.append(cls.remote(self.cfg_json, self.spec, self.per_worker, self.gate))
         return self.actors[-1]
 
-    def _drop(self, actor: Any) -> None:
+    def _drop(self, actor: ActorHandle) -> None:
         __import__("ray").kill(actor, no_restart=True)  # frees its CPU for a replacement at once
         self.actors.remove(actor)
 
@@ -128,11 +145,11 @@ class _Driver:
                 await self.prep.ctx.aclose()
         return self.stats
 
-    async def _run_shard(self, actor: Any, shard: list[str]) -> bool:
+    async def _run_shard(self, actor: ActorHandle, shard: list[str]) -> bool:
         """True when the shard ran to its end; False when its worker failed (work re-queued)."""
         import ray
 
-        left, running = set(shard), set()
+        left, running = set(shard), set[str]()
         try:
             async for ref in actor.run.options(num_returns="streaming").remote(shard):
                 batch = await ref
@@ -143,7 +160,7 @@ class _Driver:
             return False
         return True
 
-    async def _accept(self, batch: dict[str, Any], left: set[str], running: set[str]) -> None:
+    async def _accept(self, batch: Batch, left: set[str], running: set[str]) -> None:
         self.ran = True
         self.turns += batch["turns"]
         self.progress.update(self.bar, turns=self.turns)
@@ -190,7 +207,7 @@ class _Driver:
 
     def _lost(self, dialogue_id: str, kind: str, message: str) -> Transcript:
         """An error transcript for a dialogue no worker could finish: a failure is recorded, never dropped."""
-        from ..run.scenarios import iter_scenarios
+        from ..run import iter_scenarios
 
         scenario = next(s for s in iter_scenarios(self.prep.cfg, self.prep.personas) if s.dialogue_id == dialogue_id)
         now = utcnow()
@@ -200,8 +217,14 @@ class _Driver:
                           usage=Usage(), error=ErrorInfo(type=kind, message=message, source="engine"))
 
     def counts(self) -> dict[str, int]:
-        return {**self.stats.counts(), "scenarios": self.prep.total, "recorded": self.prep.recorder.written,
+        return {**self.stats.counts(), "scenarios": _scenarios(self.prep), "recorded": self.prep.recorder.written,
                 "ray_workers": self.workers, "worker_failures": self.failures}
+
+
+def _scenarios(prep: PreparedRun) -> int:
+    """The run's scenario count; a simulator that chooses its own (a remote user) has none
+    to shard, so what was recorded is the count, as in a local run."""
+    return prep.total if prep.total is not None else prep.recorder.written
 
 
 def _first_line(exc: BaseException) -> str:
@@ -230,8 +253,8 @@ def _connect(cfg: RunConfig, workers: int | None) -> tuple[int, bool]:
     if ray.is_initialized():  # the caller's own session: use it, leave it running
         return workers or max(1, int(ray.cluster_resources().get("CPU", 1))), False
     # Worker output only with -v; otherwise it would tear through the progress bar.
-    common = {"log_to_driver": log.isEnabledFor(logging.INFO), "logging_level": logging.WARNING}
-    local = {"address": "local", "num_cpus": workers or LOCAL_WORKERS, "include_dashboard": False,
+    common: dict[str, Any] = {"log_to_driver": log.isEnabledFor(logging.INFO), "logging_level": logging.WARNING}
+    local: dict[str, Any] = {"address": "local", "num_cpus": workers or LOCAL_WORKERS, "include_dashboard": False,
              "_node_ip_address": "127.0.0.1"}  # loopback only: a local cluster serves nobody else
     if cfg.ray_address:
         _reachable(cfg.ray_address)
@@ -256,17 +279,18 @@ def _reachable(address: str, timeout_s: float = 10.0) -> None:
 class _NoProgress:
     """Stands in for a progress bar when the caller shows none."""
 
-    def add_task(self, *args: Any, **kw: Any) -> int:
+    def add_task(self, description: str, *, total: float | None, turns: int, errors: int) -> int:
         return 0
 
-    def update(self, *args: Any, **kw: Any) -> None:
+    def update(self, task: Any, /, *, advance: float | None = None, turns: int = 0, errors: int = 0) -> None:
         pass
 
-    def __enter__(self) -> "_NoProgress":
+    def __enter__(self) -> _NoProgress:
         return self
 
-    def __exit__(self, *exc: Any) -> bool:
-        return False
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        return None
 
 
 @dataclass
@@ -280,7 +304,7 @@ class RayRun:
     gave_up: str | None = None
 
 
-def run_ray(cfg: RunConfig, resume: Path | None = None, workers: int | None = None, progress: Any = None,
+def run_ray(cfg: RunConfig, resume: Path | None = None, workers: int | None = None, progress: Bar | None = None,
             notice: Notice = log.warning, retry_errors: bool = False, llm_flags: tuple[str, ...] = ()) -> RayRun:
     """``simloop run --backend ray``: a prepared run over Ray workers (the CLI reports it).
 
@@ -291,7 +315,7 @@ def run_ray(cfg: RunConfig, resume: Path | None = None, workers: int | None = No
     """
     if importlib.util.find_spec("ray") is None:  # checked before the run directory exists
         raise ConfigError("--backend ray needs Ray: pip install 'simloop[ray]'")
-    from ..run.runner import prepare_run
+    from ..run import prepare_run
 
     prep = prepare_run(cfg, resume=resume, retry_errors=retry_errors, llm_flags=llm_flags)
     ids = [s.dialogue_id for s in prep.pending()]
@@ -312,7 +336,7 @@ def run_ray(cfg: RunConfig, resume: Path | None = None, workers: int | None = No
     except KeyboardInterrupt:
         status = "interrupted"
     finally:
-        prep.recorder.finish(status, driver.counts() if driver else {"scenarios": prep.total})
+        prep.recorder.finish(status, driver.counts() if driver else {"scenarios": _scenarios(prep)})
         _disconnect(driver, started)
     return RayRun(status, prep.run_dir, prep.recorder.written, driver.stats if driver else None,
                   driver.gave_up if driver else None)

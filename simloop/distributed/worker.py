@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING, NotRequired, TypedDict
 
 from ..config import RunConfig, with_absolute_paths
-from ..run.engine import Engine, Event
-from ..run.session import DialogueSpec
-from ..llm.limits import Permit
+from ..llm import Permit
+from ..run import DialogueSpec, Engine, Event
 from ..schema import Scenario, Transcript
 
-__all__ = ["RateGate", "DialogueWorker", "gate_permit", "worker_config", "TICK_S"]
+if TYPE_CHECKING:
+    from ray.actor import ActorHandle
+
+__all__ = ["Batch", "RateGate", "DialogueWorker", "gate_permit", "worker_config", "TICK_S"]
 
 TICK_S = 0.2  # how often a worker sends what finished: batches lines, bounds progress lag
 
@@ -61,7 +64,7 @@ class RateGate:
         return slot - now
 
 
-def gate_permit(gate: Any) -> Permit:
+def gate_permit(gate: ActorHandle) -> Permit:
     """A worker's ``LLMPool`` permit: ask the gate (an actor handle) for a slot, wait for it here."""
 
     async def permit(url: str, rpm: float) -> None:
@@ -70,6 +73,15 @@ def gate_permit(gate: Any) -> Permit:
             await asyncio.sleep(delay)
 
     return permit
+
+
+class Batch(TypedDict):
+    """What a worker reports of a shard since its last batch."""
+
+    started: list[str]  # dialogue ids
+    ended: list[str]  # finished transcripts as JSON lines (as the recorder writes them: null fields stay)
+    turns: int  # turns answered
+    missing: NotRequired[list[str]]  # in the shard's last batch: ids this worker could not rebuild
 
 
 class _Outbox:
@@ -92,8 +104,8 @@ class _Outbox:
     def __bool__(self) -> bool:
         return bool(self.started or self.ended or self.turns)
 
-    def take(self) -> dict[str, Any]:
-        batch = {"started": self.started, "ended": self.ended, "turns": self.turns}
+    def take(self) -> Batch:
+        batch = Batch(started=self.started, ended=self.ended, turns=self.turns)
         self.started, self.ended, self.turns = [], [], 0
         return batch
 
@@ -101,10 +113,9 @@ class _Outbox:
 class DialogueWorker:
     """One worker: its own context and plugins, and the one engine over each shard it gets."""
 
-    def __init__(self, cfg_json: str, spec: DialogueSpec, concurrency: int, gate: Any | None):
-        from ..llm.client import LLMPool
-        from ..run.plugins import Context, load_plugin
-        from ..run.scenarios import load_sources
+    def __init__(self, cfg_json: str, spec: DialogueSpec, concurrency: int, gate: ActorHandle | None):
+        from ..llm import LLMPool
+        from ..run import Context, load_plugin, load_sources
 
         self.cfg = RunConfig.model_validate_json(cfg_json)
         self.spec, self.concurrency = spec, concurrency
@@ -117,7 +128,7 @@ class DialogueWorker:
 
     def _scenarios(self, wanted: set[str]) -> Iterator[Scenario]:
         """Rebuild the shard's scenarios, lazily; ``wanted`` keeps the ids not found."""
-        from ..run.scenarios import iter_scenarios
+        from ..run import iter_scenarios
 
         for scenario in iter_scenarios(self.cfg, self.personas):
             if scenario.dialogue_id in wanted:
@@ -126,7 +137,7 @@ class DialogueWorker:
                 if not wanted:
                     return
 
-    async def run(self, ids: list[str]) -> AsyncIterator[dict[str, Any]]:
+    async def run(self, ids: list[str]) -> AsyncIterator[Batch]:
         """Run one shard; yields batches ``{started, ended, turns}``, the last with ``missing``."""
         outbox, wanted = _Outbox(), set(ids)
         engine = Engine(self.spec, self.simulator, self.assistant, outbox.sink, self.concurrency, outbox.event)
@@ -137,10 +148,12 @@ class DialogueWorker:
                 yield outbox.take()
         task.result()  # an engine bug surfaces on the driver as a failed call
         # Ids this worker cannot rebuild (inputs differ on this node) come back by name.
-        yield {**outbox.take(), "missing": sorted(wanted)}
+        last = outbox.take()
+        last["missing"] = sorted(wanted)
+        yield last
 
     async def aclose(self) -> None:
-        from ..run.plugins import close_plugins
+        from ..run import close_plugins
 
         try:
             await close_plugins(self.simulator, self.assistant)

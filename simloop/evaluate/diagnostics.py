@@ -15,9 +15,9 @@ within one the engine starts a dialogue as soon as a slot frees, so an idle stre
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Sequence
 
 from ..schema import Transcript
 from .stats import dialogue_latency_ms, mean_grade, percentiles

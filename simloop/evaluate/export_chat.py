@@ -1,14 +1,32 @@
 """Chat fine-tuning exports (`openai-chat`, `sharegpt`): a persona system prompt, then the
-dialogue's user and assistant turns strictly alternating, each conversation checked."""
+dialogue's user and assistant turns strictly alternating, each conversation checked.
+
+Both formats can live without the run's personas (``ExportJob.soft_sources``): the system
+prompt then lists only the PTKB statements the assistant cited.
+"""
 
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypedDict
 
 from ..schema import Behaviour, Persona, Transcript
+from .export_job import ExportFormat, ExportJob, write_lines
 
-__all__ = ["chats", "validate_chat"]
+__all__ = ["ChatMessage", "OPENAI_CHAT", "SHAREGPT", "chats", "validate_chat"]
+
+
+class ChatMessage(TypedDict):
+    """One message of an OpenAI chat fine-tuning line (``{"messages": [...]}``)."""
+
+    role: str
+    content: str
+
+
+# One message of a ShareGPT conversation ("from" is a keyword, hence the functional form).
+ShareGptMessage = TypedDict("ShareGptMessage", {"from": str, "value": str})
 
 
 def _ptkb(persona: Persona | None, t: Transcript) -> list[str]:
@@ -23,7 +41,8 @@ def _behaviour_text(b: Behaviour) -> str:
     """The user's traits in plain words, for the fine-tuning system prompt."""
     parts = [
         "patient" if b.patience >= 3 else "quick to give up",
-        "happy to answer clarifying questions" if b.cooperativeness >= 0.5 else "reluctant to answer clarifying questions",
+        "happy to answer clarifying questions" if b.cooperativeness >= 0.5
+        else "reluctant to answer clarifying questions",
         "writes precisely" if b.language_skill >= 0.7 else "writes vaguely, sometimes with typos",
         "chatty" if b.verbosity >= 0.6 else "brief" if b.verbosity <= 0.3 else "moderately talkative",
         {"never": "rarely shares personal details", "relevant": "shares personal details when they matter",
@@ -39,14 +58,16 @@ def _system_prompt(ptkb: list[str], b: Behaviour) -> str:
             f"How this user tends to talk: {_behaviour_text(b)}.")
 
 
-def _chat_messages(t: Transcript, sources: dict[str, Persona] | None) -> list[dict]:
-    msgs = [{"role": "system", "content": _system_prompt(_ptkb((sources or {}).get(t.scenario.persona_id), t), t.scenario.behaviour)}]
+def _chat_messages(t: Transcript, sources: dict[str, Persona] | None) -> list[ChatMessage]:
+    persona = (sources or {}).get(t.scenario.persona_id)
+    msgs = [ChatMessage(role="system", content=_system_prompt(_ptkb(persona, t), t.scenario.behaviour))]
     for x in t.turns:
-        msgs += [{"role": "user", "content": x.user.utterance}, {"role": "assistant", "content": x.assistant.response}]
+        msgs += [ChatMessage(role="user", content=x.user.utterance),
+                 ChatMessage(role="assistant", content=x.assistant.response)]
     return msgs
 
 
-def validate_chat(messages: list[dict]) -> str | None:
+def validate_chat(messages: Sequence[Mapping[str, Any]]) -> str | None:
     """Why a conversation is not valid fine-tuning data (None when it is): one system
     message, then user/assistant strictly alternating, ending with the assistant."""
     if not messages or messages[0].get("role") != "system":
@@ -68,6 +89,10 @@ def validate_chat(messages: list[dict]) -> str | None:
 _SHAREGPT_FROM = {"system": "system", "user": "human", "assistant": "gpt"}
 
 
+def _sharegpt(messages: list[ChatMessage]) -> list[ShareGptMessage]:
+    return [{"from": _SHAREGPT_FROM[m["role"]], "value": m["content"]} for m in messages]
+
+
 def chats(ts: Sequence[Transcript], sources: dict[str, Persona] | None, sharegpt: bool, notes: list[str]) -> list[str]:
     """One JSON line per dialogue that is valid fine-tuning data; the others are noted as skipped."""
     lines = []
@@ -77,10 +102,17 @@ def chats(ts: Sequence[Transcript], sources: dict[str, Persona] | None, sharegpt
         if problem:  # e.g. an errored dialogue whose last answer is empty: useless for training
             notes.append(f"skipped {t.dialogue_id}: {problem}")
             continue
-        if sharegpt:
-            obj: dict[str, Any] = {"id": t.dialogue_id,
-                                   "conversations": [{"from": _SHAREGPT_FROM[m["role"]], "value": m["content"]} for m in msgs]}
-        else:
-            obj = {"messages": msgs}
-        lines.append(json.dumps(obj, ensure_ascii=False))
+        line = {"id": t.dialogue_id, "conversations": _sharegpt(msgs)} if sharegpt else {"messages": msgs}
+        lines.append(json.dumps(line, ensure_ascii=False))
     return lines
+
+
+def _writer(sharegpt: bool) -> Callable[[ExportJob, Path], int]:
+    def write(job: ExportJob, out: Path) -> int:
+        return write_lines(out, chats(job.transcripts, job.soft_sources(), sharegpt, job.notes))
+
+    return write
+
+
+OPENAI_CHAT = ExportFormat("openai-chat", "openai.jsonl", "dialogues", _writer(sharegpt=False))
+SHAREGPT = ExportFormat("sharegpt", "sharegpt.jsonl", "dialogues", _writer(sharegpt=True))

@@ -33,21 +33,25 @@ import json
 import math
 import re
 import unicodedata
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Literal, Sequence
+from pathlib import Path
+from typing import Any, Literal, cast, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import BadInputError, SimloopError
 from ..schema import Passage, Persona, Transcript, Turn
 from ..text import sentences, word_count
+from .export_job import ExportFormat, ExportJob, RunTag, write_lines
 
 __all__ = [
     "RUN_TYPES", "MAX_WORDS", "MAX_REFERENCES", "Ikat25Metadata", "Ikat25Response", "Ikat25Entry", "Ikat25Check",
-    "RunTag", "validate_ikat25", "ikat25_run", "response_words", "trim_words", "expected_turn_ids",
+    "IKAT25_RUN", "validate_ikat25", "ikat25_run", "response_words", "trim_words", "expected_turn_ids",
 ]
 
-RUN_TYPES = ("automatic", "manual", "generation-only")
+RunType = Literal["automatic", "manual", "generation-only"]
+RUN_TYPES: tuple[str, ...] = get_args(RunType)
 MAX_WORDS = 250
 MAX_REFERENCES = 1000
 _CLUEWEB = re.compile(r"^clueweb22-en\d{4}-\d{2}-\d{5}:\d+$")
@@ -61,7 +65,7 @@ class _Line(BaseModel):
 class Ikat25Metadata(_Line):
     team_id: str = Field(min_length=1)
     run_id: str = Field(min_length=1)
-    run_type: Literal["automatic", "manual", "generation-only"]
+    run_type: RunType
 
 
 class Ikat25Response(_Line):
@@ -269,22 +273,14 @@ def _why_missing(ts: Sequence[Transcript], turn_id: str, topics: int, limit: int
             "conversations: finish it (`simloop run --resume RUN`) or replay the whole file")
 
 
-@dataclass
-class RunTag:
-    """Who submits a run (the ``metadata`` of every line): the team, the run's name (default:
-    the simloop run id) and how it was made."""
-
-    team_id: str = "simloop"
-    run_id: str | None = None
-    run_type: str = "automatic"
-
-    def metadata(self, default_run_id: str) -> Ikat25Metadata:
-        if self.run_type not in RUN_TYPES:
-            raise BadInputError(f"unknown --run-type {self.run_type!r} (known: {', '.join(RUN_TYPES)})")
-        run_id = (self.run_id or default_run_id).strip()
-        if not self.team_id.strip() or not run_id:
-            raise BadInputError("--team-id and --run-id must not be empty")
-        return Ikat25Metadata(team_id=self.team_id.strip(), run_id=run_id, run_type=self.run_type)
+def _metadata(tag: RunTag, default_run_id: str) -> Ikat25Metadata:
+    """The ``metadata`` of every line: the submitter's tag, checked (bad flags are bad input)."""
+    if tag.run_type not in RUN_TYPES:
+        raise BadInputError(f"unknown --run-type {tag.run_type!r} (known: {', '.join(RUN_TYPES)})")
+    run_id = (tag.run_id or default_run_id).strip()
+    if not tag.team_id.strip() or not run_id:
+        raise BadInputError("--team-id and --run-id must not be empty")
+    return Ikat25Metadata(team_id=tag.team_id.strip(), run_id=run_id, run_type=cast(RunType, tag.run_type))
 
 
 def ikat25_run(ts: Sequence[Transcript], topics: dict[str, Persona], tag: RunTag, default_run_id: str, source: str,
@@ -292,7 +288,7 @@ def ikat25_run(ts: Sequence[Transcript], topics: dict[str, Persona], tag: RunTag
     """The run's lines in topic-file order (``topics``: the replayed file's conversations),
     checked by ``validate_ikat25`` before they are returned.  ``limit`` (the run's
     ``scenarios.limit``) and ``filtered`` (export filters were given) say why turns may be missing."""
-    meta = tag.metadata(default_run_id)
+    meta = _metadata(tag, default_run_id)
     expected = expected_turn_ids(topics)
     answered = _by_turn_id(ts, source)
     missing = [tid for tid in expected if tid not in answered]
@@ -311,3 +307,11 @@ def ikat25_run(ts: Sequence[Transcript], topics: dict[str, Persona], tag: RunTag
         raise SimloopError(f"ikat25-run export failed its own validation: {check.errors[0]}")
     notes_out += notes.lines() + check.warnings
     return lines
+
+
+def _write(job: ExportJob, out: Path) -> int:
+    return write_lines(out, ikat25_run(job.transcripts, job.replayed_topics(), job.tag, job.run_id, str(job.run_dir),
+                                       job.notes, limit=job.limit, filtered=job.filt.drops_topics()))
+
+
+IKAT25_RUN = ExportFormat("ikat25-run", "ikat25.jsonl", "turns", _write)

@@ -1,8 +1,8 @@
 """The files `simloop eval` writes: ``summary.json`` and ``scores.jsonl`` (DESIGN §10.2, §11).
 
 These models are the formats: evaluation builds them, writing dumps them, reading
-validates them.  They live here, next to the code that owns the format, rather than in
-``schema.py`` (which holds the transcript format and would pass 400 lines).
+validates them.  They live with the code that owns the format (``schema.py`` holds the
+transcript, the format every part of simloop shares).
 
 Metric names with ``@`` (``"P@3"``, ``"nDCG@5"``) are the JSON keys, so the fields carry
 them as aliases.  Extra keys are allowed on read: a file written by a newer simloop
@@ -20,9 +20,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from ..schema import Stage, Usage
 
 __all__ = [
-    "SUMMARY_VERSION", "Percentiles", "UsageTotals", "RunStats", "PtkbMetrics", "PassageMetrics", "PtkbReference",
-    "JudgeSummary", "EvaluatedInput", "ReadNotes", "RunSummary", "TurnScores", "RubricGroupScores", "DialogueJudgeScores",
-    "DialogueScores",
+    "SUMMARY_VERSION", "Percentiles", "UsageTotals", "TurnCounts", "Latencies", "TokensPerTurn", "Grades",
+    "TokenCounts", "RunStats", "PtkbMetrics", "PassageMetrics", "PtkbReference", "JudgeSummary", "EvaluatedInput",
+    "ReadNotes", "RunSummary", "TurnScores", "RubricGroupScores", "DialogueJudgeScores", "DialogueScores",
 ]
 
 SUMMARY_VERSION = "1.0"

@@ -17,25 +17,32 @@ from __future__ import annotations
 
 import asyncio
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import fmean
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, Field
 
 from ..errors import LLMError, SimloopError
 from ..progress import NO_PROGRESS, ProgressSink
 from ..schema import Stage, Transcript, Turn, Usage
+from .formats import DialogueJudgeScores, JudgeSummary, RubricGroupScores
 
 __all__ = [
-    "RubricVerdict", "DialogueVerdict", "DialogueJudgement", "Judge", "JudgeResult", "harmonic_mean", "normalise",
-    "rubric_groups", "rubric_messages", "dialogue_messages", "summarise", "judge_transcripts",
-    "RUBRIC_KEYS", "DIALOGUE_KEYS",
+    "ChatLike", "RubricVerdict", "DialogueVerdict", "Grade", "RubricGrade", "DialogueJudgement", "Judge", "JudgeResult",
+    "harmonic_mean", "normalise", "rubric_groups", "rubric_messages", "dialogue_messages", "summarise",
+    "judge_transcripts", "RUBRIC_KEYS", "DIALOGUE_KEYS",
 ]
+
+V = TypeVar("V", bound=BaseModel)
 
 
 class ChatLike(Protocol):
-    async def structured(self, messages: list[dict], schema: type, stage: str = ...) -> tuple[Any, Stage]: ...
+    """The judge's model: a validated ``schema`` instance for ``messages``, and the stage it cost."""
+
+    async def structured(self, messages: Sequence[dict[str, Any]], schema: type[V], *, stage: str
+                         ) -> tuple[V, Stage]: ...
 
 
 class RubricVerdict(BaseModel):
@@ -76,7 +83,7 @@ Rate it on these scales (5 is best, 1 is worst):
   how well does the answer serve the need? 5 completely; 4 largely; 3 partly; 2 barely; 1 not at all.
 - overall_quality: 5 exceptional, 4 good, 3 acceptable, 2 poor, 1 unacceptable.
 - rater_confidence: how sure you are of these ratings: 3 high, 2 medium, 1 low.
-Reply with JSON only: a short justification first, then integer scores."""
+Reply with JSON only: a short justification first, then integer scores."""  # noqa: E501 (prompt text as sent)
 
 _DIALOGUE_SYSTEM = """You assess a whole conversation between a user and a personal assistant that searches the web.
 Rate it on these scales (5 is best, 1 is worst):
@@ -91,7 +98,7 @@ Rate it on these scales (5 is best, 1 is worst):
 - user_satisfaction: was the user's task done? Ignore polite thanks from the user. 5 perfected; 4 accomplished;
   3 partly met; 2 failed; 1 undermined.
 - rater_confidence: how sure you are of these ratings: 3 high, 2 medium, 1 low.
-Reply with JSON only: a short justification first, then integer scores."""
+Reply with JSON only: a short justification first, then integer scores."""  # noqa: E501 (prompt text as sent)
 
 
 def normalise(value: int, top: int) -> float:
@@ -133,7 +140,7 @@ def _cited_ptkb(t: Transcript) -> str:
     return "\n".join(f"- {s}" for _, s in sorted(seen.items()))
 
 
-def rubric_messages(t: Transcript, turns: Sequence[Turn]) -> list[dict]:
+def rubric_messages(t: Transcript, turns: Sequence[Turn]) -> list[dict[str, str]]:
     before = [x for x in t.turns if x.index < turns[0].index]
     user = (f"What the assistant knows about the user:\n{_cited_ptkb(t)}\n\n"
             f"Earlier conversation:\n{_lines(before) or '(none)'}\n\n"
@@ -141,36 +148,66 @@ def rubric_messages(t: Transcript, turns: Sequence[Turn]) -> list[dict]:
     return [{"role": "system", "content": _RUBRIC_SYSTEM}, {"role": "user", "content": user}]
 
 
-def dialogue_messages(t: Transcript) -> list[dict]:
+def dialogue_messages(t: Transcript) -> list[dict[str, str]]:
     user = (f"What the assistant knows about the user:\n{_cited_ptkb(t)}\n\n"
             f"Conversation:\n{_lines(t.turns) or '(empty)'}")
     return [{"role": "system", "content": _DIALOGUE_SYSTEM}, {"role": "user", "content": user}]
 
 
-def _scores(verdict: BaseModel, keys: dict[str, tuple[str, int]]) -> dict[str, float]:
-    vals = {k: round(normalise(getattr(verdict, f), top), 4) for k, (f, top) in keys.items()}
-    vals["score"] = round(fmean(v for k, v in vals.items() if k != "confidence"), 4)
-    return vals
+@dataclass
+class Grade:
+    """One verdict on [0, 1]: each scale's score (summary key -> value), ``"score"`` their
+    mean (confidence excluded), and the judge's justification."""
+
+    scores: dict[str, float]
+    justification: str
+
+    @classmethod
+    def of(cls, verdict: RubricVerdict | DialogueVerdict, keys: dict[str, tuple[str, int]]) -> Grade:
+        vals = {k: round(normalise(getattr(verdict, f), top), 4) for k, (f, top) in keys.items()}
+        vals["score"] = round(fmean(v for k, v in vals.items() if k != "confidence"), 4)
+        return cls(vals, verdict.justification)
+
+    @property
+    def score(self) -> float:
+        return self.scores["score"]
+
+
+@dataclass
+class RubricGrade(Grade):
+    """The grade of one rubric question's turns."""
+
+    rubric_id: str = ""
+    turns: list[int] = field(default_factory=list)
+
+    def record(self) -> RubricGroupScores:
+        return RubricGroupScores.model_validate({"rubric_id": self.rubric_id, "turns": self.turns, **self.scores,
+                                                 "justification": self.justification})
 
 
 @dataclass
 class DialogueJudgement:
     """Scores of one dialogue, written to its scores.jsonl line under ``"judge"``."""
 
-    rubric: list[dict] = field(default_factory=list)   # one per rubric group
-    dialogue: dict | None = None
+    rubric: list[RubricGrade] = field(default_factory=list)   # one per rubric group
+    dialogue: Grade | None = None
     stages: list[Stage] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
-    def overall(self) -> dict[str, float | None]:
-        r = fmean(g["score"] for g in self.rubric) if self.rubric else None
-        d = self.dialogue["score"] if self.dialogue else None
-        hm = harmonic_mean(r, d)
-        return {"rubric": _r(r), "dialogue": _r(d), "overall": _r(hm)}
+    def overall(self) -> tuple[float | None, float | None, float | None]:
+        """(rubric level, dialogue level, their harmonic mean), rounded."""
+        r = fmean(g.score for g in self.rubric) if self.rubric else None
+        d = self.dialogue.score if self.dialogue else None
+        return _r(r), _r(d), _r(harmonic_mean(r, d))
 
-    def as_dict(self) -> dict:
-        return {**self.overall(), "rubric_groups": self.rubric, "dialogue_scores": self.dialogue,
-                "errors": self.errors, "stages": [s.model_dump(exclude_none=True) for s in self.stages]}
+    def record(self) -> DialogueJudgeScores:
+        rubric, dialogue, overall = self.overall()
+        scores: dict[str, float | str | None] | None = None
+        if self.dialogue is not None:
+            scores = {**self.dialogue.scores, "justification": self.dialogue.justification}
+        return DialogueJudgeScores(rubric=rubric, dialogue=dialogue, overall=overall,
+                                   rubric_groups=[g.record() for g in self.rubric], dialogue_scores=scores,
+                                   errors=self.errors, stages=self.stages)
 
 
 def _r(x: float | None) -> float | None:
@@ -185,7 +222,8 @@ class Judge:
         self._sem = asyncio.Semaphore(max(1, concurrency))
         self.progress = progress  # one count per call answered or failed
 
-    async def _ask(self, messages: list[dict], schema: type, stage: str, out: DialogueJudgement) -> Any:
+    async def _ask(self, messages: list[dict[str, str]], schema: type[V], stage: str, out: DialogueJudgement
+                   ) -> V | None:
         async with self._sem:
             try:
                 verdict, st = await self.chat.structured(messages, schema, stage=stage)
@@ -199,17 +237,17 @@ class Judge:
         out.stages.append(st)
         return verdict
 
-    async def _rubric(self, t: Transcript, rid: str, turns: list[Turn], out: DialogueJudgement) -> dict | None:
+    async def _rubric(self, t: Transcript, rid: str, turns: list[Turn], out: DialogueJudgement) -> RubricGrade | None:
         v = await self._ask(rubric_messages(t, turns), RubricVerdict, "judge.rubric", out)
         if v is None:
             return None
-        return {"rubric_id": rid, "turns": [x.index for x in turns], **_scores(v, RUBRIC_KEYS),
-                "justification": v.justification}
+        grade = Grade.of(v, RUBRIC_KEYS)
+        return RubricGrade(grade.scores, grade.justification, rubric_id=rid, turns=[x.index for x in turns])
 
     async def _dialogue(self, t: Transcript, out: DialogueJudgement) -> None:
         v = await self._ask(dialogue_messages(t), DialogueVerdict, "judge.dialogue", out)
         if v is not None:
-            out.dialogue = {**_scores(v, DIALOGUE_KEYS), "justification": v.justification}
+            out.dialogue = Grade.of(v, DIALOGUE_KEYS)
 
     async def judge(self, t: Transcript) -> DialogueJudgement:
         out = DialogueJudgement()
@@ -217,44 +255,43 @@ class Judge:
             out.errors.append("no turns to judge")
             return out
         tasks = [self._rubric(t, rid, turns, out) for rid, turns in rubric_groups(t)]
-        results = await asyncio.gather(self._dialogue(t, out), *tasks)
-        out.rubric = [g for g in results[1:] if g is not None]
+        _, *groups = await asyncio.gather(self._dialogue(t, out), *tasks)
+        out.rubric = [g for g in groups if isinstance(g, RubricGrade)]
         return out
 
 
-def _level_means(rows: list[dict], keys: Sequence[str]) -> dict[str, float | None]:
-    out: dict[str, Any] = {k: _r(fmean(r[k] for r in rows)) if rows else None for k in keys}
+def _level_means(rows: Sequence[Mapping[str, float]], keys: Sequence[str]) -> dict[str, float | int | None]:
+    out: dict[str, float | int | None] = {k: _r(fmean(r[k] for r in rows)) if rows else None for k in keys}
     out["n"] = len(rows)
     return out
 
 
 @dataclass
 class JudgeResult:
-    summary: dict
-    per_dialogue: dict[str, dict]
+    summary: JudgeSummary
+    per_dialogue: dict[str, DialogueJudgeScores]
 
 
-def summarise(judgements: dict[str, DialogueJudgement], model: str | None = None) -> dict:
+def summarise(judgements: dict[str, DialogueJudgement], model: str | None = None) -> JudgeSummary:
     """The ``"judge"`` block of summary.json: means of normalised scores over the run."""
-    groups = [g for j in judgements.values() for g in j.rubric]
-    dialogues = [j.dialogue for j in judgements.values() if j.dialogue]
+    groups = [g.scores for j in judgements.values() for g in j.rubric]
+    dialogues = [j.dialogue.scores for j in judgements.values() if j.dialogue]
     rubric = _level_means(groups, [*RUBRIC_KEYS, "score"])
     dialogue = _level_means(dialogues, [*DIALOGUE_KEYS, "score"])
-    per_overall = [o for o in (j.overall()["overall"] for j in judgements.values()) if o is not None]
+    per_overall = [o for o in (j.overall()[2] for j in judgements.values()) if o is not None]
     stages = [s for j in judgements.values() for s in j.stages]
     errors: dict[str, int] = defaultdict(int)
     for j in judgements.values():
         for e in j.errors:
             errors[e.split(":", 2)[1].strip() if e.count(":") >= 2 else e] += 1
-    return {
-        "rubric": rubric, "dialogue": dialogue,
+    return JudgeSummary(
+        rubric=rubric, dialogue=dialogue,
         # mean over dialogues of each dialogue's harmonic mean (GP Table 2 style) ...
-        "overall": _r(fmean(per_overall)) if per_overall else None,
+        overall=_r(fmean(per_overall)) if per_overall else None,
         # ... and the harmonic mean of the two run-level scores, for comparison.
-        "overall_of_means": _r(harmonic_mean(rubric["score"], dialogue["score"])),
-        "dialogues": len(judgements), "model": model,
-        "usage": Usage.from_stages(stages).model_dump(), "errors": dict(errors),
-    }
+        overall_of_means=_r(harmonic_mean(rubric["score"], dialogue["score"])),
+        dialogues=len(judgements), model=model, usage=Usage.from_stages(stages), errors=dict(errors),
+    )
 
 
 def judge_calls(transcripts: Sequence[Transcript]) -> int:
@@ -269,4 +306,4 @@ async def judge_transcripts(transcripts: Sequence[Transcript], chat: ChatLike, c
     judge = Judge(chat, concurrency, progress)
     results = await asyncio.gather(*(judge.judge(t) for t in transcripts))
     judgements = {t.dialogue_id: j for t, j in zip(transcripts, results)}
-    return JudgeResult(summarise(judgements, model), {k: j.as_dict() for k, j in judgements.items()})
+    return JudgeResult(summarise(judgements, model), {k: j.record() for k, j in judgements.items()})

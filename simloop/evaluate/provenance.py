@@ -19,12 +19,13 @@ Passage metrics are means over the turns whose qid the qrels judge at all.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Generic, TypeVar
 
 import ir_measures
-from ir_measures import AP, R, P, SetF, SetP, SetR, nDCG
+from ir_measures import AP, P, R, SetF, SetP, SetR, nDCG
 
 from ..errors import DataFileError
 from ..files import read_text
@@ -55,6 +56,10 @@ PASSAGE_MEASURES = {
 }
 
 Qrels = dict[str, dict[str, int]]  # qid -> docid -> grade
+# A summary block under summary.json's names: metric -> mean (None: nothing to average),
+# and the counts and notes that say what the means cover.
+Block = dict[str, float | int | str | None]
+B = TypeVar("B", Block, Block | None)
 _PTKB25 = re.compile(r"^ptkb-(?P<topic>.+)-(?P<i>\d+)$")
 
 
@@ -120,10 +125,10 @@ def read_ptkb_qrels(path: Path) -> Qrels:
 
 # ----------------------------------------------------------------------------- scoring
 @dataclass
-class ProvenanceResult:
-    """A summary block (None when there was nothing to score) and per-turn values."""
+class ProvenanceResult(Generic[B]):
+    """A summary block (for PTKB, None when there was nothing to score) and per-turn values."""
 
-    summary: dict | None
+    summary: B
     per_turn: dict[str, dict[str, float]] = field(default_factory=dict)  # turn_key -> metric -> value
 
 
@@ -137,7 +142,8 @@ def _ranked(ids: Sequence[str], key: str) -> list[ir_measures.ScoredDoc]:
     return [ir_measures.ScoredDoc(key, d, float(len(seen) - i)) for i, d in enumerate(seen)]
 
 
-def _evaluate(measures: dict, qrels: list, run: list) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+def _evaluate(measures: dict[str, ir_measures.Measure], qrels: list[ir_measures.Qrel],
+              run: list[ir_measures.ScoredDoc]) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
     """Means (ir_measures.calc_aggregate) and per-query values (iter_calc) under our names."""
     names = {m: name for name, m in measures.items()}
     agg = ir_measures.calc_aggregate(list(measures.values()), qrels, run)
@@ -167,7 +173,7 @@ def ptkb_used_ids(turn: Turn) -> list[str]:
     return [str(p.index) for p in turn.assistant.ptkb_provenance if p.used]
 
 
-def ptkb_scores(transcripts: Sequence[Transcript], qrels: Qrels | None = None) -> ProvenanceResult:
+def ptkb_scores(transcripts: Sequence[Transcript], qrels: Qrels | None = None) -> ProvenanceResult[Block | None]:
     """The ``"ptkb"`` block: ``--ptkb-qrels`` when given, else the replayed topics' gold."""
     gold_qrels: list[ir_measures.Qrel] = []
     ranked: list[ir_measures.ScoredDoc] = []
@@ -189,7 +195,7 @@ def ptkb_scores(transcripts: Sequence[Transcript], qrels: Qrels | None = None) -
             used += _ranked(ptkb_used_ids(turn), key)
     if judged == 0:
         return ProvenanceResult(None)
-    summary: dict = {name: None for name in PTKB_MEASURES}
+    summary: Block = {name: None for name in PTKB_MEASURES}
     per: dict[str, dict[str, float]] = {}
     if scored:
         means, per = _evaluate(PTKB_RANKED, gold_qrels, ranked)
@@ -203,7 +209,7 @@ def ptkb_scores(transcripts: Sequence[Transcript], qrels: Qrels | None = None) -
     return ProvenanceResult(summary, per)
 
 
-def passage_scores(transcripts: Sequence[Transcript], qrels: Qrels) -> ProvenanceResult:
+def passage_scores(transcripts: Sequence[Transcript], qrels: Qrels) -> ProvenanceResult[Block]:
     """The ``"passages"`` block: iKAT passage qrels against each turn's ranked passages."""
     gold_qrels: list[ir_measures.Qrel] = []
     run: list[ir_measures.ScoredDoc] = []
@@ -220,7 +226,7 @@ def passage_scores(transcripts: Sequence[Transcript], qrels: Qrels) -> Provenanc
             matched += any(d in gold for d in docids)
             gold_qrels += [ir_measures.Qrel(key, d, g) for d, g in gold.items()]
             run += _ranked(docids, key)
-    summary: dict = {name: None for name in PASSAGE_MEASURES}
+    summary: Block = {name: None for name in PASSAGE_MEASURES}
     per: dict[str, dict[str, float]] = {}
     if judged:
         means, per = _evaluate(PASSAGE_MEASURES, gold_qrels, run)

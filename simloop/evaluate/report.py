@@ -14,26 +14,27 @@ stop reasons per persona and topic, the memory test, plots, and every dialogue.
 
 from __future__ import annotations
 
-import html
 from collections import Counter
-from dataclasses import dataclass
-from datetime import datetime, timezone
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from pydantic import ValidationError
 
 from ..errors import first_error
 from ..files import atomic_write
 from ..loop import run as run_loop
-from ..memorytest.formats import MemoryResults
+from ..memorytest import MemoryResults
 from ..schema import Transcript
 from .diagnostics import RunDiagnostics, diagnose
 from .formats import RunSummary
 from .report_dialogues import dialogues_html
 from .report_plots import memory_plot, run_plots
 from .summary import evaluate_transcripts, load_run, load_summary, reeval_options, stale_reason
-from .tables import compare_header, compare_rows, fmt, memory_rows, reference_rows, reference_title, signed, stop_rows
+from .tables import cell_html as _e
+from .tables import compare_header, compare_rows, memory_rows, reference_rows, reference_title, signed, stop_rows
 
 __all__ = ["RunView", "load_view", "load_views", "render_html", "write_report", "MEMORY", "SECTIONS"]
 
@@ -51,12 +52,11 @@ class RunView:
     memory: MemoryResults | None
     memory_note: str | None = None
     evaluated_now: bool = False
-    diag: RunDiagnostics | None = None
     stale: str | None = None  # why summary.json was not used, when it was out of date
+    diag: RunDiagnostics = field(init=False)  # read off the transcripts
 
     def __post_init__(self) -> None:
-        if self.diag is None:
-            self.diag = diagnose(self.transcripts)
+        self.diag = diagnose(self.transcripts)
 
 
 def _read_memory(run_dir: Path) -> tuple[MemoryResults | None, str | None]:
@@ -88,12 +88,13 @@ def load_view(run_dir: Path) -> RunView:
     summary = load_summary(run_dir)
     stale = stale_reason(run_dir, summary, transcripts) if summary is not None else None
     evaluated_now = summary is None or stale is not None
-    if evaluated_now:
+    if summary is None or stale is not None:
         opts, notes = reeval_options(summary)
         stale = "; ".join([f"summary.json is out of date ({stale}): scored again now", *notes]) if stale else None
         summary = run_loop(evaluate_transcripts(transcripts, opts, manifest, run_dir=run_dir)).summary
     if manifest is not None and summary.assistant is None:  # evaluated now: no header yet
-        summary = summary.model_copy(update={"assistant": manifest.assistant.name, "simulator": manifest.simulator.name})
+        summary = summary.model_copy(update={"assistant": manifest.assistant.name,
+                                             "simulator": manifest.simulator.name})
     name = manifest.run_id if manifest is not None else run_dir.name
     memory, note = _read_memory(run_dir)
     return RunView(name, run_dir, summary, transcripts, memory, note, evaluated_now, stale=stale)
@@ -110,10 +111,6 @@ def load_views(run_dirs: Sequence[Path]) -> list[RunView]:
 
 
 # ----------------------------------------------------------------------------- HTML pieces
-def _e(value: Any) -> str:
-    return html.escape(value if isinstance(value, str) else fmt(value))
-
-
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], cls: str = "") -> str:
     head = "".join(f"<th>{_e(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in rows)
@@ -252,7 +249,7 @@ ul.inline{display:inline;padding:0;margin:0 0 0 .5em}ul.inline li{display:inline
 .grade.fail{background:#ffebe9}.badge{padding:0 6px;border-radius:8px;background:#eaeef2}
 .badge.user_satisfied{background:#dafbe1}.badge.user_gave_up{background:#fff1e5}.badge.error,.badge.timeout,
 .badge.max_turns{background:#ffebe9}.closing{font-style:italic}.error{color:#cf222e}.stop{color:#57606a;font-size:12px}
-"""
+"""  # noqa: E501 (one CSS rule set per line)
 _TITLES = {"runs": "runs", "compare": "side by side", "reference": "PTKB against the official 2023 runs",
            "passages": "passage metrics coverage", "stops": "how dialogues ended, per persona and topic",
            "memory": "memory stress test", "plots": "plots", "dialogues": "dialogues"}
@@ -270,7 +267,7 @@ def render_html(views: Sequence[RunView]) -> str:
     bodies = {sid: body for sid, body in _bodies(views).items() if body}
     nav = "".join(f'<a href="#{sid}">{_e(_TITLES[sid])}</a>' for sid in SECTIONS if sid in bodies)
     sections = "".join(_section(sid, _TITLES[sid], bodies[sid]) for sid in SECTIONS if sid in bodies)
-    stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    stamp = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     return (
         "<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
         f"<title>simloop report: {_e(', '.join(names))}</title><style>{_CSS}</style></head><body><main>"

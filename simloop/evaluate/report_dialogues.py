@@ -5,11 +5,11 @@ closing line or the error that ended it."""
 
 from __future__ import annotations
 
-import html
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..schema import Transcript, Turn
 from .stats import dialogue_latency_ms, mean_grade
+from .tables import cell_html as _e
 from .tables import fmt
 
 __all__ = ["MAX_DIALOGUES", "dialogues_html"]
@@ -17,10 +17,6 @@ __all__ = ["MAX_DIALOGUES", "dialogues_html"]
 MAX_DIALOGUES = 200  # per run: beyond that the file gets heavy; `simloop show` reads the rest
 _PASSAGES_SHOWN = 10
 _PTKB_SHOWN = 6
-
-
-def _e(value: object) -> str:
-    return html.escape(value if isinstance(value, str) else fmt(value))
 
 
 def _grade(g: float | None) -> str:
@@ -33,10 +29,12 @@ def _passages(x: Turn) -> str:
     ps = sorted(x.assistant.passages, key=lambda p: p.rank)
     if not ps:
         return ""
-    items = "".join(f'<li class="{"cited" if p.used else ""}">{p.rank}. {_e(p.docid)} <span class="dim">{p.score:.3g}</span>'
-                    f'{" ✓" if p.used else ""}</li>' for p in ps[:_PASSAGES_SHOWN])
+    items = "".join(f'<li class="{"cited" if p.used else ""}">{p.rank}. {_e(p.docid)} '
+                    f'<span class="dim">{p.score:.3g}</span>{" ✓" if p.used else ""}</li>'
+                    for p in ps[:_PASSAGES_SHOWN])
     more = f'<li class="dim">… {len(ps) - _PASSAGES_SHOWN} more</li>' if len(ps) > _PASSAGES_SHOWN else ""
-    return f'<div class="kv"><b>passages</b> <span class="dim">(✓ cited)</span><ul class="inline">{items}{more}</ul></div>'
+    return (f'<div class="kv"><b>passages</b> <span class="dim">(✓ cited)</span>'
+            f'<ul class="inline">{items}{more}</ul></div>')
 
 
 def _ptkb(x: Turn) -> str:
@@ -85,8 +83,10 @@ def _row(t: Transcript) -> str:
 
 def dialogues_html(name: str, transcripts: Sequence[Transcript]) -> str:
     shown = transcripts[:MAX_DIALOGUES]
-    head = "".join(f"<span>{h}</span>" for h in ("dialogue", "persona", "topic", "ended", "turns", "mean grade", "wall s"))
-    more = (f'<p class="note">{len(transcripts) - len(shown)} more dialogues not shown; '
-            f"read them with <code>simloop show RUN_DIR --dialogue ID</code>.</p>") if len(transcripts) > len(shown) else ""
+    head = "".join(f"<span>{h}</span>"
+                   for h in ("dialogue", "persona", "topic", "ended", "turns", "mean grade", "wall s"))
+    more = "" if len(transcripts) <= len(shown) else (
+        f'<p class="note">{len(transcripts) - len(shown)} more dialogues not shown; '
+        "read them with <code>simloop show RUN_DIR --dialogue ID</code>.</p>")
     return (f'<h3>{_e(name)}: {len(transcripts)} dialogues (click one to read it)</h3>'
             f'<div class="dlgs"><div class="dlghead">{head}</div>{"".join(_row(t) for t in shown)}</div>{more}')

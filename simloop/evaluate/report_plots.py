@@ -11,9 +11,10 @@ from __future__ import annotations
 import base64
 import io
 from collections import Counter
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from ..memorytest.formats import MemoryResults
+from ..memorytest import MemoryResults
 from ..schema import Transcript
 from .diagnostics import RunDiagnostics
 from .formats import RunSummary
@@ -109,7 +110,8 @@ def _latency_plot(names: Sequence[str], diags: Sequence[RunDiagnostics]) -> str 
         ax.plot(range(len(_LATENCY_PCTS)), [pcts[f"p{p}"] for p in _LATENCY_PCTS], linestyle=ls, marker=marker,
                 markersize=size, markerfacecolor="none" if i % 2 else None, label=name)
     excluded = sum(len(d.startup_turns) for d in diags)
-    ax.set_xticks(range(len(_LATENCY_PCTS)), [f"p{p}" for p in _LATENCY_PCTS], fontsize=8)  # evenly spaced: the tail matters
+    # evenly spaced: the tail matters
+    ax.set_xticks(range(len(_LATENCY_PCTS)), [f"p{p}" for p in _LATENCY_PCTS], fontsize=8)
     ax.set_ylabel("ms per turn")
     ax.set_title(f"turn latency percentiles ({excluded} start-up turns excluded)")
     ax.set_ylim(bottom=0)

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -21,14 +22,25 @@ from ..errors import BadInputError, ConfigError, DataFileError, first_error
 from ..files import atomic_write, check_in_file, check_run_dir, file_sha256
 from ..loop import run as run_loop
 from ..progress import NO_PROGRESS, ProgressSink
-from ..run.recorder import DIALOGUES, ReadReport, read_manifest, read_transcripts
+from ..run import DIALOGUES, ReadReport, read_manifest, read_transcripts
 from ..schema import RunManifest, Transcript
 from .formats import (
-    DialogueJudgeScores, DialogueScores, EvaluatedInput, JudgeSummary, PassageMetrics, PtkbMetrics, PtkbReference, ReadNotes,
-    RunStats, RunSummary, TurnScores,
+    DialogueJudgeScores,
+    DialogueScores,
+    EvaluatedInput,
+    PassageMetrics,
+    PtkbMetrics,
+    PtkbReference,
+    ReadNotes,
+    RunSummary,
+    TurnScores,
 )
 from .provenance import ikat_qid, passage_scores, ptkb_scores, read_passage_qrels, read_ptkb_qrels, turn_key
 from .stats import mean_grade, run_stats
+
+if TYPE_CHECKING:
+    from ..llm import LLMConfig
+    from .judge import ChatLike, JudgeResult
 
 __all__ = [
     "EvalOptions", "Evaluation", "check_options", "evaluate_run", "evaluate_transcripts", "write_evaluation",
@@ -74,9 +86,9 @@ class Evaluation:
 
 
 def resolve_source(path: str | Path, run_dir: Path) -> Path | None:
-    """A path recorded in run.json: as written (relative to where the run started; runs
-    since 2026-11-24 record it absolute), else relative to the folder holding
-    ``transcripts/`` (runs usually start at the repo root) or the run folder.  A run
+    """A path recorded in run.json: as written (absolute, or relative to where the run
+    started), else relative to the folder holding ``transcripts/`` (runs usually start at
+    the repo root) or the run folder.  A run
     copied to another checkout or machine records paths that are not there: the path's
     tails are then tried under the repo root and the folder beside it
     (``/old/simloop/personas`` -> ``ROOT/personas``, ``/old/shared/data/x.json`` ->
@@ -114,27 +126,29 @@ def is_ikat2023_run(transcripts: Sequence[Transcript], manifest: RunManifest | N
     return replayed and year in (None, 2023)
 
 
-def _turn_rows(t: Transcript, ptkb_per: dict, psg_per: dict) -> list[TurnScores]:
+PerTurn = dict[str, dict[str, float]]  # turn_key -> metric -> value
+
+
+def _turn_rows(t: Transcript, ptkb_per: PerTurn, psg_per: PerTurn) -> list[TurnScores]:
     return [TurnScores(index=turn.index, qid=ikat_qid(t, turn), grade=turn.user.grade, rubric_id=turn.user.rubric_id,
                        latency_ms=turn.latency_ms, ptkb=ptkb_per.get(turn_key(t, turn)),
                        passages=psg_per.get(turn_key(t, turn)))
             for turn in t.turns]
 
 
-def _score_lines(transcripts: Sequence[Transcript], ptkb_per: dict, psg_per: dict,
-                 judge_per: dict | None) -> list[DialogueScores]:
+def _score_lines(transcripts: Sequence[Transcript], ptkb_per: PerTurn, psg_per: PerTurn,
+                 judge_per: dict[str, DialogueJudgeScores] | None) -> list[DialogueScores]:
     return [DialogueScores(
         run_id=t.run_id, dialogue_id=t.dialogue_id, persona_id=t.scenario.persona_id, topic_id=t.scenario.topic_id,
         stop_reason=t.stop.reason, turn_count=len(t.turns), mean_grade=mean_grade(t),
         turns=_turn_rows(t, ptkb_per, psg_per),
-        judge=DialogueJudgeScores.model_validate(judge_per[t.dialogue_id])
-        if judge_per is not None and t.dialogue_id in judge_per else None,
+        judge=(judge_per or {}).get(t.dialogue_id),
     ) for t in transcripts]
 
 
-def _judge_config(manifest: RunManifest, opts: EvalOptions):
+def _judge_config(manifest: RunManifest, opts: EvalOptions) -> LLMConfig:
     """The run's own LLM config with the CLI's ``judge`` overrides on top."""
-    from ..llm.config import LLMConfig, role_setting
+    from ..llm import LLMConfig, role_setting
 
     try:
         cfg = LLMConfig.model_validate(manifest.config.get("llm") or {})
@@ -145,8 +159,8 @@ def _judge_config(manifest: RunManifest, opts: EvalOptions):
                                                            ("model", opts.judge_model, "--judge-model")) if v}
     if over:
         judge = cfg.roles.get("judge")
-        cfg = LLMConfig.model_validate({**cfg.model_dump(exclude_unset=True),
-                                        "roles": {**cfg.roles, "judge": {**(judge.settings() if judge else {}), **over}}})
+        roles = {**cfg.roles, "judge": {**(judge.settings() if judge else {}), **over}}
+        cfg = LLMConfig.model_validate({**cfg.model_dump(exclude_unset=True), "roles": roles})
     return cfg
 
 
@@ -154,48 +168,44 @@ def check_judge(manifest: RunManifest, opts: EvalOptions) -> None:
     """``--judge``: an endpoint to call, and one that answers ``GET /models``, found before
     any scoring and before anything is written (DESIGN §12), as `simloop run` does for its
     roles; else every call fails after its retries and the scores are null."""
-    from ..llm.preflight import check_endpoints, check_judge_llm
+    from ..llm import check_endpoints, check_judge_llm
 
     cfg = _judge_config(manifest, opts)
     check_judge_llm(cfg.resolve("judge"), "--judge-base-url and --judge-model")
     check_endpoints(cfg, ["judge"], flag="--judge-base-url")
 
 
-def _judge_chat(manifest: RunManifest, opts: EvalOptions):
-    """The ``judge`` role of the run's own LLM config, with the CLI's overrides on top."""
-    from ..llm.client import LLMPool
-
-    cfg = _judge_config(manifest, opts)
-    pool = LLMPool(cfg)
-    return pool, pool.model("judge"), cfg.resolve("judge").model
-
-
-async def _run_judge(transcripts: Sequence[Transcript], manifest: RunManifest, opts: EvalOptions,
-                     chat: Any | None, progress: ProgressSink) -> tuple[dict, dict]:
+async def _run_judge(transcripts: Sequence[Transcript], manifest: RunManifest | None, opts: EvalOptions,
+                     chat: ChatLike | None, progress: ProgressSink) -> JudgeResult:
+    """The judge over every dialogue: ``chat`` when given, else the ``judge`` role of the
+    run's own LLM config with the CLI's overrides on top."""
+    from ..llm import LLMPool
     from .judge import judge_transcripts
 
-    pool = None
-    model = opts.judge_model
-    if chat is None:
-        pool, chat, model = _judge_chat(manifest, opts)
+    if chat is not None:
+        return await judge_transcripts(transcripts, chat, opts.judge_concurrency, model=opts.judge_model,
+                                       progress=progress)
+    if manifest is None:
+        raise BadInputError("--judge needs the run's run.json (for the judge model) "
+                            "or --judge-model/--judge-base-url")
+    cfg = _judge_config(manifest, opts)
+    pool = LLMPool(cfg)
     try:
-        result = await judge_transcripts(transcripts, chat, opts.judge_concurrency, model=model, progress=progress)
+        return await judge_transcripts(transcripts, pool.model("judge"), opts.judge_concurrency,
+                                       model=cfg.resolve("judge").model, progress=progress)
     finally:
-        close = getattr(pool, "aclose", None)
-        if close is not None:
-            await close()
-    return result.summary, result.per_dialogue
+        await pool.aclose()
 
 
 async def evaluate_transcripts(transcripts: Sequence[Transcript], opts: EvalOptions,
-                               manifest: RunManifest | None = None, chat: Any | None = None,
+                               manifest: RunManifest | None = None, chat: ChatLike | None = None,
                                run_dir: Path | None = None, progress: ProgressSink = NO_PROGRESS) -> Evaluation:
     """Everything ``simloop eval`` computes, without touching the disk (the report uses it too).
 
     ``chat`` lets tests and callers hand in a ready judge model; otherwise it is built from
     the run's config.  ``progress`` counts the judge's calls (minutes on a large run).
     """
-    summary = RunSummary(stats=RunStats.model_validate(run_stats(transcripts)))
+    summary = RunSummary(stats=run_stats(transcripts))
     ptkb_qrels = read_ptkb_qrels(opts.ptkb_qrels) if opts.ptkb_qrels else None
     ptkb = ptkb_scores(transcripts, ptkb_qrels)
     if ptkb_qrels is not None and ptkb.summary is None and transcripts:
@@ -209,17 +219,15 @@ async def evaluate_transcripts(transcripts: Sequence[Transcript], opts: EvalOpti
         summary.ptkb = PtkbMetrics.model_validate({**ptkb.summary, "gold": _ptkb_gold_name(opts, manifest)})
         if is_ikat2023_run(transcripts, manifest, run_dir):
             summary.ptkb_reference = PtkbReference.model_validate(IKAT23_PTKB)
-    psg_per: dict = {}
+    psg_per: PerTurn = {}
     if opts.qrels is not None:
         psg = passage_scores(transcripts, read_passage_qrels(opts.qrels))
         summary.passages = PassageMetrics.model_validate({**psg.summary, "qrels": opts.qrels.name})
         psg_per = psg.per_turn
     judge_per = None
     if opts.judge:
-        if manifest is None and chat is None:
-            raise BadInputError("--judge needs the run's run.json (for the judge model) or --judge-model/--judge-base-url")
-        judged, judge_per = await _run_judge(transcripts, manifest, opts, chat, progress)
-        summary.judge = JudgeSummary.model_validate(judged)
+        judged = await _run_judge(transcripts, manifest, opts, chat, progress)
+        summary.judge, judge_per = judged.summary, judged.per_dialogue
     return Evaluation(summary, _score_lines(transcripts, ptkb.per_turn, psg_per, judge_per))
 
 
@@ -238,7 +246,7 @@ def _absolute(path: Path | None) -> str | None:
 
 def _with_header(summary: RunSummary, run_dir: Path, manifest: RunManifest | None, report: ReadReport,
                  evaluated: EvaluatedInput) -> RunSummary:
-    head: dict[str, Any] = {"run_dir": str(run_dir), "evaluated_at": datetime.now(timezone.utc),
+    head: dict[str, Any] = {"run_dir": str(run_dir), "evaluated_at": datetime.now(UTC),
                             "evaluated": evaluated}
     if manifest is not None:
         head.update(run_id=manifest.run_id, assistant=manifest.assistant.name, simulator=manifest.simulator.name,
@@ -257,7 +265,7 @@ def load_run(run_dir: Path) -> tuple[RunManifest | None, list[Transcript], ReadR
     return manifest, transcripts, report
 
 
-def evaluate_run(run_dir: Path, opts: EvalOptions, chat: Any | None = None,
+def evaluate_run(run_dir: Path, opts: EvalOptions, chat: ChatLike | None = None,
                  progress: ProgressSink = NO_PROGRESS) -> Evaluation:
     # The digest before the read: a run still writing then looks stale later, never fresh.
     digest = file_sha256(Path(run_dir) / DIALOGUES)

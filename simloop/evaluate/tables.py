@@ -6,20 +6,22 @@ numbers under the same names.
 
 from __future__ import annotations
 
+import html
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence, get_args
+from typing import Any, get_args
 
 from pydantic import BaseModel
 from rich.table import Table
 
-from ..memorytest.formats import MemoryResults
+from ..memorytest import MemoryResults
 from ..schema import OFFLINE_MODEL_PREFIX, StopReason
 from .diagnostics import Group, RunDiagnostics
 from .formats import JudgeSummary, RunStats, RunSummary
 
 __all__ = [
-    "fmt", "signed", "sections", "CompareRow", "compare_rows", "compare_header", "rich_summary", "rich_compare",
-    "rich_reference", "reference_rows", "reference_title", "memory_rows", "rich_memory", "stop_rows",
+    "fmt", "cell_html", "signed", "sections", "CompareRow", "compare_rows", "compare_header", "rich_summary",
+    "rich_compare", "rich_reference", "reference_rows", "reference_title", "memory_rows", "rich_memory", "stop_rows",
 ]
 
 Row = tuple[str, Any]
@@ -36,6 +38,11 @@ def fmt(value: Any) -> str:
     if isinstance(value, dict):
         return ", ".join(f"{k}={fmt(v)}" for k, v in value.items()) or "none"
     return str(value)
+
+
+def cell_html(value: Any) -> str:
+    """A value as HTML text: strings as they are, anything else as ``fmt`` shows it; escaped."""
+    return html.escape(value if isinstance(value, str) else fmt(value))
 
 
 def _stats_rows(s: RunStats) -> list[Row]:
@@ -147,10 +154,10 @@ def memory_rows(memory: MemoryResults, kept: bool = True) -> tuple[list[str], li
     rows = []
     for name, s in strategies.items():
         rec = {float(d): r for d, r in s.recall_by_distance.items()}
-        kept = {float(d): r for d, r in s.query_recall_by_distance.items()}
+        kept_at = {float(d): r for d, r in s.query_recall_by_distance.items()}
         stand_in = any(m.startswith(OFFLINE_MODEL_PREFIX) for m in s.memory_models)
         label = f"{name} (offline stand-in)" if stand_in else name
-        kept_cells = [kept.get(d) for d in dists] if kept_any else []
+        kept_cells = [kept_at.get(d) for d in dists] if kept_any else []
         rows.append([label, s.tokens_per_turn, *(rec.get(d) for d in dists), *kept_cells])
     header = ["strategy", "tokens per turn", *[f"recall @ {d:g}" for d in dists]]
     header += [f"fact kept in query @ {d:g}" for d in dists] if kept_any else []
@@ -231,8 +238,8 @@ def _stat_rows(summaries: Sequence[RunSummary], diags: Sequence[RunDiagnostics] 
         rows += [CompareRow(f"turn latency {p} ms (start-up excluded)", [d.turn_latency[p] for d in diags], -1)
                  for p in ("p50", "p90", "p99")]
         rows += [CompareRow("start-up turns (excluded)", [len(d.startup_turns) for d in diags]),
-                 CompareRow("dialogue latency p50 ms (start-up wait excluded)", [d.dialogue_latency["p50"] for d in diags],
-                            -1)]
+                 CompareRow("dialogue latency p50 ms (start-up wait excluded)",
+                            [d.dialogue_latency["p50"] for d in diags], -1)]
     else:
         rows += [CompareRow(f"turn latency {p} ms", [getattr(s.latency_ms.turn, p) for s in st], -1)
                  for p in ("p50", "p90", "p99")]

@@ -24,9 +24,9 @@ import importlib
 import random
 import re
 from collections import Counter
-from typing import Any
+from typing import Protocol
 
-from ..schema import AssistantReply, DialogueState, Passage
+from ..schema import AssistantReply, DialogueState, Hit, Passage
 from ..text import content_words, sentences, stem
 from .falsify import NegationStyle, negate
 
@@ -137,6 +137,16 @@ def clarifying_question(question: str, rng: random.Random) -> str:
     return " ".join(p for p in [rng.choice(_ASK_OPENERS), *(a.format(focus=focus) for a in asks)] if p)
 
 
+class _Searcher(Protocol):
+    async def search(self, query: str, k: int = ...) -> list[Hit]: ...
+
+
+class _Context(Protocol):
+    """What the retrieving adversaries use of the plugin context: the run's retriever."""
+
+    async def retriever(self) -> _Searcher: ...
+
+
 def _rng(state: DialogueState, purpose: str) -> random.Random:
     return random.Random(f"{state.scenario.seed}|{len(state.turns) + 1}|{purpose}")
 
@@ -148,7 +158,7 @@ def _utterance(state: DialogueState) -> str:
 class Parrot:
     """Restates the user's utterance."""
 
-    def __init__(self, ctx: Any = None):
+    def __init__(self, ctx: object = None):
         self.ctx = ctx
 
     async def respond(self, state: DialogueState) -> AssistantReply:
@@ -158,7 +168,7 @@ class Parrot:
 class Asker:
     """Answers every turn with a clarifying question."""
 
-    def __init__(self, ctx: Any = None):
+    def __init__(self, ctx: object = None):
         self.ctx = ctx
 
     async def respond(self, state: DialogueState) -> AssistantReply:
@@ -172,7 +182,7 @@ class OffTopic:
 
     needs = ("retriever",)  # opened before the first dialogue (run/runner.py warm_up)
 
-    def __init__(self, ctx: Any, k: int = 3):
+    def __init__(self, ctx: _Context, k: int = 3):
         self.ctx, self.k = ctx, k
 
     def subject(self, state: DialogueState) -> str:
@@ -199,7 +209,7 @@ class KeywordDump:
 
     needs = ("retriever",)
 
-    def __init__(self, ctx: Any, k: int = 3, terms: int = 12):
+    def __init__(self, ctx: _Context, k: int = 3, terms: int = 12):
         self.ctx, self.k, self.terms = ctx, k, terms
 
     async def respond(self, state: DialogueState) -> AssistantReply:
@@ -217,7 +227,7 @@ class Shuffled:
 
     needs = ("retriever",)
 
-    def __init__(self, ctx: Any, k: int = 3):
+    def __init__(self, ctx: _Context, k: int = 3):
         self.ctx, self.k = ctx, k
 
     async def respond(self, state: DialogueState) -> AssistantReply:
@@ -237,7 +247,7 @@ class Negated:
     ``inner`` is built here as ``Cls(ctx)`` with its defaults (the registry lives above
     this layer, in run/plugins.py)."""
 
-    def __init__(self, ctx: Any, inner: str = "agents.bm25_extractive:BM25Extractive",
+    def __init__(self, ctx: object, inner: str = "agents.bm25_extractive:BM25Extractive",
                  style: NegationStyle = "auxiliary"):
         if style not in ("auxiliary", "lexical"):
             raise ValueError(f"style is 'auxiliary' or 'lexical', not {style!r}")

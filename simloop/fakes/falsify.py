@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import random
 import re
-from typing import Callable, Literal
+from collections.abc import Callable
+from typing import Literal
 
 from ..text import sentences
 

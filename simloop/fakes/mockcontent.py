@@ -58,7 +58,8 @@ class Composer:
         users = [_content(m) for m in messages if m.get("role") == "user"]
         last = users[-1] if users else self.prompt
         self.words = self._content_words(last) or self._content_words(self.prompt) or ["topic"]
-        self.max_words = max(3, int((request.get("max_tokens") or request.get("max_completion_tokens") or 512) / TOKENS_PER_WORD))
+        budget = request.get("max_tokens") or request.get("max_completion_tokens") or 512
+        self.max_words = max(3, int(budget / TOKENS_PER_WORD))
         self.wants_question = bool(_ASKS_QUESTION.search(self.prompt))
 
     @staticmethod

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 __all__ = ["Connection", "Request", "response", "error"]
 
@@ -44,7 +44,7 @@ class Request:
 class Connection(asyncio.Protocol):
     """One client connection: parses requests one at a time and answers them in order."""
 
-    def __init__(self, dispatch: Callable[["Connection", Request], None], registry: set["Connection"]):
+    def __init__(self, dispatch: Callable[[Connection, Request], None], registry: set[Connection]):
         self.dispatch, self.registry = dispatch, registry
         self.buf = bytearray()
         self.busy = False  # a response is pending; later bytes wait in buf (HTTP/1.1 ordering)

@@ -23,8 +23,9 @@ import random
 import signal
 import time
 from collections import Counter, deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from ..errors import BadInputError, check_port, listen_error
 from ..loop import run as run_loop
@@ -69,7 +70,8 @@ class MockOptions:
         if self.retry_after_header not in ("seconds", "ms"):
             raise BadInputError("mock-llm: retry_after_header must be 'seconds' or 'ms'")
         if self.rpm_limit is not None and self.rpm_limit < 1:  # None is the way to say "no limit"
-            raise BadInputError(f"mock-llm: --rpm-limit must be at least 1 (leave it out for no limit), got {self.rpm_limit}")
+            raise BadInputError("mock-llm: --rpm-limit must be at least 1 (leave it out for no limit), "
+                                f"got {self.rpm_limit}")
         if min(self.latency_ms, self.latency_jitter_ms, self.retry_after_s, self.rpm_window_s, self.hang_s) < 0:
             raise BadInputError("mock-llm: latencies, windows and waits must not be negative")
 
@@ -164,7 +166,7 @@ class MockLLM:
         await self._server.wait_closed()
         self._server = None
 
-    async def __aenter__(self) -> "MockLLM":
+    async def __aenter__(self) -> MockLLM:
         await self.start()
         return self
 
@@ -198,6 +200,7 @@ class MockLLM:
             if req.method != "POST":
                 return conn.send(error(405, "use POST", "invalid_request_error", req.keep_alive), req.keep_alive)
             return self._chat(conn, req)
+        body: dict[str, Any]
         if req.method == "GET" and path in ("/v1/models", "/models"):
             body = {"object": "list", "data": [{"id": self.options.model, "object": "model", "created": 0,
                                                 "owned_by": "simloop-mock"}]}
@@ -295,7 +298,8 @@ class MockLLM:
         if cacheable and raw in self._composed:
             return self._composed[raw]
         composer = Composer(body, raw, self.options.seed)
-        fmt = body.get("response_format") if isinstance(body.get("response_format"), dict) else {}
+        given = body.get("response_format")
+        fmt: dict[str, Any] = given if isinstance(given, dict) else {}
         wants_json = fmt.get("type") in ("json_object", "json_schema")
         n = max(1, min(int(body.get("n") or 1), 16))
         if fault == "empty":

@@ -10,16 +10,18 @@ import hashlib
 import math
 import re
 from collections import Counter
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 from ..schema import Hit
 
+__all__ = ["HashEmbedder", "MemoryRetriever"]
+
 _WORD = re.compile(r"[a-z0-9]+")
 
 
-def tokens(text: str) -> list[str]:
+def _tokens(text: str) -> list[str]:
     return _WORD.findall(text.lower())
 
 
@@ -28,7 +30,7 @@ class MemoryRetriever:
 
     def __init__(self, docs: Iterable[tuple[str, str]], k1: float = 0.9, b: float = 0.4):
         self.docs = list(docs)
-        self._tf = [Counter(tokens(text)) for _, text in self.docs]
+        self._tf = [Counter(_tokens(text)) for _, text in self.docs]
         self._len = [sum(tf.values()) for tf in self._tf]
         self._avg = (sum(self._len) / len(self._len)) if self._len else 1.0
         df: Counter[str] = Counter()
@@ -41,7 +43,7 @@ class MemoryRetriever:
 
     async def search(self, query: str, k: int = 10) -> list[Hit]:
         self.queries.append(query)
-        terms = set(tokens(query))
+        terms = set(_tokens(query))
         scored = []
         for i, tf in enumerate(self._tf):
             s = 0.0
@@ -67,7 +69,7 @@ class HashEmbedder:
 
     def _vec(self, text: str) -> np.ndarray:
         v = np.zeros(self.dim, dtype=np.float32)
-        for t in tokens(text):
+        for t in _tokens(text):
             h = int.from_bytes(hashlib.blake2b(t.encode(), digest_size=4).digest(), "little")
             v[h % self.dim] += 1.0
         n = np.linalg.norm(v)

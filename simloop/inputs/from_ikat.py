@@ -40,16 +40,17 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from ..errors import DataFileError
-from ..schema import Behaviour, GoldTurn, Persona, RubricQuestion, Topic
+from ..schema import Behaviour, BehaviourSpec, GoldTurn, Persona, RubricQuestion, Topic
 from ..text import content_terms, content_words, sentences
 from .ikat import load_ikat_topics, load_passage_texts, passage_evidence
 from .personas import load_personas
 
-__all__ = ["SAME_QUESTION", "IKAT_PATIENCE", "rubric_from_turns", "personas_from_ikat", "check_prefix", "persona_toml", "write_personas"]
+__all__ = ["SAME_QUESTION", "IKAT_PATIENCE", "rubric_from_turns", "personas_from_ikat", "check_prefix", "persona_toml",
+           "write_personas"]
 
 SAME_QUESTION = 0.6
 # the largest patience a persona may have (Behaviour's own bound, so the two cannot drift apart)
@@ -64,7 +65,8 @@ _ASKS = re.compile(
 )
 # "That is not what I asked": the user is re-asking the question before.
 _CORRECTION = re.compile(
-    r"\b(?:i meant|i mean|not what i|that was not|that's not what|wasn't what|but i'?m looking for|i was asking|i asked)\b",
+    r"\b(?:i meant|i mean|not what i|that was not|that's not what|wasn't what|but i'?m looking for"
+    r"|i was asking|i asked)\b",
     re.IGNORECASE,
 )
 # Words of a sentence that only acknowledges ("Thanks for those suggestions!").
@@ -122,13 +124,15 @@ def _groups(turns: Sequence[GoldTurn], title: str) -> list[_Group]:
 
 
 def _reference(group: _Group, last_turn: GoldTurn, passages: dict[str, str]) -> str | None:
-    used = [t for t in group.turns if not (t is last_turn and t is not group.turns[0])]  # the reply to a closing thank-you
+    # The topic's last turn, folded into an earlier question (a closing thank-you), adds no evidence.
+    used = [t for t in group.turns if not (t is last_turn and t is not group.turns[0])]
     answers = [t.response.strip() for t in used if t.response.strip() and not _clarifying(t.response)]
     cited = passage_evidence([pid for t in used for pid in t.response_provenance], passages)
     return " ".join([*answers, *([cited] if cited else [])]) or None
 
 
-def rubric_from_turns(turns: Sequence[GoldTurn], title: str, passages: dict[str, str] | None = None) -> list[RubricQuestion]:
+def rubric_from_turns(turns: Sequence[GoldTurn], title: str,
+                      passages: dict[str, str] | None = None) -> list[RubricQuestion]:
     """Ordered rubric questions (ids ``t<first turn id>``) with their references
     (``passages``: passage texts by id, for the evidence the gold responses cite)."""
     groups = _groups(turns, title)
@@ -159,7 +163,8 @@ def personas_from_ikat(path: str | Path, prefix: str = "") -> list[Persona]:
         [topic] = conv.topics
         pid = prefix + _UNSAFE.sub("-", conv.id)
         rubric = rubric_from_turns(topic.gold_turns, topic.title, passages)
-        out.append(Persona(id=pid, name=f"iKAT {conv.id}", ptkb=conv.ptkb, behaviour=Behaviour(patience=IKAT_PATIENCE),
+        out.append(Persona(id=pid, name=f"iKAT {conv.id}", ptkb=conv.ptkb,
+                           behaviour=BehaviourSpec(patience=IKAT_PATIENCE),
                            topics=[Topic(id=pid, title=topic.title, rubric=rubric)]))
     return out
 

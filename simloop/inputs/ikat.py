@@ -174,7 +174,8 @@ def _schema_2025(conv: dict[str, Any], where: _Where) -> tuple[list[str], list[G
     return ptkb, turns
 
 
-def _gold(t: dict[str, Any], where: _Where, f: str, utterance: str, provenance: list[int], passages: list[str]) -> GoldTurn:
+def _gold(t: dict[str, Any], where: _Where, f: str, utterance: str, provenance: list[int],
+          passages: list[str]) -> GoldTurn:
     turn_id = t.get("turn_id")
     if isinstance(turn_id, bool) or not isinstance(turn_id, int):
         raise where.fail(f"{f}.turn_id", "is missing or not an int")

@@ -6,8 +6,9 @@ so a reader can check the pick and a rerun can tell what changed.  ``scripts/dem
 runs this over ``personas/`` and rewrites the files in place.
 
 The pick: BM25 proposes documents, MiniLM ranks them against the question, the first is
-kept (``pick_references``); a reader checks the picks and pins the few it gets wrong.  Only a document's body is stored (the title line
-of a Wikipedia summary is left out; its first sentence names the subject anyway).
+kept (``pick_references``); a reader checks the picks and pins the few it gets wrong.
+Only a document's body is stored (the title line of a Wikipedia summary is left out; its
+first sentence names the subject anyway).
 
 The persona files are edited as text, not re-serialised: comments, order and layout stay
 as their authors wrote them; only ``reference`` and ``reference_doc`` lines of the rubric
@@ -18,8 +19,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 

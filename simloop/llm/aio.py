@@ -1,39 +1,30 @@
-"""The default HTTP client under ``AsyncOpenAI``: an ``httpx2.AsyncClient`` that sends over aiohttp.
+"""An httpx2 transport that sends over aiohttp: https always, plain http with ``SIMLOOP_LLM_HTTP=aiohttp``.
 
-openai's own aiohttp client (``DefaultAioHttpClient``) puts a request through httpx2's whole
-client (auth flow, redirect loop, cookie jar, event hooks, a streamed body read chunk by chunk)
-and then through aiohttp, which re-parses the URL and builds a timeout per request.  With
-1,000 dialogues in flight one core is the limit: at concurrency 500 the whole LLM layer cost
-1.13 ms of CPU per call over openai's client and 0.90 ms over this one (``scripts/bench``
-section concurrency, same run, load 10).  This client keeps openai's request building and
-error handling untouched and replaces only ``send``: one aiohttp session, parsed URLs and
-timeouts reused, the body read whole.  Anything it does not handle itself - a redirect, a
-cookie, an auth flow, a streamed response - goes through httpx2's own ``send`` over the same
-session, so behaviour matches ``DefaultAioHttpClient``.  simloop never streams completions.
+One aiohttp session per transport; each endpoint URL is parsed once and each timeout built
+once (aiohttp would do both per request), and the body is read whole before the response is
+returned (simloop never streams completions).  It speaks plain HTTP through aiohttp's public
+API only: redirects, cookies and auth stay with the ``httpx2.AsyncClient`` above it, and
+aiohttp's failures become httpx2's, which ``ChatClient`` maps to openai's as openai does.
 """
 
 from __future__ import annotations
 
 import contextlib
-import datetime
 import functools
 import ssl
-import time
-from http.cookiejar import CookieJar
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import aiohttp
 import httpx2
 from yarl import URL
 
-from .headers import SnapHeaders
-from .memo import memo
-from .wire import WireTransport, response_from
+from .wire import response_from
 
-__all__ = ["AioHttpTransport", "LeanAioHttpClient"]
+__all__ = ["AioHttpTransport"]
 
-# aiohttp's failures as httpx2's, so openai maps them as it does for its own transports
-# (timeouts → APITimeoutError, the rest → APIConnectionError).  Most specific first.
+# aiohttp's failures as httpx2's, mapped on as openai maps them (timeouts → APITimeoutError,
+# the rest → APIConnectionError).  Most specific first.
 _ERRORS: tuple[tuple[type[BaseException], type[Exception]], ...] = (
     (aiohttp.SocketTimeoutError, httpx2.ReadTimeout),
     (aiohttp.ConnectionTimeoutError, httpx2.ConnectTimeout),
@@ -45,9 +36,8 @@ _ERRORS: tuple[tuple[type[BaseException], type[Exception]], ...] = (
     (aiohttp.InvalidURL, httpx2.UnsupportedProtocol),
     (aiohttp.ClientError, httpx2.NetworkError),
 )
-_REDIRECTS = frozenset({301, 302, 303, 307, 308})
-# Jars that keep every cookie in ``_cookies`` (the stdlib's, and httpx2's default subclass).
-_PLAIN_JARS = (CookieJar, type(httpx2.Cookies().jar))
+# An endpoint has a handful of URLs; one with ever-changing queries must not grow the cache.
+_URLS_KEPT = 256
 
 
 @functools.cache
@@ -84,15 +74,21 @@ class AioHttpTransport(httpx2.AsyncBaseTransport):
         # Made on first use, inside the running loop (aiohttp binds a session to its loop).
         # TLS is given per request, for https only (``_tls``).
         connector = aiohttp.TCPConnector(limit=self._connections, keepalive_timeout=self._keepalive_s)
-        # Cookies are httpx2's business (a response that sets one goes through its send), so
-        # aiohttp's jar, filtered for every request, stays empty: DummyCookieJar.
+        # Cookies are the httpx2 client's business, so aiohttp's jar, filtered for every
+        # request, stays empty: DummyCookieJar.
         self._session = aiohttp.ClientSession(connector=connector, auto_decompress=False,
                                               cookie_jar=aiohttp.DummyCookieJar(),
                                               skip_auto_headers=("User-Agent", "Accept-Encoding"))  # theirs only
         return self._session
 
     def _url(self, request: httpx2.Request) -> URL:
-        return memo(self._urls, str(request.url), lambda text: URL(text, encoded=True))
+        text = str(request.url)
+        url = self._urls.get(text)
+        if url is None:
+            if len(self._urls) >= _URLS_KEPT:
+                self._urls.clear()
+            url = self._urls[text] = URL(text, encoded=True)
+        return url
 
     def _timeout(self, request: httpx2.Request) -> aiohttp.ClientTimeout:
         t = request.extensions.get("timeout") or {}
@@ -121,79 +117,3 @@ class AioHttpTransport(httpx2.AsyncBaseTransport):
         if self._session is not None:
             await self._session.close()
             self._session = None
-
-
-class LeanAioHttpClient(httpx2.AsyncClient):
-    """openai's defaults (timeouts, following redirects) over ``AioHttpTransport``, with a
-    short ``send`` for the plain case: no auth flow, no cookies, no hooks, not a redirect."""
-
-    def __init__(self, timeout_s: float, connections: int, wire: bool = True):
-        # wire: plain http over simloop's own connections (wire.py), the rest over aiohttp.
-        aio = AioHttpTransport(connections)
-        self._aio: httpx2.AsyncBaseTransport = WireTransport(connections, aio) if wire else aio
-        super().__init__(timeout=timeout_s, follow_redirects=True, transport=self._aio)
-        self._urls: dict[str, httpx2.URL] = {}
-        self._heads: dict[Any, tuple[SnapHeaders, bool]] = {}
-
-    def build_request(self, method: str, url: Any, *, content: Any = None, params: Any = None, headers: Any = None,
-                      extensions: Any = None, **rest: Any) -> httpx2.Request:
-        # openai hands over an absolute URL string, bytes of JSON and a header list.  httpx2
-        # would parse the URL twice, copy the headers four times and look each auto header up
-        # by name; here the URL is parsed once per endpoint path and the headers are merged in
-        # one pass, with Host and Content-Length where httpx2 would put them.
-        simple = (isinstance(url, str) and isinstance(content, bytes) and not params and not self.params
-                  and not extensions and isinstance(headers, (list, type(None)))
-                  and all(v is None for k, v in rest.items() if k != "timeout"))  # data, files, json, cookies
-        if not simple:
-            return super().build_request(method, url, content=content, params=params, headers=headers,
-                                         extensions=extensions, **rest)
-        parsed = memo(self._urls, url, self._merge_url)
-        given = tuple(headers or ())
-        # Only Content-Length differs between calls: the rest is merged and normalised once
-        # per set of headers (the client's own may be changed, so they are part of the key).
-        key = (parsed.netloc, given, tuple(self.headers.raw))
-        merged, sized = memo(self._heads, key, lambda _: self._fixed_headers(parsed, given))
-        request_headers = merged.plus("Content-Length", str(len(content))) if sized else merged.copy()
-        timeout = rest.get("timeout", httpx2.USE_CLIENT_DEFAULT)
-        timeout = self.timeout if timeout is httpx2.USE_CLIENT_DEFAULT else httpx2.Timeout(timeout)
-        request = httpx2.Request(method, parsed, stream=httpx2.ByteStream(content),
-                                 extensions={"timeout": timeout.as_dict()})
-        request.headers = request_headers  # the copy, not a third normalising pass over it
-        request.read()  # .content, as with content=: the bytes are already in memory
-        return request
-
-    def _fixed_headers(self, url: httpx2.URL, given: tuple[tuple[str, str], ...]) -> tuple[SnapHeaders, bool]:
-        """The client's headers under the given ones, with Host where httpx2 puts it; and
-        whether Content-Length goes last (unless given, or Transfer-Encoding is)."""
-        names = {k.lower() for k, _ in given}
-        merged = [(k, v) for k, v in self.headers.multi_items() if k not in names] + list(given)
-        if "host" not in names:
-            merged.insert(0, ("Host", url.netloc.decode("ascii")))
-        built = SnapHeaders(merged)
-        built.multi_items()  # worked out once here (encoding too), kept by every copy
-        return built, "content-length" not in names and "transfer-encoding" not in names
-
-    async def send(self, request: httpx2.Request, *, stream: bool = False, auth: Any = httpx2.USE_CLIENT_DEFAULT,
-                   follow_redirects: Any = httpx2.USE_CLIENT_DEFAULT) -> httpx2.Response:
-        plain = (not stream and auth is httpx2.USE_CLIENT_DEFAULT and self.auth is None and not self._has_cookies()
-                 and not request.url.userinfo and not any(self.event_hooks.values()) and not self.is_closed)
-        if not plain:
-            return await super().send(request, stream=stream, auth=auth, follow_redirects=follow_redirects)
-        start = time.perf_counter()
-        self._set_timeout(request)  # the client's timeout when the request brings none
-        response = await self._aio.handle_async_request(request)
-        if response.status_code in _REDIRECTS or "set-cookie" in response.headers:
-            # Rare on an API: httpx2 sends it again and applies its redirect and cookie rules.
-            return await super().send(request, stream=stream, auth=auth, follow_redirects=follow_redirects)
-        response.elapsed = datetime.timedelta(seconds=time.perf_counter() - start)
-        response.default_encoding = self._default_encoding
-        return response
-
-    def _has_cookies(self) -> bool:
-        """Does the client hold a cookie?  ``bool(self.cookies)`` walks the jar under its lock
-        on every send (2 % of the CPU per call, measured); a standard jar keeps its cookies in
-        one dict, empty until httpx2 stores one.  A jar whose cookies were cleared may leave
-        empty entries behind: then this says yes and httpx2's own send looks for itself."""
-        jar = self.cookies.jar
-        found = getattr(jar, "_cookies", None)
-        return bool(found) if type(jar) in _PLAIN_JARS and isinstance(found, dict) else bool(self.cookies)

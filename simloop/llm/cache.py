@@ -15,10 +15,11 @@ import hashlib
 import json
 import sqlite3
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 __all__ = ["CachedCompletion", "CompletionCache", "cache_key"]
 

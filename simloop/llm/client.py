@@ -1,10 +1,11 @@
-"""ChatModel over ``openai.AsyncOpenAI`` (DESIGN §7): throttle, retries, cache, usage, JSON output.
+"""ChatModel (DESIGN §7): throttle, retries, cache, usage, JSON output, over an endpoint's ``ChatClient``.
 
 One ``LLMPool`` per run hands out a ``ChatModel`` per role.  Roles that talk to the same
-base URL share one HTTP client per key variable and ONE throttle, because rate limits
-belong to the endpoint, not to whoever is calling.  The openai client's own retries are
-off (``max_retries=0``): tenacity here is the only retry layer, so attempts, waits and
-``Retry-After`` handling are counted once and reported in each ``Stage``.
+base URL share one ``ChatClient`` (``http.py``: openai's request and errors, sent by simloop)
+per key variable and ONE throttle, because rate limits belong to the endpoint, not to
+whoever is calling.  openai's own retries are off (``max_retries=0``): tenacity here is the
+only retry layer, so attempts, waits and ``Retry-After`` handling are counted once and
+reported in each ``Stage``.
 
 ``openai`` is imported lazily: most commands never talk to a model.
 """
@@ -12,30 +13,39 @@ off (``max_retries=0``): tenacity here is the only retry layer, so attempts, wai
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import random
 import re
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from ..errors import (
-    EmptyCompletionError, InvalidOutputError, LLMConnectionError, LLMError, LLMStatusError, LLMTimeoutError,
+    EmptyCompletionError,
+    InvalidOutputError,
+    LLMConnectionError,
+    LLMError,
+    LLMStatusError,
+    LLMTimeoutError,
     StructuredOutputError,
 )
-from .cache import CachedCompletion, CompletionCache, cache_key
-from .config import NO_KEY, LLMConfig, LLMRole
-from .structured import REPAIR_PROMPT, response_format_for, strict_json_schema, validate_json
-from .limits import Endpoint, Permit
-from .meter import bill
-from .retry import retry_after_s, retryable as _retryable
-from .usage import RoleUsage, Tally, merge_usage, sum_stages
 from ..schema import Stage
 from ..urls import redact_urls
+from .cache import CachedCompletion, CompletionCache, cache_key
+from .config import NO_KEY, LLMConfig, LLMRole
+from .limits import Endpoint, Permit
+from .meter import bill
+from .retry import retry_after_s
+from .retry import retryable as _retryable
+from .structured import REPAIR_PROMPT, response_format_for, strict_json_schema, validate_json
+from .usage import RoleUsage, Tally, merge_usage, sum_stages
+
+if TYPE_CHECKING:
+    from .http import ChatClient
 
 __all__ = ["LLMRole", "LLMConfig", "LLMPool", "ChatModel", "ChatResult", "strict_json_schema", "response_format_for",
            "retry_after_s"]
@@ -85,7 +95,7 @@ class ChatModel:
 
     role: str
     settings: LLMRole
-    _client: Any = field(repr=False)
+    _client: ChatClient = field(repr=False)
     _endpoint: Endpoint = field(repr=False)
     _usage: RoleUsage = field(repr=False)
     _cache: CompletionCache | None = field(default=None, repr=False)
@@ -188,10 +198,10 @@ class ChatModel:
             if err is None:
                 raise  # not an LLM failure but a bug: let it surface as it is
             cause = None if err is exc else exc
-            err = err.with_stage(self._stage(name, t0, prompt=tally.prompt, completion=tally.completion,
-                                             retries=tally.retries, error=f"{type(err).__name__}: {err}"))
-            self._file(err.stage)
-            raise err from cause
+            failed = self._stage(name, t0, prompt=tally.prompt, completion=tally.completion, retries=tally.retries,
+                                 error=f"{type(err).__name__}: {err}")
+            self._file(failed)
+            raise err.with_stage(failed) from cause
         stage = self._stage(name, t0, prompt=tally.prompt, completion=tally.completion, retries=tally.retries)
         self._file(stage)
         return ChatResult(texts[0], texts, stage), key
@@ -225,7 +235,9 @@ class ChatModel:
                 if attempt.retry_state.attempt_number == 1:
                     raise first
                 outcome = await self._attempt(send, tally, check)
-            if isinstance(attempt.retry_state.outcome.exception(), InvalidOutputError) and request.get("seed") is not None:
+            last = attempt.retry_state.outcome
+            rejected = last is not None and isinstance(last.exception(), InvalidOutputError)
+            if rejected and request.get("seed") is not None:
                 # A seeded model would write the same rejected text again: the next attempt
                 # asks with the next seed (still reproducible; the cache key keeps the first).
                 send = {**request, "seed": request["seed"] + attempt.retry_state.attempt_number}
@@ -242,18 +254,14 @@ class ChatModel:
         return random.uniform(0.0, ceiling)
 
     async def _attempt(self, request: dict[str, Any], tally: Tally, check: Check | None = None) -> list[str]:
-        import httpx2  # with openai, lazily
         send = {k: v for k, v in request.items() if v is not None and not (k == "n" and v == 1)}
         estimate = sum(len(str(m.get("content") or "")) for m in request["messages"]) // 4 + 1
         entry = await self._endpoint.admit(estimate)
         self._usage.requests += 1
         tally.sent += 1
-        # client.request, not chat.completions.create: create() re-walks the params through its
-        # TypedDict transform, a fifth of the client's CPU per call (measured); ours are plain JSON.
-        # cast_to=httpx2.Response hands back the HTTP response itself (status errors are still
-        # raised as openai's): building ChatCompletion models was another tenth of the CPU, and
-        # openai's response wrapper a few percent more, for three values we read.
-        raw = await self._client.request(httpx2.Response, self._options(send))
+        # The answer is read as plain JSON: building openai's ChatCompletion models for the
+        # three values read here cost a tenth of the client's CPU per call.
+        raw = await self._client.complete(send)
         try:
             response = json.loads(raw.content)
         except ValueError:  # not JSON (a proxy's HTML page); UnicodeDecodeError is a ValueError
@@ -277,21 +285,6 @@ class ChatModel:
             if not texts:
                 raise InvalidOutputError(f"{self._where()}: unusable output ({next(r for r in reasons if r)})")
         return texts
-
-    def _options(self, body: dict[str, Any]) -> Any:
-        """What ``client.post`` would build for this body: a copy of one template per model,
-        with fresh header, query and security dicts (openai may change them).  Building the options
-        afresh filled every default field with a deep copy, a twentieth of the CPU per call."""
-        template = self._template
-        return template.model_copy(update={"json_data": body, "headers": {}, "params": {},
-                                           "security": dict(template.security)})
-
-    @functools.cached_property
-    def _template(self) -> Any:
-        from openai._models import FinalRequestOptions  # the type client.post builds
-
-        return FinalRequestOptions.construct(method="post", url="/chat/completions",
-                                             timeout=self.settings.timeout_s, max_retries=0)
 
     def _translate(self, exc: BaseException, attempts: int) -> LLMError | None:
         """openai exceptions → the simloop tree (one line, no key); None for foreign bugs."""
@@ -336,7 +329,7 @@ class LLMPool:
         self.config = config
         self._permit = permit
         self._models: dict[str, ChatModel] = {}
-        self._clients: dict[tuple[str, str], Any] = {}
+        self._clients: dict[tuple[str, str], ChatClient] = {}
         self._endpoints: dict[str, Endpoint] = {}
         self._usage: dict[str, RoleUsage] = {}
         self._cache = CompletionCache(config.cache) if config.cache else None
@@ -354,16 +347,12 @@ class LLMPool:
             )
         return limits
 
-    def _client_for(self, s: LLMRole) -> Any:
-        url = s.endpoint()
-        slot = (url, s.api_key_env)
+    def _client_for(self, s: LLMRole) -> ChatClient:
+        slot = (s.endpoint(), s.api_key_env)
         if slot not in self._clients:
-            from .http import AsyncOpenAI, make_http_client
+            from .http import ChatClient
 
-            # Sharded keep-alive pools (see llmhttp): with 1,000 dialogues in flight the openai
-            # default (one pool, 100 kept alive) reconnects often and costs 4x the CPU per call.
-            self._clients[slot] = AsyncOpenAI(base_url=url, api_key=s.api_key(), max_retries=0,
-                                                     timeout=s.timeout_s, http_client=make_http_client(s.timeout_s))
+            self._clients[slot] = ChatClient(s.endpoint(), s.api_key(), s.timeout_s)
         return self._clients[slot]
 
     def model(self, role: str) -> ChatModel:

@@ -15,13 +15,20 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import (
-    AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer, model_validator,
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_serializer,
+    model_validator,
 )
 
 from ..errors import ConfigError, first_error
 from ..urls import check_url
 
-__all__ = ["LLMRole", "LLMRoleOverride", "LLMConfig", "DEFAULT_BASE_URL", "NO_KEY", "PLACEHOLDER_KEY", "KEY_GOES",
+__all__ = ["LLMRole", "LLMRoleOverride", "LLMConfig", "DEFAULT_BASE_URL", "NO_KEY", "KEY_GOES",
            "role_setting"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -29,7 +36,6 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 NO_KEY = "sk-no-key"
 # What simloop.search.jvm.prepare_environment puts in OPENAI_API_KEY for pyserini's import
 # when the user has no key: it means "no key" here, and is never sent to an endpoint.
-PLACEHOLDER_KEY = "simloop-placeholder-not-a-key"
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Where an LLM key belongs (said when a base URL carries one): never in the URL or the config.
 KEY_GOES = "OPENAI_API_KEY (or the variable the config's api_key_env names)"
@@ -87,7 +93,7 @@ class LLMRole(BaseModel):
     def api_key(self) -> str:
         """Read at client creation only; never stored on a model, stage or log line."""
         key = os.environ.get(self.api_key_env)
-        return key if key and key != PLACEHOLDER_KEY else NO_KEY
+        return key or NO_KEY
 
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float | None:
         if self.price_prompt_per_1k is None and self.price_completion_per_1k is None:
@@ -217,7 +223,7 @@ class LLMConfig(BaseModel):
             where, msg = first_error(exc)
             raise ConfigError(f"llm.roles.{role}: {where}: {msg}") from None
 
-    def with_every_role(self, **settings: Any) -> "LLMConfig":
+    def with_every_role(self, **settings: Any) -> LLMConfig:
         """A copy with ``settings`` in the default and in every role override, so that every
         role gets them whatever the overrides say (``--base-url``/``--model``)."""
         if not settings:

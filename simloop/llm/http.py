@@ -1,32 +1,46 @@
-"""The HTTP client under each endpoint's ``AsyncOpenAI``: simloop's lean client by default, httpx2 as fallback.
+"""Each endpoint's ``ChatClient``: the one place a chat request is built and sent.
 
-The default is simloop's lean client (``aio.py``): openai builds and checks every request as
-usual, and only the send is shorter - over simloop's own HTTP/1.1 connections for plain http
-(``wire.py``; ``SIMLOOP_LLM_HTTP=aiohttp`` sends those over aiohttp too) and over aiohttp for
-https.  openai's own aiohttp client
-(``DefaultAioHttpClient``, ``SIMLOOP_LLM_HTTP=openai-aiohttp``) is kept to compare against
-(``scripts/bench`` section concurrency).  Without aiohttp, or with ``SIMLOOP_LLM_HTTP=httpx``,
-the fallback is httpx2 over sharded pools: httpcore's pool re-scans every connection and queued
-request twice per request, so requests go round-robin over a few smaller pools to keep each
-scan short.  Either way one ``AsyncOpenAI`` client serves the whole endpoint.  Imported lazily.
+The request is openai's: ``openai.AsyncOpenAI`` is made for the endpoint as usual (key,
+``OPENAI_ORG_ID``/``OPENAI_PROJECT_ID``, its User-Agent and diagnostic headers), its headers
+are read once through its public properties, and a failure is raised as the exception openai
+raises for it (``APIStatusError`` with the response, ``APITimeoutError``, ``APIConnectionError``),
+so one translation (``ChatModel._translate``) serves every path.  simloop sends it, through
+the endpoint's ``httpx2.AsyncClient``: openai's own request path (its options model, headers,
+URL and idempotency key built afresh per call, its auth and retry wrappers) costs as much CPU
+per call as everything else in a run together, and with 1,000 dialogues in flight the
+client's CPU per call is what bounds the run (``scripts/bench`` section concurrency).
+
+Which ``httpx2.AsyncClient``, after ``$SIMLOOP_LLM_HTTP`` (``transport.py``):
+
+- ``wire`` (the default): plain http over simloop's own HTTP/1.1 connections (``wire.py``),
+  https over aiohttp (``aio.py``);
+- ``aiohttp``: every request over aiohttp;
+- ``openai-aiohttp``: openai's own aiohttp client (to compare against);
+- ``httpx``: httpx2 over sharded pools, the fallback without aiohttp: httpcore's pool re-scans
+  every connection and queued request twice per request, so requests go round-robin over a
+  few smaller pools to keep each scan short.
+
+Behind an HTTP(S) proxy (``HTTPS_PROXY`` and friends) the first two become openai's aiohttp
+client, which routes through it.  Redirects, cookies and auth are the ``httpx2.AsyncClient``'s
+own.  Imported lazily, with openai (most commands never talk to a model).
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import json
+import ssl
 from typing import Any
 
 import httpx2
 import openai
 
-from .headers import SnapHeaders
-from .memo import memo
+from .aio import AioHttpTransport
 from .transport import env_proxies, transport_name
+from .wire import WireTransport
 
-__all__ = ["AsyncOpenAI", "ShardedTransport", "make_http_client"]
-
-_PLATFORM: list[Any] = []  # openai's get_platform(), the same for the whole process
+__all__ = ["ChatClient", "ShardedTransport", "make_http_client", "status_error"]
 
 
 class ShardedTransport(httpx2.AsyncBaseTransport):
@@ -46,75 +60,102 @@ class ShardedTransport(httpx2.AsyncBaseTransport):
             await pool.aclose()
 
 
-def make_http_client(timeout_s: float, shards: int = 16, per_shard: int = 128, *, transport: str | None = None) -> Any:
-    """openai's defaults (redirects, timeouts) over aiohttp, or over the sharded httpx2 pools.
+def make_http_client(timeout_s: float, shards: int = 16, per_shard: int = 128, *,
+                     transport: str | None = None) -> httpx2.AsyncClient:
+    """openai's defaults (timeouts, following redirects) over the chosen transport.
 
-    Both allow ``shards * per_shard`` connections, kept alive: 1,000 dialogues in flight
-    must not reconnect (openai's default keeps 100 alive, and reconnecting costs 4x the CPU).
+    Every choice allows ``shards * per_shard`` connections, kept alive: 1,000 dialogues in
+    flight must not reconnect (openai's default keeps 100 alive, and reconnecting costs 4x
+    the CPU per call).
     """
     connections = max(1, shards) * per_shard
     name = transport_name(transport)
-    if name in ("wire", "aiohttp") and not env_proxies():  # the lean client sends directly
-        from .aio import LeanAioHttpClient
-
-        return LeanAioHttpClient(timeout_s, connections, wire=name == "wire")
-    if name in ("wire", "aiohttp", "openai-aiohttp"):  # behind a proxy: openai's client routes through it
+    if name in ("wire", "aiohttp") and not env_proxies():
+        aio = AioHttpTransport(connections)
+        sender: httpx2.AsyncBaseTransport = WireTransport(connections, aio) if name == "wire" else aio
+        return httpx2.AsyncClient(transport=sender, timeout=timeout_s, follow_redirects=True)
+    if name != "httpx":  # behind a proxy, or asked for: openai's aiohttp client routes through it
         limits = httpx2.Limits(max_connections=connections, max_keepalive_connections=connections)
         return openai.DefaultAioHttpClient(timeout=timeout_s, limits=limits)
     return openai.DefaultAsyncHttpxClient(transport=ShardedTransport(shards, per_shard), timeout=timeout_s)
 
 
-class AsyncOpenAI(openai.AsyncOpenAI):
-    """``openai.AsyncOpenAI`` that remembers where its paths point: openai parses and joins
-    the base URL for every request (a tenth of the client's CPU per call, measured), though
-    a run only ever asks for a handful of paths.  If a later openai drops ``_prepare_url``,
-    this is simply never called."""
+_STATUS_ERRORS: dict[int, type[openai.APIStatusError]] = {
+    400: openai.BadRequestError, 401: openai.AuthenticationError, 403: openai.PermissionDeniedError,
+    404: openai.NotFoundError, 409: openai.ConflictError, 422: openai.UnprocessableEntityError,
+    429: openai.RateLimitError,
+}
 
-    _prepared: tuple[Any, dict[str, Any]] = (None, {})
 
-    def _prepare_url(self, url: str) -> Any:
-        base, cache = self._prepared
-        if base is not self.base_url:  # first call, or the base URL was changed
-            base, cache = self._prepared = (self.base_url, {})
-        return memo(cache, url, super()._prepare_url)
+def status_error(response: httpx2.Response) -> openai.APIStatusError:
+    """The ``APIStatusError`` openai raises for an error ``response``: its text says the status
+    and the body's ``error.message``; ``body`` is the decoded ``error`` object (else the whole
+    decoded body, else the text)."""
+    message = f"Error code: {response.status_code}"
+    text = response.text.strip()
+    body: Any = text
+    try:
+        body = json.loads(text)
+    except ValueError:
+        pass
+    else:
+        error = body.get("error", body) if isinstance(body, dict) else None
+        detail = error.get("message") if isinstance(error, dict) else None
+        if isinstance(detail, str) and detail:
+            message += f" - {detail}"
+    data = body.get("error", body) if isinstance(body, dict) else body
+    status = response.status_code
+    kind = _STATUS_ERRORS.get(status, openai.InternalServerError if status >= 500 else openai.APIStatusError)
+    return kind(message, response=response, body=data)
 
-    async def request(self, *args: Any, **kwargs: Any) -> Any:
+
+class ChatClient:
+    """One endpoint (base URL and key): ``complete`` POSTs a chat request to its
+    ``/chat/completions``; openai's own retries are off (tenacity, in ``ChatModel``, is the
+    one retry layer), so every attempt says it is a first one."""
+
+    def __init__(self, base_url: str, api_key: str, timeout_s: float, *, transport: str | None = None):
+        self.http = make_http_client(timeout_s, transport=transport)
+        self.openai = openai.AsyncOpenAI(base_url=base_url, api_key=api_key, max_retries=0, timeout=timeout_s,
+                                         http_client=self.http)
+        self._url = httpx2.URL(f"{base_url.rstrip('/')}/chat/completions")
+        self._timeout_s = timeout_s
+        self._headers: httpx2.Headers | None = None
+        self._platform: asyncio.Future[Any] | None = None
+
+    async def _openai_headers(self) -> httpx2.Headers:
+        """openai's headers for every request of this client, as its raw request sends them with
+        retries off; made at the first request (one names the running event loop).  openai's
+        platform headers read files (tens of ms, remembered for the process): in a thread, once,
+        while the first requests wait, not on the loop."""
         if self._platform is None:
-            self._platform = await self._platform_once()
-        return await super().request(*args, **kwargs)
+            self._platform = asyncio.ensure_future(asyncio.to_thread(self.openai.platform_headers))
+        await asyncio.shield(self._platform)  # one waiter cancelled leaves it to the rest
+        if self._headers is None:
+            given = {**self.openai.default_headers, **self.openai.auth_headers,
+                     "X-Stainless-Retry-Count": "0", "X-Stainless-Read-Timeout": str(float(self._timeout_s))}
+            self._headers = httpx2.Headers({k: v for k, v in given.items() if isinstance(v, str)})  # not Omit
+        return self._headers
 
-    async def _platform_once(self) -> Any:
-        """openai's platform lookup, once per process.  openai runs it in a thread on every
-        request until one returns, so the first 1,000 dialogues of a run made 1,000 thread
-        calls, and were all held until they came back (the at_2s start, measured)."""
-        if _PLATFORM:
-            return _PLATFORM[0]
-        pending = self.__dict__.get("_platform_pending")
-        if pending is None:
-            from openai._base_client import get_platform  # what openai's request() calls
+    @property
+    def api_key(self) -> str:
+        return self.openai.api_key
 
-            pending = self.__dict__["_platform_pending"] = asyncio.ensure_future(asyncio.to_thread(get_platform))
-        value = await asyncio.shield(pending)  # one waiter cancelled leaves the lookup to the rest
-        _PLATFORM[:] = [value]
-        return value
+    async def complete(self, body: dict[str, Any]) -> httpx2.Response:
+        """The response to ``body`` (plain JSON), read whole; an error status, a timeout or a
+        lost connection raises as openai would (see the module's docstring)."""
+        content = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()  # as openai
+        headers = self._headers if self._headers is not None else await self._openai_headers()
+        request = self.http.build_request("POST", self._url, content=content, headers=headers)
+        try:
+            response = await self.http.send(request)
+        except httpx2.TimeoutException as exc:
+            raise openai.APITimeoutError(request=request) from exc
+        except (httpx2.RequestError, ssl.SSLError) as exc:
+            raise openai.APIConnectionError(request=request) from exc
+        if response.status_code >= 400:
+            raise status_error(response)
+        return response
 
-    def _build_headers(self, options: Any, *, retries_taken: int = 0) -> httpx2.Headers:
-        """openai's headers, built once per set of inputs: merging, validating and normalising
-        the same dozen headers was a twentieth of the client's CPU per call (measured).  The
-        key is every input openai reads - the auth and default headers as they are now (so a
-        new key or organisation is seen at once), the retry count and the timeout; a call
-        with headers of its own or an idempotency key is built afresh."""
-        timeout = options.timeout
-        if options.headers or (self._idempotency_header and options.idempotency_key) \
-                or not isinstance(timeout, (int, float, type(None), openai.NotGiven)):
-            return super()._build_headers(options, retries_taken=retries_taken)
-        defaults = tuple((k, v if v.__class__ is str else v.__class__) for k, v in self.default_headers.items())
-        key = (tuple(self._auth_headers(options.security).items()), defaults, retries_taken,
-               self.timeout if isinstance(timeout, openai.NotGiven) else timeout)
-        cache: dict[Any, SnapHeaders] = self.__dict__.setdefault("_simloop_headers", {})
-        return memo(cache, key, lambda _: self._snap_headers(options, retries_taken)).copy()  # openai may change the copy
-
-    def _snap_headers(self, options: Any, retries_taken: int) -> SnapHeaders:
-        built = SnapHeaders(super()._build_headers(options, retries_taken=retries_taken))
-        built.multi_items()  # worked out once here (encoding too), kept by every copy
-        return built
+    async def close(self) -> None:
+        await self.openai.close()  # and the HTTP client it was given

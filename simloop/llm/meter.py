@@ -11,9 +11,9 @@ the client need not pass it along, and tasks a step starts (``asyncio.gather``) 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Iterator
 
 from ..schema import Stage
 

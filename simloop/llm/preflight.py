@@ -13,7 +13,7 @@ busy; the retry layer deals with that during the run.  The key is sent, never sh
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import httpx
 

@@ -8,22 +8,19 @@ from __future__ import annotations
 
 from importlib.util import find_spec
 
-from ..settings import choice
+from ..settings import llm_http
 
-__all__ = ["ENV", "TRANSPORTS", "transport_name", "env_proxies"]
+__all__ = ["transport_name", "env_proxies"]
 
-# "wire": simloop's lean client (llm/aio.py), plain http over its own connections (llm/wire.py)
-# and https over aiohttp; "aiohttp": the same client with aiohttp for plain http too;
-# "openai-aiohttp": openai's own DefaultAioHttpClient (to compare); "httpx": the fallback
-# without aiohttp.
-TRANSPORTS = ("wire", "aiohttp", "openai-aiohttp", "httpx")
-ENV = "SIMLOOP_LLM_HTTP"  # "httpx" forces the fallback (e.g. to compare, or behind a proxy aiohttp dislikes)
+# "wire": plain http over simloop's own connections (llm/wire.py), https over aiohttp
+# (llm/aio.py); "aiohttp": aiohttp for plain http too; "openai-aiohttp": openai's own
+# DefaultAioHttpClient (to compare); "httpx": the fallback without aiohttp (llm/http.py).
 
 
 def transport_name(wanted: str | None = None) -> str:
     """``wire`` when aiohttp is installed and nothing else is asked for (argument, then
-    ``$SIMLOOP_LLM_HTTP``), else ``httpx``.  A name not in ``TRANSPORTS`` is a ConfigError."""
-    name = choice(ENV, TRANSPORTS, "wire", wanted, arg="transport")
+    ``$SIMLOOP_LLM_HTTP``), else ``httpx``.  A name not in ``settings.LLM_TRANSPORTS`` is a ConfigError."""
+    name = llm_http(wanted)
     if name != "httpx" and find_spec("aiohttp") is None:
         return "httpx"
     return name

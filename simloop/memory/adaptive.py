@@ -23,17 +23,17 @@ The produced context never exceeds ``available - rag`` tokens (``count_tokens``)
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Sequence
+from typing import Literal
 
 import numpy as np
 
 from ..errors import LLMError
-from ..parts.rewrite import is_dependent
-from ..parts.stages import timed_stage
-from ..schema import ContextInfo, DialogueState, Stage, Turn
+from ..parts import is_dependent, timed_stage
+from ..schema import DialogueState, Stage, Turn
 from ..text import clip_to_tokens, clip_words, content_words, count_tokens, sentences, stem
-from .base import BuiltContext, ContextPart, MemoryDeps
+from .base import BuiltContext, ContextPart, MemoryDeps, built
 
 __all__ = ["AdaptiveMemory", "window_size", "history_share", "segment", "entity_score", "profile_vector"]
 
@@ -220,7 +220,8 @@ class AdaptiveMemory:
             raise ValueError("adaptive memory compressor is 'extractive' or 'llm'")
         self.token_budget, self.system_tokens, self.k_max = token_budget, system_tokens, k_max
         self.block_min, self.block_max, self.compress_below = block_min, block_max, compress_below
-        self.keep_ratio, self.low_ratio, self.smoothing, self.topic_shift = keep_ratio, low_ratio, smoothing, topic_shift
+        self.keep_ratio, self.low_ratio = keep_ratio, low_ratio
+        self.smoothing, self.topic_shift = smoothing, topic_shift
         total = sum(weights) or 1.0
         self.weights = tuple(w / total for w in weights)
         self.compressor, self.role = compressor, role
@@ -244,9 +245,8 @@ class AdaptiveMemory:
         stages: list[Stage] = []
         blocks = await self._blocks(state, deps, older, query, stages) if older else []
         text, parts, kept = _pack(blocks, window, budget)
-        info = ContextInfo(strategy=self.name, tokens=count_tokens(text), budget=budget, window_messages=k,
-                           blocks=len(blocks), kept_blocks=kept, history_share=share)
-        return BuiltContext(text, info, stages, tuple(parts))
+        return built(self.name, text, parts, stages, budget=budget, window_messages=k, blocks=len(blocks),
+                     kept_blocks=kept, history_share=share)
 
     async def _blocks(self, state: DialogueState, deps: MemoryDeps, older: list[_Msg], query: str,
                       stages: list[Stage]) -> list[_Block]:
@@ -256,7 +256,8 @@ class AdaptiveMemory:
             vecs = await embedder.encode([query, *(m.text for m in older), *state.ptkb, *user_texts])
             q = vecs[0]
             mvecs = vecs[1:1 + len(older)]
-            pvecs, uvecs = vecs[1 + len(older):1 + len(older) + len(state.ptkb)], vecs[1 + len(older) + len(state.ptkb):]
+            ptkb_end = 1 + len(older) + len(state.ptkb)
+            pvecs, uvecs = vecs[1 + len(older):ptkb_end], vecs[ptkb_end:]
             profile = profile_vector(pvecs, uvecs, self.smoothing)
             spans = segment([m.role for m in older], mvecs, self.block_min, self.block_max, self.topic_shift)
             blocks = [self._score(older, span, mvecs, q, profile, i, len(spans)) for i, span in enumerate(spans)]

@@ -21,10 +21,15 @@ context without a second LLM call.  Tokens are ``simloop.text.count_tokens``.
 
 from __future__ import annotations
 
-from typing import Any, Literal, NamedTuple, Protocol, Sequence, runtime_checkable
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 from ..schema import ContextInfo, DialogueState, Stage, Turn
 from ..text import count_tokens
+
+if TYPE_CHECKING:
+    from ..llm import ChatModel
+    from ..search import Embedder
 
 __all__ = ["ContextPart", "BuiltContext", "MemoryDeps", "MemoryStrategy", "render_turns", "turn_parts", "built"]
 
@@ -45,9 +50,9 @@ class BuiltContext(NamedTuple):
 
 
 class MemoryDeps(Protocol):
-    def chat(self, role: str) -> Any: ...
+    def chat(self, role: str) -> ChatModel: ...
 
-    async def embedder(self) -> Any: ...
+    async def embedder(self) -> Embedder: ...
 
 
 @runtime_checkable

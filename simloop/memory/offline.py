@@ -15,7 +15,7 @@ prompt/completion sizes a real call would have.
 from __future__ import annotations
 
 import time
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..schema import Stage
 from ..text import content_words, count_tokens, sentences

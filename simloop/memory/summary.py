@@ -8,13 +8,17 @@ gets the update as structured values (``SummaryUpdate``), not as a prompt to par
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from ..errors import LLMError
 from ..schema import DialogueState, Stage, Turn
 from ..text import TOKENS_PER_WORD, clip_words
 from .base import BuiltContext, ContextPart, MemoryDeps, built, render_turns, turn_parts
+
+if TYPE_CHECKING:
+    from ..llm import ChatModel
 
 __all__ = ["SummaryMemory", "SummaryUpdate", "Summariser", "summary_messages"]
 
@@ -73,7 +77,7 @@ def _clean_summary(text: str, max_words: int) -> str:
 class _ChatSummariser:
     """A chat model as a Summariser: the prompt above; the caller cleans and clips the reply."""
 
-    def __init__(self, chat: Any, temperature: float | None):
+    def __init__(self, chat: ChatModel, temperature: float | None):
         self.chat, self.temperature = chat, temperature
 
     async def summarise(self, update: SummaryUpdate, *, stage: str) -> tuple[str, Stage]:

@@ -20,9 +20,10 @@ and a space in a term matches any run of whitespace.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Iterable, Literal, Sequence
+from typing import Literal
 
 from ..text import sentences
 

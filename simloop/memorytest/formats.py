@@ -8,17 +8,28 @@ than in ``schema.py``.  Extra keys are allowed on read; a file written before
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["MEMORY_VERSION", "ProbeResult", "StrategyResult", "MemoryResults"]
+from ..schema import PluginRef
+
+__all__ = ["MEMORY_VERSION", "MemoryStatus", "ProbeVerdict", "ProbeResult", "StrategyResult", "MemoryResults"]
 
 MEMORY_VERSION = "1.0"
+MemoryStatus = Literal["finished", "interrupted", "failed", "running"]
 
 
 class _Record(BaseModel):
     model_config = ConfigDict(extra="allow")
+
+
+class ProbeVerdict(BaseModel):
+    """The LLM judge's verdict on one probe answer (its structured output, kept as it came)."""
+
+    justification: str = Field("", description="one or two sentences")
+    uses_fact: bool = Field(description="the answer takes the earlier statement into account")
+    contradicts_fact: bool = Field(description="the answer recommends something the statement rules out")
 
 
 class ProbeResult(_Record):
@@ -44,7 +55,7 @@ class ProbeResult(_Record):
     rewritten_query: str | None = None
     context_tokens: int | None = None
     response: str | None = None
-    judge: dict[str, Any] | None = None  # the LLM verdict (ProbeVerdict) with --judge
+    judge: ProbeVerdict | None = None  # the LLM's verdict, with --judge
     judge_tokens: int | None = None
     judge_error: str | None = None
 
@@ -72,11 +83,11 @@ class MemoryResults(_Record):
 
     schema_version: str = MEMORY_VERSION
     run_id: str
-    status: Literal["finished", "interrupted", "failed", "running"] = "finished"
+    status: MemoryStatus = "finished"
     distances: list[int]
     reveal_turn: int
     scorer: Literal["rules", "judge"] = "rules"
-    assistant: dict[str, Any] = Field(default_factory=dict)  # {"name", "params"} as in a PluginRef
+    assistant: PluginRef | None = None  # the assistant and the params every strategy shared
     personas: list[str] = Field(default_factory=list)
     # Only the strategies that finished: after an interrupt the one running and those after it are left out.
     strategies: dict[str, StrategyResult] = Field(default_factory=dict)

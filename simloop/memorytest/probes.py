@@ -15,19 +15,22 @@ from __future__ import annotations
 
 import asyncio
 import zlib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
-
-from pydantic import BaseModel, Field
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import BadInputError, SimloopError
-from .facts import FACTS, Fact, find_terms
-from ..text import content_words, first_lower, stem
 from ..schema import DialogueState, Persona, RubricQuestion, Scenario, SimulatorTurn, Stage, Topic
+from ..text import content_words, first_lower, stem
+from .facts import FACTS, Fact, find_terms
+from .formats import ProbeVerdict
+
+if TYPE_CHECKING:
+    from ..run import Context
 
 __all__ = [
     "ProbePlan", "eligible_facts", "deal_facts", "fillers_for", "build_script", "build_probes",
-    "ProbeSimulator", "ProbeVerdict", "ProbeJudge", "query_kept", "REVEAL", "PROBE",
+    "ProbeSimulator", "VerdictChat", "ProbeJudge", "query_kept", "REVEAL", "PROBE",
 ]
 
 REVEAL, PROBE = "reveal", "probe"
@@ -190,7 +193,7 @@ class ProbeSimulator:
     """Plays a memory-probe script (``topic.rubric``, one entry per turn), then ends
     satisfied.  Stateless: the next turn is ``len(state.turns) + 1``."""
 
-    def __init__(self, ctx: Any = None):
+    def __init__(self, ctx: Context | None = None):
         self.ctx = ctx
 
     @staticmethod
@@ -212,12 +215,6 @@ class ProbeSimulator:
 # ----------------------------------------------------------------------------- LLM scoring
 
 
-class ProbeVerdict(BaseModel):
-    justification: str = Field("", description="one or two sentences")
-    uses_fact: bool = Field(description="the answer takes the earlier statement into account")
-    contradicts_fact: bool = Field(description="the answer recommends something the statement rules out")
-
-
 _JUDGE_SYSTEM = """You check whether an assistant remembered something a user told it earlier in a conversation.
 You see what the user said earlier, the question they asked later, and the assistant's answer to that question.
 - uses_fact: true when the answer visibly takes the earlier statement into account (names it, adapts to it,
@@ -233,11 +230,18 @@ def judge_messages(plan: ProbePlan, response: str) -> list[dict[str, str]]:
     return [{"role": "system", "content": _JUDGE_SYSTEM}, {"role": "user", "content": user}]
 
 
+class VerdictChat(Protocol):
+    """The judge's model: a validated ``ProbeVerdict`` for ``messages``, and the stage it cost."""
+
+    async def structured(self, messages: Sequence[dict[str, Any]], schema: type[ProbeVerdict], *, stage: str
+                         ) -> tuple[ProbeVerdict, Stage]: ...
+
+
 class ProbeJudge:
     """LLM scoring of probe answers, at most ``concurrency`` calls at a time.  A failed
     call yields ``None`` (the caller falls back to the rules) and its error."""
 
-    def __init__(self, chat: Any, concurrency: int = 8):
+    def __init__(self, chat: VerdictChat, concurrency: int = 8):
         self.chat = chat
         self._sem = asyncio.Semaphore(max(1, concurrency))
 

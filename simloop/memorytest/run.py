@@ -30,29 +30,40 @@ import asyncio
 import hashlib
 import json
 import os
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..config import RunConfig, apply_overrides, describe_validation_error
-from ..run.engine import Event
-from ..search import is_lucene_index
 from ..errors import BadInputError, ConfigError, IndexMissingError
 from ..files import atomic_write
+from ..llm import check_endpoints, check_judge_llm
 from ..memory import available_strategies
-from ..llm.preflight import check_endpoints, check_judge_llm
-from .facts import FACTS, fact_by_id
-from .probes import ProbeJudge, ProbePlan, build_probes
-from .formats import MemoryResults
-from .score import judge_rows, score_probe, summarise_probes
-from ..run.plugins import Context, effective_params, load_plugin
-from ..run.manifest import new_manifest
-from ..run.recorder import Recorder, check_out_dir, check_run_id, new_run_id, occupied
-from ..run.runner import PreparedRun, execute, prepare_run
-from ..run.scenarios import load_sources
+from ..run import (
+    Context,
+    Event,
+    PreparedRun,
+    Recorder,
+    check_out_dir,
+    check_run_id,
+    effective_params,
+    execute,
+    load_plugin,
+    load_sources,
+    new_manifest,
+    new_run_id,
+    occupied,
+    prepare_run,
+)
 from ..schema import PluginRef, RunManifest, Scenario, Transcript
+from ..search import is_lucene_index
+from .facts import FACTS, fact_by_id
+from .formats import MemoryResults, MemoryStatus
+from .probes import ProbeJudge, ProbePlan, build_probes
+from .score import judge_rows, score_probe, summarise_probes
 
 __all__ = ["MemoryTestConfig", "MemoryTest", "SIMULATOR", "MEMORY_FILE", "parse_config"]
 
@@ -104,7 +115,7 @@ class MemoryTestConfig(BaseModel):
         return v
 
     @model_validator(mode="after")
-    def _fits_in_a_run(self) -> "MemoryTestConfig":
+    def _fits_in_a_run(self) -> MemoryTestConfig:
         if self.max_turns > 1000:
             raise ValueError(f"reveal turn + largest distance is {self.max_turns}; runs allow at most 1000 turns")
         if self.memory_param in self.assistant_params:
@@ -238,14 +249,14 @@ class MemoryTest:
             await asyncio.to_thread(check_endpoints, self.base.llm, ["judge"])
         top = Recorder.create(self.base.out, self._manifest())
         shared = Context(self.base, overrides=dict(self.overrides))
-        status = "failed"
+        status: MemoryStatus = "failed"
         try:
             # One retriever and one embedder per encoder for all sub-runs: the index and the
             # models load once (MPNet: the offline assistants' PTKB ranker).
             overrides = {**self.overrides, "retriever": await shared.retriever(), "embedder": await shared.embedder(),
                          "embedder:mpnet": await shared.embedder("mpnet")}
             if self.offline_summary and "chat:assistant.summary" not in overrides:
-                from ..memory.offline import OfflineSummariser
+                from ..memory import OfflineSummariser
 
                 overrides["chat:assistant.summary"] = OfflineSummariser()
             for s in self.strategies:
@@ -283,12 +294,12 @@ class MemoryTest:
         events = (lambda ev: on_event(s.name, ev)) if on_event else None
         return await execute(run, events=events, sink=sink)
 
-    async def _score(self, shared: Context, status: str) -> MemoryResults:
+    async def _score(self, shared: Context, status: MemoryStatus) -> MemoryResults:
         judge = ProbeJudge(shared.chat("judge"), self.base.concurrency) if self.cfg.judge else None
         memory = MemoryResults(
             run_id=self.run_id, status=status, distances=self.cfg.distances, reveal_turn=self.cfg.reveal_turn,
             scorer="judge" if judge else "rules",
-            assistant={"name": self.cfg.assistant, "params": self.cfg.assistant_params},
+            assistant=PluginRef(name=self.cfg.assistant, params=self.cfg.assistant_params),
             personas=sorted({p.persona_id for s in self.strategies for _, p in s.plans}))
         # An interrupted strategy is left out, not scored as recall 0 over the probes it never
         # ran; so are the strategies after it.  Its dialogues stay in its run directory.

@@ -76,5 +76,5 @@ async def judge_rows(judge: ProbeJudge, plans: list[ProbePlan], rows: list[Probe
         tokens = stage.prompt_tokens + stage.completion_tokens if stage else 0
         out[i] = rows[i].model_copy(update={
             "passed": verdict.uses_fact and not verdict.contradicts_fact, "scored_by": "judge",
-            "judge": verdict.model_dump(), "judge_tokens": tokens})
+            "judge": verdict, "judge_tokens": tokens})
     return out

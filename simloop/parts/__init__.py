@@ -6,5 +6,60 @@ import, so LLM-based agents can import one part without paying for the others.
 
 from __future__ import annotations
 
-__all__ = ["ptkb", "ptkb_llm", "rewrite", "rewrite_llm", "retrieve", "generate", "generate_focus", "generate_llm", "prompts",
-           "reply", "stages"]
+from typing import TYPE_CHECKING as _TYPE_CHECKING
+
+if _TYPE_CHECKING:
+    from .generate_focus import focused_answer
+    from .generate_llm import MAX_WORDS, draft_answer, suggest_elements
+    from .ptkb import DEFAULT_THRESHOLD, rank_ptkb_by_embedding
+    from .ptkb_llm import classify_ptkb_llm, lexical_scores, score_ptkb_llm, union_ptkb, used_only, vote_ptkb
+    from .ptkb_rank import (
+        DEFAULT_PARAMS,
+        ENCODER_DEFAULTS,
+        MINILM_PARAMS,
+        RankParams,
+        as_uses,
+        lexical_matrix,
+        order_scores,
+        query_texts,
+        rank_ptkb,
+        rank_ptkb_uses,
+        ranker_embedder,
+        score_statements,
+        select_used,
+        similarities,
+    )
+    from .reply import current_utterance, grounded_reply
+    from .retrieve import embedding_rerank, fit_passages, format_passage, multi_query, rrf_fuse
+    from .rewrite import heuristic_rewrite, is_dependent
+    from .rewrite_llm import iterative_rewrite, llm_rewrite, queries_from_answer, queries_per_ptkb
+    from .stages import stage_note, timed_stage
+else:
+    from ..lazy import lazy_face as _lazy_face
+
+    __getattr__, __dir__ = _lazy_face(__name__, {
+        "generate_focus": ("focused_answer",),
+        "generate_llm": ("MAX_WORDS", "draft_answer", "suggest_elements",),
+        "ptkb": ("DEFAULT_THRESHOLD", "rank_ptkb_by_embedding",),
+        "ptkb_llm": ("classify_ptkb_llm", "lexical_scores", "score_ptkb_llm", "union_ptkb", "used_only", "vote_ptkb",),
+        "ptkb_rank": (
+            "DEFAULT_PARAMS", "ENCODER_DEFAULTS", "MINILM_PARAMS", "RankParams", "as_uses", "lexical_matrix",
+            "order_scores", "query_texts", "rank_ptkb", "rank_ptkb_uses", "ranker_embedder", "score_statements",
+            "select_used", "similarities",
+        ),
+        "reply": ("current_utterance", "grounded_reply",),
+        "retrieve": ("embedding_rerank", "fit_passages", "format_passage", "multi_query", "rrf_fuse",),
+        "rewrite": ("heuristic_rewrite", "is_dependent",),
+        "rewrite_llm": ("iterative_rewrite", "llm_rewrite", "queries_from_answer", "queries_per_ptkb",),
+        "stages": ("stage_note", "timed_stage",),
+    })
+
+__all__ = [
+    "DEFAULT_PARAMS", "DEFAULT_THRESHOLD", "ENCODER_DEFAULTS", "MAX_WORDS", "MINILM_PARAMS", "RankParams", "as_uses",
+    "classify_ptkb_llm", "current_utterance", "draft_answer", "embedding_rerank", "fit_passages", "focused_answer",
+    "format_passage", "grounded_reply", "heuristic_rewrite", "is_dependent", "iterative_rewrite", "lexical_matrix",
+    "lexical_scores", "llm_rewrite", "multi_query", "order_scores", "queries_from_answer", "queries_per_ptkb",
+    "query_texts", "rank_ptkb", "rank_ptkb_by_embedding", "rank_ptkb_uses", "ranker_embedder", "rrf_fuse",
+    "score_ptkb_llm", "score_statements", "select_used", "similarities", "stage_note", "suggest_elements",
+    "timed_stage", "union_ptkb", "used_only", "vote_ptkb",
+]

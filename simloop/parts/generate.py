@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from ..search import Hit
 from ..text import content_words, sentences, stem, word_count

@@ -41,12 +41,12 @@ reruns it):
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-from ..search import cosine
-from ..search.embeddings import Embedder
+from ..search import Embedder, cosine
 from ..text import second_person, word_count
 from .generate import NO_ANSWER, Sentence, compose, scored_sentences
 

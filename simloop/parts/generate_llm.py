@@ -13,17 +13,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from ..search import Hit
 from ..schema import Stage
+from ..search import Hit
 from ..text import clip_words
 from .prompts import prompt_sections
 from .retrieve import PASSAGE_CHARS, format_passage
 from .stages import stage_note
+
+if TYPE_CHECKING:
+    from ..llm import ChatModel
 
 __all__ = ["GroundedAnswer", "Generated", "grounded_answer", "check_references", "suggest_elements",
            "draft_answer", "MAX_WORDS"]
@@ -74,7 +78,7 @@ def check_references(references: Sequence[str], hits: Sequence[Hit]) -> tuple[li
     return used, note
 
 
-async def grounded_answer(chat: Any, *, utterance: str, hits: Sequence[Hit], context: str = "",
+async def grounded_answer(chat: ChatModel, *, utterance: str, hits: Sequence[Hit], context: str = "",
                           ptkb: Sequence[str] = (), max_words: int = MAX_WORDS, suggestion: str | None = None,
                           drafts: Sequence[str] = (), query: str | None = None, stage: str = "generate",
                           passage_chars: int = PASSAGE_CHARS) -> Generated:
@@ -97,7 +101,7 @@ async def grounded_answer(chat: Any, *, utterance: str, hits: Sequence[Hit], con
     return Generated(response, used, stage_note(st, note) if note else st)
 
 
-async def suggest_elements(chat: Any, query: str, context: str = "", *, max_words: int = 300,
+async def suggest_elements(chat: ChatModel, query: str, context: str = "", *, max_words: int = 300,
                            stage: str = "suggest") -> tuple[str, Stage]:
     """RtG stage one: the elements a good answer to ``query`` needs (no passages yet)."""
     messages = [{"role": "system", "content": _SUGGEST_SYSTEM.format(max_words=max_words)},
@@ -106,7 +110,7 @@ async def suggest_elements(chat: Any, query: str, context: str = "", *, max_word
     return clip_words(result.text, max_words), result.stage
 
 
-async def draft_answer(chat: Any, utterance: str, context: str, ptkb: Sequence[str], *, max_words: int = 200,
+async def draft_answer(chat: ChatModel, utterance: str, context: str, ptkb: Sequence[str], *, max_words: int = 200,
                        stage: str = "draft") -> tuple[str, Stage]:
     """GtR's initial answer: no retrieval, only the conversation and the user's facts."""
     messages = [{"role": "system", "content": _DRAFT_SYSTEM.format(max_words=max_words)},

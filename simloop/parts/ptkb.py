@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Sequence
+from collections.abc import Sequence
 
-from ..search import Embedder, cosine
-from ..search.embeddings import encode_fixed
 from ..schema import PtkbUse
+from ..search import Embedder, cosine, encode_fixed
 
 __all__ = ["rank_ptkb_by_embedding", "DEFAULT_THRESHOLD"]
 

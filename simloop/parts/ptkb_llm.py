@@ -13,13 +13,17 @@ so an out-of-range or repeated number never reaches a transcript.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
 from ..schema import PtkbUse, Stage
-from .prompts import prompt_sections
 from ..text import content_words, stem
+from .prompts import prompt_sections
+
+if TYPE_CHECKING:
+    from ..llm import ChatModel
 
 __all__ = [
     "format_ptkb", "uses_from_indices", "classify_ptkb_llm", "score_ptkb_llm", "lexical_scores",
@@ -91,7 +95,7 @@ def used_only(uses: Sequence[PtkbUse]) -> list[PtkbUse]:
     return [u for u in uses if u.used]
 
 
-async def classify_ptkb_llm(chat: Any, ptkb: Sequence[str], utterance: str, context: str = "", *,
+async def classify_ptkb_llm(chat: ChatModel, ptkb: Sequence[str], utterance: str, context: str = "", *,
                             stage: str = "ptkb.classify") -> tuple[list[PtkbUse], Stage]:
     """Every statement, the ones an LLM marks relevant to ``utterance`` first (``used``,
     score 1.0), the rest after them (``ranking_from_set``)."""
@@ -103,7 +107,7 @@ async def classify_ptkb_llm(chat: Any, ptkb: Sequence[str], utterance: str, cont
     return ranking_from_set(ptkb, uses_from_indices(ptkb, choice.relevant)), st
 
 
-async def score_ptkb_llm(chat: Any, ptkb: Sequence[str], candidates: Sequence[PtkbUse], query: str, *,
+async def score_ptkb_llm(chat: ChatModel, ptkb: Sequence[str], candidates: Sequence[PtkbUse], query: str, *,
                          stage: str = "ptkb.rerank") -> tuple[dict[int, float], Stage]:
     """0-1 scores for ``candidates`` (by index); unscored candidates get 0."""
     if not candidates:

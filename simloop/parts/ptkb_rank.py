@@ -53,9 +53,9 @@ How the MiniLM values were chosen: on the 2023 train topics ONLY (their per-turn
   the 53 train turns with empty gold (eval's ``overuse_turns``).
 
 Tried afterwards for the targets (issue 12 item 4; ``scripts/bench_ptkb_explore.py``), train
-only, same objective (MiniLM's values 0.552): BM25 over the statements (query: the utterance, or it plus the previous one) added
-with weight 0.1-0.5, 0.538-0.552; cosine to the utterance joined with the previous one,
-added (0.1-0.5) or max-pooled, 0.515-0.552; cosine to the conversation's first utterance
+only, same objective (MiniLM's values 0.552): BM25 over the statements (query: the utterance,
+or it plus the previous one) added with weight 0.1-0.5, 0.538-0.552; cosine to the utterance
+joined with the previous one, added (0.1-0.5) or max-pooled, 0.515-0.552; cosine to the conversation's first utterance
 added, 0.480-0.537; reciprocal-rank fusion of the ranker with BM25 or the joined query,
 0.495-0.506; the heuristic rewrite (context terms added) in place of the utterance,
 0.510-0.531.  None beat MiniLM's values, so they stayed.  For ``used``, a threshold relative to
@@ -196,13 +196,14 @@ query (utterance + previous one, MiniLM, ranked in full) scores 0.699 / 0.483.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import Any, Mapping, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
 from ..schema import PtkbUse
-from ..search.embeddings import Embedder, cosine, encode_fixed
+from ..search import Embedder, cosine, encode_fixed
 from .ptkb_llm import lexical_scores
 
 __all__ = [
@@ -240,7 +241,7 @@ class RankParams:
             raise ValueError(f"used_gap must be between 0 and 2, got {self.used_gap!r}")
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any] | None) -> "RankParams":
+    def from_mapping(cls, values: Mapping[str, Any] | None) -> RankParams:
         """Parameters from agent params (unknown names rejected by name); what they leave out
         is the chosen encoder's own default (``ENCODER_DEFAULTS``)."""
         values = dict(values or {})
@@ -248,7 +249,8 @@ class RankParams:
         unknown = sorted(set(values) - known)
         if unknown:
             raise ValueError(f"unknown PTKB ranker parameter {unknown[0]!r}; known: {', '.join(sorted(known))}")
-        return cls(**{**ENCODER_DEFAULTS.get(values.get("encoder", cls.encoder), {}), **values})  # bad encoder: __post_init__
+        defaults = ENCODER_DEFAULTS.get(values.get("encoder", cls.encoder), {})
+        return cls(**{**defaults, **values})  # a bad encoder: __post_init__ says so
 
 
 # Each encoder's values, chosen on 2023 train only (module docstring): its cosines sit on
@@ -261,7 +263,13 @@ DEFAULT_PARAMS = RankParams()
 MINILM_PARAMS = RankParams.from_mapping({"encoder": "minilm"})
 
 
-async def ranker_embedder(ctx: Any, params: RankParams | None = None) -> Embedder:
+class EncoderSource(Protocol):
+    """What hands out the run's embedder per encoder (``minilm``, ``mpnet``): the plugin ``Context``."""
+
+    async def embedder(self, encoder: str) -> Embedder: ...
+
+
+async def ranker_embedder(ctx: EncoderSource, params: RankParams | None = None) -> Embedder:
     """The run's embedder for the ranker's encoder (``ctx``: a run ``Context``)."""
     return await ctx.embedder((params or DEFAULT_PARAMS).encoder)
 
@@ -292,7 +300,7 @@ def score_statements(sims: np.ndarray, params: RankParams = DEFAULT_PARAMS) -> n
     return np.maximum(current, params.history_weight * remembered)
 
 
-def order_scores(scores: Sequence[float]) -> list[tuple[int, float]]:
+def order_scores(scores: Sequence[float] | np.ndarray) -> list[tuple[int, float]]:
     """``(index, score)`` best first, scores rounded to 4 places, ties by index."""
     rounded = [round(float(s), 4) for s in scores]
     order = sorted(range(len(rounded)), key=lambda i: (-rounded[i], i))

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-from ..search import Hit
 from ..schema import AssistantReply, ContextInfo, DialogueState, PtkbUse, Stage
+from ..search import Hit
 from .generate_llm import MAX_WORDS, grounded_answer
 from .retrieve import SNIPPET_CHARS, to_passages
+
+if TYPE_CHECKING:
+    from ..llm import ChatModel
 
 __all__ = ["build_reply", "grounded_reply", "current_utterance"]
 
@@ -31,7 +35,8 @@ def build_reply(*, response: str, hits: Sequence[Hit], used: Sequence[str], ptkb
     )
 
 
-async def grounded_reply(chat: Any, *, utterance: str, hits: Sequence[Hit], shown: int | Sequence[Hit] | None = None,
+async def grounded_reply(chat: ChatModel, *, utterance: str, hits: Sequence[Hit],
+                         shown: int | Sequence[Hit] | None = None,
                          context: str, info: ContextInfo, ptkb: Sequence[PtkbUse], stages: Sequence[Stage],
                          query: str | None = None, max_words: int = MAX_WORDS, **generate: Any) -> AssistantReply:
     """The grounded LLM answer over the passages ``shown`` (a count of top ``hits``, a list,
@@ -39,6 +44,7 @@ async def grounded_reply(chat: Any, *, utterance: str, hits: Sequence[Hit], show
     ``generate`` passes on to ``grounded_answer`` (``suggestion``, ``drafts`` ...)."""
     passages = hits[:shown] if isinstance(shown, int) else (hits if shown is None else shown)
     answer = await grounded_answer(chat, utterance=utterance, hits=passages, context=context,
-                                   ptkb=[p.statement for p in ptkb if p.used], max_words=max_words, query=query, **generate)
+                                   ptkb=[p.statement for p in ptkb if p.used], max_words=max_words, query=query,
+                                   **generate)
     return build_reply(response=answer.response, hits=hits, used=answer.used, ptkb=ptkb, context=info,
                        stages=[*stages, answer.stage], query=query)

@@ -13,15 +13,13 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, Sequence
 
 import numpy as np
 
-from ..search import Hit, cosine
-from ..search.embeddings import encode_passages
-from ..search.vectors import RERANK_CHARS, passage_text
 from ..schema import Passage
+from ..search import RERANK_CHARS, Embedder, Hit, Retriever, cosine, encode_passages, passage_text
 from ..text import count_tokens
 
 __all__ = ["search_all", "rrf_fuse", "multi_query", "embedding_rerank", "format_passage", "fit_passages",
@@ -32,7 +30,7 @@ PASSAGE_CHARS = 1200  # passage text shown to a model; the demo summaries are mo
 SNIPPET_CHARS = 300  # passage text kept in the transcript, as bm25_extractive does
 
 
-async def search_all(retriever: Any, queries: Sequence[str], k: int) -> list[list[Hit]]:
+async def search_all(retriever: Retriever, queries: Sequence[str], k: int) -> list[list[Hit]]:
     """Hits per query: one ``search_many`` batch when the retriever has it."""
     if not queries:
         return []
@@ -55,13 +53,14 @@ def rrf_fuse(rankings: Sequence[Sequence[Hit]], k: int = RRF_K, limit: int | Non
     return out[:limit] if limit is not None else out
 
 
-async def multi_query(retriever: Any, queries: Sequence[str], k_per_query: int, limit: int | None = None) -> list[Hit]:
+async def multi_query(retriever: Retriever, queries: Sequence[str], k_per_query: int,
+                      limit: int | None = None) -> list[Hit]:
     """Search every distinct query, then fuse and de-duplicate by docid."""
     distinct = list(dict.fromkeys(" ".join(q.split()) for q in queries if q.strip()))
     return rrf_fuse(await search_all(retriever, distinct, k_per_query), limit=limit)
 
 
-async def embedding_rerank(embedder: Any, query: str, hits: Sequence[Hit], top_n: int | None = None, *,
+async def embedding_rerank(embedder: Embedder, query: str, hits: Sequence[Hit], top_n: int | None = None, *,
                            profile: str | None = None, profile_weight: float = 0.0, prior_weight: float = 0.0,
                            chars: int = RERANK_CHARS) -> list[Hit]:
     """Hits re-scored by ``(1 - pw - rw) * cos(query, doc) + pw * cos(profile, doc) + rw * prior``

@@ -15,14 +15,15 @@ facts the user stated earlier and the strategy recalled.
 from __future__ import annotations
 
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..text import content_words, stem, words
 
 __all__ = ["heuristic_rewrite", "is_dependent"]
 
 # Words that point back at an earlier turn.
-_ANAPHORA = frozenset("it its it's they them their theirs this that these those he him his she her former latter".split())
+_ANAPHORA = frozenset(
+    "it its it's they them their theirs this that these those he him his she her former latter".split())
 _FOLLOW_UP = re.compile(r"^\s*(and|but|so|also|what about|how about|and what|what else|why|how come|really)\b", re.I)
 _SHORT = 2  # an utterance with this few content words rarely stands on its own
 

@@ -15,13 +15,17 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Any, Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
 from ..schema import PtkbUse, Stage
 from .prompts import prompt_sections
 from .stages import timed_stage
+
+if TYPE_CHECKING:
+    from ..llm import ChatModel
 
 __all__ = ["llm_rewrite", "clean_query", "iterative_rewrite", "queries_per_ptkb", "queries_from_answer",
            "clean_queries", "QueryList"]
@@ -72,7 +76,7 @@ def clean_queries(queries: Sequence[str], limit: int) -> list[str]:
     return list(out.values())
 
 
-async def llm_rewrite(chat: Any, utterance: str, context: str = "", ptkb: Sequence[str] = (), *,
+async def llm_rewrite(chat: ChatModel, utterance: str, context: str = "", ptkb: Sequence[str] = (), *,
                       brief: bool = False, stage: str = "rewrite") -> tuple[str, Stage]:
     """(query, stage): the utterance rewritten with ``context`` and the ``ptkb`` statements."""
     system = _REWRITE_SYSTEM + (_BRIEF if brief else "")
@@ -82,7 +86,7 @@ async def llm_rewrite(chat: Any, utterance: str, context: str = "", ptkb: Sequen
     return clean_query(result.text, utterance), result.stage
 
 
-async def iterative_rewrite(chat: Any, utterance: str, context: str, ptkb: Sequence[str],
+async def iterative_rewrite(chat: ChatModel, utterance: str, context: str, ptkb: Sequence[str],
                             select: Callable[[str], Awaitable[list[PtkbUse]]],
                             ) -> tuple[str, str, list[PtkbUse], list[Stage]]:
     """(first rewrite, refined rewrite, selection, stages): rewrite with the whole PTKB,
@@ -97,13 +101,13 @@ async def iterative_rewrite(chat: Any, utterance: str, context: str, ptkb: Seque
     return first, refined, selected, stages
 
 
-async def _query_list(chat: Any, system: str, content: str, n: int, stage: str) -> tuple[list[str], Stage]:
+async def _query_list(chat: ChatModel, system: str, content: str, n: int, stage: str) -> tuple[list[str], Stage]:
     messages = [{"role": "system", "content": system.format(n=n)}, {"role": "user", "content": content}]
     found, st = await chat.structured(messages, QueryList, stage=stage, temperature=0.0)
     return clean_queries(found.queries, n), st
 
 
-async def queries_per_ptkb(chat: Any, rewritten: str, statements: Sequence[str], n: int = 3
+async def queries_per_ptkb(chat: ChatModel, rewritten: str, statements: Sequence[str], n: int = 3
                            ) -> tuple[list[str], list[Stage]]:
     """Queries for each statement + rewrite, generated concurrently; with no statement,
     one group for the rewrite alone.  The rewrite itself always comes first."""
@@ -115,7 +119,7 @@ async def queries_per_ptkb(chat: Any, rewritten: str, statements: Sequence[str],
     return clean_queries(queries, 1 + n * len(groups)), [st for _, st in results]
 
 
-async def queries_from_answer(chat: Any, utterance: str, answer: str, n: int = 5, *,
+async def queries_from_answer(chat: ChatModel, utterance: str, answer: str, n: int = 5, *,
                               stage: str = "queries") -> tuple[list[str], Stage]:
     """Up to ``n`` queries for the facts of a draft ``answer`` to ``utterance``."""
     content = f"User message:\n{utterance}\n\nDraft reply:\n{answer}"

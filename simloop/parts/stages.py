@@ -10,7 +10,7 @@ from ..schema import Stage
 __all__ = ["timed_stage", "stage_note"]
 
 
-class timed_stage:  # noqa: N801 - used like contextlib's lower-case context managers
+class timed_stage:
     """Measure a stage and record it as a ``Stage``.
 
         async with timed_stage("retrieve", stages):   # or a plain ``with``
@@ -29,23 +29,22 @@ class timed_stage:  # noqa: N801 - used like contextlib's lower-case context man
         self.stage: Stage | None = None
         self._start = 0.0
 
-    def __enter__(self) -> "timed_stage":
+    def __enter__(self) -> timed_stage:
         self._start = time.perf_counter()
         return self
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:  # never swallows
         elapsed = (time.perf_counter() - self._start) * 1000
         error = f"{type(exc).__name__}: {exc}"[:300] if exc is not None else None
         self.stage = Stage(name=self.name, latency_ms=round(elapsed, 3), error=error, **self.fields)
         if self.into is not None:
             self.into.append(self.stage)
-        return False
 
-    async def __aenter__(self) -> "timed_stage":
+    async def __aenter__(self) -> timed_stage:
         return self.__enter__()
 
-    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
-        return self.__exit__(exc_type, exc, tb)
+    async def __aexit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        self.__exit__(exc_type, exc, tb)
 
 
 def stage_note(stage: Stage, note: str) -> Stage:

@@ -16,14 +16,15 @@ import contextlib
 import gc
 import time
 from collections import Counter
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, AsyncIterator, Callable, Iterable, Iterator
+from typing import Any
 
 from ..schema import Scenario, Transcript
 from .plugins import Assistant, UserSimulator
 from .session import DialogueSession, DialogueSpec
 
-__all__ = ["Engine", "Event", "EventSink", "RunStats", "run_dialogue", "gather_until_cancelled"]
+__all__ = ["Engine", "Event", "EventSink", "TranscriptSink", "RunStats", "run_dialogue", "gather_until_cancelled"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,13 +41,16 @@ class Event:
 
 
 EventSink = Callable[[Event], None]
+# Receives each finished transcript; may be async (the recorder's append) or not.
+TranscriptSink = Callable[[Transcript], object]
+_Worker = Coroutine[Any, Any, None]
 
 
 @dataclass
 class RunStats:
     dialogues: int = 0
     turns: int = 0
-    reasons: Counter = field(default_factory=Counter)
+    reasons: Counter[str] = field(default_factory=Counter)
     errors: int = 0
     wall_s: float = 0.0
     interrupted: bool = False
@@ -110,14 +114,14 @@ class Engine:
         spec: DialogueSpec,
         simulator: UserSimulator,
         assistant: Assistant,
-        sink: Callable[[Transcript], Any],
+        sink: TranscriptSink,
         concurrency: int,
         events: EventSink | None = None,
     ):
         self.spec = spec
         self.simulator = simulator
         self.assistant = assistant
-        self.sink = sink  # async or sync callable receiving each finished transcript
+        self.sink = sink
         self.concurrency = concurrency
         self.events = events
         self.stats = RunStats()
@@ -155,9 +159,9 @@ class Engine:
         """One worker per lane: each lane yields its scenarios one dialogue at a time."""
         return await self._pool([self._lane(lane) for lane in lanes])
 
-    async def _pool(self, workers: list[Any]) -> RunStats:
+    async def _pool(self, workers: list[_Worker]) -> RunStats:
         t0 = time.perf_counter()
-        tasks: list[asyncio.Task] = []
+        tasks: list[asyncio.Task[None]] = []
         try:
             with _quiet_gc():
                 await self._gather(tasks, workers)
@@ -165,7 +169,7 @@ class Engine:
             self.stats.wall_s = time.perf_counter() - t0
         return self.stats
 
-    async def _gather(self, tasks: list[asyncio.Task], workers: list[Any]) -> None:
+    async def _gather(self, tasks: list[asyncio.Task[None]], workers: list[_Worker]) -> None:
         try:
             # One worker per loop iteration: the loop polls its sockets between starts, so the
             # first dialogues' requests are sent while later ones still start.  Started all in

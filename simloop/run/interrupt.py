@@ -30,9 +30,10 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Callable, Coroutine, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any, Callable, Coroutine, Iterator, TypeVar
+from typing import Any, TypeVar
 
 __all__ = ["Interrupt", "until_signalled", "at_hard_exit", "exit_now", "sigterm_as_sigint", "STOP_SIGNALS",
            "INTERRUPTED"]
@@ -150,7 +151,7 @@ class Interrupt:
                 log.exception("interrupt hook failed")
         self.task.cancel()
 
-    def __enter__(self) -> "Interrupt":
+    def __enter__(self) -> Interrupt:
         self.install()
         return self
 

@@ -7,13 +7,15 @@ parameters, library versions and the number of scenarios planned.
 
 from __future__ import annotations
 
+import platform
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from ..config import RunConfig, config_hash
+from ..loop import running_loop_name
 from ..schema import PluginRef, RunManifest
-from .recorder import versions
 
-__all__ = ["new_manifest"]
+__all__ = ["new_manifest", "versions"]
 
 
 def new_manifest(run_id: str, config: RunConfig | dict[str, Any], simulator: PluginRef, assistant: PluginRef,
@@ -29,3 +31,15 @@ def new_manifest(run_id: str, config: RunConfig | dict[str, Any], simulator: Plu
     counts = {"scenarios": scenarios} if scenarios is not None else {}
     return RunManifest(run_id=run_id, config=config, config_hash=digest, simulator=simulator, assistant=assistant,
                        versions=versions(), counts=counts, **extra)
+
+
+def versions() -> dict[str, str]:
+    """What a run records under ``versions`` in run.json: Python, the event loop, and the
+    libraries that shape its results."""
+    out = {"python": platform.python_version(), "event_loop": running_loop_name()}
+    for pkg in ("simloop", "pydantic", "openai", "pyserini"):
+        try:
+            out[pkg] = version(pkg)
+        except PackageNotFoundError:
+            pass
+    return out

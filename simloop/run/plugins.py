@@ -3,8 +3,15 @@
 A plugin is a class constructed as ``Cls(ctx, **params)``.  Built-ins are registered
 under the entry-point groups ``simloop.assistants`` and ``simloop.simulators``; anything
 else is loaded as ``module:attr``.  One instance serves every dialogue of a run, so
-per-dialogue state lives in ``DialogueState.*_memory``, never on the instance.  A plugin
-may have ``async def aclose()``: it is called once, when the run ends (``close_plugins``).
+per-dialogue state lives in ``DialogueState.*_memory``, never on the instance.
+
+Besides its protocol a plugin may have (each optional, read through the helpers here):
+``async def aclose()``, called once when the run ends (``close_plugins``); ``needs``, the
+shared resources to open before the first dialogue (``plugin_needs``); ``llm_roles``, the
+LLM roles it calls, whose endpoints are asked for an answer before the run
+(``plugin_llm_roles``); ``params``, its effective parameters when it validates or derives
+them itself (``effective_params``).  A simulator may also ``check_sources(personas, cfg)``
+before the run, or bring its own scenarios (``lanes(done)``, ``ChoosesScenarios``).
 
 What a run records about a plugin are its *effective* parameters (``effective_params``):
 the given ones with every default filled in, so a run can be rebuilt from its record.
@@ -16,21 +23,24 @@ import asyncio
 import importlib
 import inspect
 import os
-from dataclasses import dataclass, field
-from importlib.metadata import entry_points
 import types
 import typing
 import weakref
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeGuard, overload, runtime_checkable
 
 from pydantic import TypeAdapter, ValidationError
 
 from ..errors import BadInputError, DataFileError, PluginNotFoundError
-from ..schema import AssistantReply, DialogueState, SimulatorTurn
+from ..schema import AssistantReply, DialogueState, Persona, Scenario, SimulatorTurn
 
 if TYPE_CHECKING:  # heavy modules, imported only when a plugin asks for them
     from ..config import RunConfig
+    from ..llm import ChatModel
+    from ..search import Embedder, Retriever
 
 _ANY = TypeAdapter(Any)
 
@@ -40,11 +50,12 @@ def _jsonable(value: Any, fallback: Any = str) -> Any:
     return _ANY.dump_python(value, mode="json", fallback=fallback)
 
 
-__all__ = ["UserSimulator", "Assistant", "Context", "load_plugin", "effective_params", "close_plugins",
-           "check_params", "with_run_depth",
-           "available", "GROUPS"]
+__all__ = ["UserSimulator", "Assistant", "Closable", "ChoosesScenarios", "ChecksSources", "Plugin", "PluginKind",
+           "Context", "load_plugin", "effective_params", "close_plugins", "check_params", "with_run_depth",
+           "chooses_scenarios", "plugin_needs", "plugin_llm_roles", "available", "GROUPS"]
 
-GROUPS = {"assistant": "simloop.assistants", "simulator": "simloop.simulators"}
+PluginKind = Literal["assistant", "simulator"]
+GROUPS: dict[PluginKind, str] = {"assistant": "simloop.assistants", "simulator": "simloop.simulators"}
 
 
 @runtime_checkable
@@ -63,6 +74,48 @@ class Assistant(Protocol):
     async def respond(self, state: DialogueState) -> AssistantReply: ...
 
 
+Plugin = UserSimulator | Assistant
+
+
+@runtime_checkable
+class Closable(Protocol):
+    """A plugin (or shared resource) with something to release when the run ends."""
+
+    def aclose(self) -> Awaitable[None]: ...
+
+
+@runtime_checkable
+class ChoosesScenarios(Protocol):
+    """A simulator whose user lives elsewhere (``simapi``): it brings the scenarios, one
+    sequential lane per remote conversation, skipping the dialogue ids in ``done``."""
+
+    def lanes(self, done: set[str]) -> list[AsyncIterator[Scenario]]: ...
+
+
+@runtime_checkable
+class ChecksSources(Protocol):
+    """A simulator that checks the run's personas and topics before anything is written
+    (the rubric simulator needs rubric questions); a problem is a ``BadInputError``."""
+
+    def check_sources(self, personas: list[Persona], cfg: RunConfig) -> None: ...
+
+
+def chooses_scenarios(simulator: object) -> TypeGuard[ChoosesScenarios]:
+    """Does ``simulator`` bring its own scenarios (a remote user), as ``lanes(done)``?"""
+    return callable(getattr(simulator, "lanes", None))
+
+
+def plugin_needs(plugin: object) -> tuple[str, ...]:
+    """What ``plugin`` declares it needs opened before the first dialogue (``needs``:
+    ``retriever``, ``embedder``, ``embedder:mpnet``); none when it declares nothing."""
+    return tuple(getattr(plugin, "needs", ()) or ())
+
+
+def plugin_llm_roles(plugin: object) -> tuple[str, ...]:
+    """The LLM roles ``plugin`` says it calls (``llm_roles``, an attribute or a property)."""
+    return tuple(getattr(plugin, "llm_roles", ()) or ())
+
+
 @dataclass
 class Context:
     """Shared, lazily created resources: one retriever, one embedder, one model per role.
@@ -74,7 +127,7 @@ class Context:
     plugin asks ``secret(NAME)`` and records only the name.
     """
 
-    config: "RunConfig"
+    config: RunConfig
     overrides: dict[str, Any] = field(default_factory=dict)
     secrets: dict[str, str] = field(default_factory=dict, repr=False)
     _cache: dict[str, Any] = field(default_factory=dict)
@@ -92,18 +145,18 @@ class Context:
                 self._cache[key] = value
             return self._cache[key]
 
-    async def retriever(self):
-        from ..search.bm25 import open_retriever
+    async def retriever(self) -> Retriever:
+        from ..search import open_retriever
 
         return await self._get("retriever", lambda: open_retriever(self.config.retrieval))
 
-    async def embedder(self, encoder: str = "minilm"):
+    async def embedder(self, encoder: str = "minilm") -> Embedder:
         """The run's embedder for ``encoder`` (``minilm``, or ``mpnet`` for the PTKB ranker):
         made on first use, shared by every dialogue, closed (its worker thread stopped) by
         ``aclose``.  Overrides go by key: ``embedder`` (MiniLM), ``embedder:mpnet``; a fake
         for one never stands in for the other (a ranker must not score with vectors it was
         not tuned on without anyone noticing)."""
-        from ..search.embeddings import open_embedder
+        from ..search import open_embedder
 
         if encoder != "minilm":
             return await self._get(f"embedder:{encoder}", lambda: open_embedder(encoder=encoder))
@@ -113,7 +166,7 @@ class Context:
         index = self.config.retrieval.index if self.config is not None else None
 
         def stored() -> Path | None:
-            from ..search.corpus import demo_index_path
+            from ..search import demo_index_path
 
             if index is not None:
                 return Path(index).expanduser()
@@ -124,7 +177,7 @@ class Context:
 
         return await self._get("embedder", lambda: open_embedder(index=stored))
 
-    def chat(self, role: str):
+    def chat(self, role: str) -> ChatModel:
         """The ChatModel for ``role`` (``simulator``, ``assistant``, ``judge`` or an
         assistant stage such as ``assistant.rewrite``, falling back to its base role).
         All roles share one LLMPool, so throttles are per endpoint, not per role."""
@@ -134,7 +187,7 @@ class Context:
         if "llm_pool" in self.overrides:  # e.g. a Ray worker's pool with a cluster-wide permit
             return self.overrides["llm_pool"].model(role)
         if "llm_pool" not in self._cache:
-            from ..llm.client import LLMPool
+            from ..llm import LLMPool
 
             self._cache["llm_pool"] = LLMPool(self.config.llm)
         return self._cache["llm_pool"].model(role)
@@ -153,11 +206,11 @@ class Context:
         self._cache.clear()
 
 
-def _registered(kind: str) -> dict[str, Any]:
+def _registered(kind: PluginKind) -> dict[str, EntryPoint]:
     return {ep.name: ep for ep in entry_points(group=GROUPS[kind])}
 
 
-def available(kind: str) -> list[str]:
+def available(kind: PluginKind) -> list[str]:
     """Registered plugin names of ``kind`` (``assistant`` or ``simulator``), sorted."""
     return sorted(_registered(kind))
 
@@ -166,7 +219,7 @@ def available(kind: str) -> list[str]:
 _MOVED = {"simloop.memoryprobes:ProbeSimulator": "simloop.memorytest.probes:ProbeSimulator"}
 
 
-def resolve(kind: str, name: str) -> type:
+def resolve(kind: PluginKind, name: str) -> type:
     """Find the class for ``name``: a registered name or ``module:attr``."""
     name = _MOVED.get(name, name)
     registered = _registered(kind)
@@ -189,7 +242,7 @@ def resolve(kind: str, name: str) -> type:
         raise PluginNotFoundError(f"module {module_name!r} has no {kind} {attr!r}") from None
 
 
-def effective_params(plugin: Any, given: dict[str, Any]) -> dict[str, Any]:
+def effective_params(plugin: object, given: dict[str, Any]) -> dict[str, Any]:
     """The parameters ``plugin`` runs with, defaults included, as JSON values.
 
     A plugin that validates or derives its parameters may say so itself with a ``params``
@@ -223,17 +276,17 @@ def effective_params(plugin: Any, given: dict[str, Any]) -> dict[str, Any]:
     return _jsonable(out, fallback=str)
 
 
-async def close_plugins(*plugins: Any) -> None:
+async def close_plugins(*plugins: object) -> None:
     """Call each plugin's optional ``aclose()`` once (the run has ended); one that fails
     does not keep the others open."""
-    errors, seen = [], set()
+    errors: list[Exception] = []
+    seen: set[int] = set()
     for plugin in plugins:
-        close = getattr(plugin, "aclose", None)
-        if close is None or id(plugin) in seen:  # the same instance twice is closed once
+        if not isinstance(plugin, Closable) or id(plugin) in seen:  # the same instance twice is closed once
             continue
         seen.add(id(plugin))
         try:
-            result = close()
+            result = plugin.aclose()
             if inspect.isawaitable(result):
                 await result
         except Exception as exc:  # report the first once the rest are closed
@@ -242,7 +295,7 @@ async def close_plugins(*plugins: Any) -> None:
         raise errors[0]
 
 
-def _annotations(cls: type) -> tuple[dict[str, inspect.Parameter], dict[str, Any], bool] | None:
+def _annotations(cls: type[Any]) -> tuple[dict[str, inspect.Parameter], dict[str, Any], bool] | None:
     """(constructor parameters after ``ctx``, their resolved annotations, takes **kwargs),
     or None when the constructor cannot be introspected (then the plugin checks alone)."""
     try:
@@ -270,7 +323,7 @@ def _describe(annotation: Any) -> str:
     return getattr(annotation, "__name__", None) or str(annotation).replace("typing.", "")
 
 
-def check_params(kind: str, name: str, cls: type, params: dict[str, Any]) -> dict[str, Any]:
+def check_params(kind: PluginKind, name: str, cls: type, params: dict[str, Any]) -> dict[str, Any]:
     """``params`` checked against the constructor's type hints (pydantic, lax: ``"3"`` is
     an int, ``"abc"`` is not a float), with the validated values; a wrong name or type is
     one BadInputError naming the parameter and what it accepts.  Ranges are the plugin's
@@ -322,10 +375,16 @@ def with_run_depth(name: str, cls: type, params: dict[str, Any], k: int | None) 
 
 
 # What each plugin was built with (``load_plugin``): its effective params start from these.
-_BUILT_WITH: "weakref.WeakKeyDictionary[Any, dict[str, Any]]" = weakref.WeakKeyDictionary()
+_BUILT_WITH: weakref.WeakKeyDictionary[object, dict[str, Any]] = weakref.WeakKeyDictionary()
 
 
-def load_plugin(kind: str, name: str, params: dict[str, Any], ctx: Context) -> Any:
+@overload
+def load_plugin(kind: Literal["assistant"], name: str, params: dict[str, Any], ctx: Context) -> Assistant: ...
+@overload
+def load_plugin(kind: Literal["simulator"], name: str, params: dict[str, Any], ctx: Context) -> UserSimulator: ...
+@overload
+def load_plugin(kind: PluginKind, name: str, params: dict[str, Any], ctx: Context) -> Plugin: ...
+def load_plugin(kind: PluginKind, name: str, params: dict[str, Any], ctx: Context) -> Plugin:
     """Build a plugin instance; bad params become one clear BadInputError."""
     cls = resolve(kind, name)
     params = check_params(kind, name, cls, params)
@@ -338,7 +397,7 @@ def load_plugin(kind: str, name: str, params: dict[str, Any], ctx: Context) -> A
         raise BadInputError(f"bad params for {kind} {name!r}: {exc}") from None
     except ValueError as exc:  # pydantic ValidationError is a ValueError
         raise BadInputError(f"bad params for {kind} {name!r}: {_one_line(exc)}") from None
-    proto = Assistant if kind == "assistant" else UserSimulator
+    proto: type[Assistant] | type[UserSimulator] = Assistant if kind == "assistant" else UserSimulator
     if not isinstance(instance, proto):
         raise PluginNotFoundError(f"{name!r} does not implement the {kind} protocol")
     try:

@@ -1,16 +1,15 @@
-"""Run directories: ``run.json`` + ``dialogues.jsonl`` (DESIGN §4), crash-safe.
+"""Writing run directories: ``run.json`` + ``dialogues.jsonl`` (DESIGN §4), crash-safe.
 
 A dialogue is appended when it ends: one line, flushed and fsynced, so a SIGKILL loses at
 most the dialogue being written.  Writes happen on a worker thread so the event loop never
 waits for the disk.
 
-Reading (``runfiles.py``, re-exported here) is tolerant but never silent: a corrupt line
-is skipped and reported with its line number.  Resuming repairs the file in one atomic rewrite: corrupt lines and repeated dialogue ids
-move to ``dialogues.rejected.jsonl``, and with ``retry_errors`` the lines of dialogues that
-ended in an infrastructure error move to ``dialogues.retried.jsonl``; those dialogues have
-no line any more, so the run re-runs them and the file keeps one line per dialogue.  The
-recorder tallies every line of the run (old and new), so ``run.json`` counts stay true
-for the whole run after any number of resumes.
+Resuming repairs the dialogues file (read by ``runfiles.py``) in one atomic rewrite:
+corrupt lines and repeated dialogue ids move to ``dialogues.rejected.jsonl``, and with
+``retry_errors`` the lines of dialogues that ended in an infrastructure error move to
+``dialogues.retried.jsonl``; those dialogues have no line any more, so the run re-runs them
+and the file keeps one line per dialogue.  The recorder tallies every line of the run (old
+and new), so ``run.json`` counts stay true for the whole run after any number of resumes.
 
 One process at a time: ``create`` and ``resume`` lock the run directory (``runlock.py``)
 before writing in it, and ``close`` (``finish``) lets it go; a second process is refused.
@@ -21,22 +20,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import platform
 import re
-from datetime import datetime, timezone
-from importlib.metadata import PackageNotFoundError, version
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from io import BufferedWriter
 from pathlib import Path
 
 from ..errors import DataFileError, ResumeError
 from ..files import atomic_open, atomic_write, folder_problem
-from ..loop import running_loop_name
 from ..schema import RunManifest, Transcript, utcnow
-from .runfiles import (DIALOGUES, INFRASTRUCTURE, MANIFEST, REJECTED, RETRIED, ReadReport, RunDir, Tally,  # noqa: F401
-                       _append_lines, _scan, read_manifest, read_transcripts)
+from .runfiles import INFRASTRUCTURE, REJECTED, RETRIED, ReadReport, RunDir, read_manifest, scan_lines
 from .runlock import LOCK_FILE, RunLock
 
-__all__ = ["Recorder", "RunDir", "check_out_dir", "read_transcripts", "read_manifest", "new_run_id", "ReadReport", "Tally",
-           "INFRASTRUCTURE", "occupied"]
+__all__ = ["Recorder", "Tally", "check_out_dir", "check_run_id", "new_run_id", "occupied"]
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +41,7 @@ _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 
 def new_run_id(prefix: str = "run") -> str:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     return f"{prefix}-{stamp}-{os.urandom(2).hex()}"
 
 
@@ -62,14 +59,28 @@ def check_out_dir(out: Path) -> None:
         raise DataFileError(f"--out {out}: {problem}; give a folder for run directories")
 
 
-def versions() -> dict[str, str]:
-    out = {"python": platform.python_version(), "event_loop": running_loop_name()}
-    for pkg in ("simloop", "pydantic", "openai", "pyserini"):
-        try:
-            out[pkg] = version(pkg)
-        except PackageNotFoundError:
-            pass
-    return out
+@dataclass
+class Tally:
+    """Counts over every line of a run (``run.json`` counts), kept as lines are read or written."""
+
+    dialogues: int = 0
+    turns: int = 0
+    errors: int = 0
+    infra_errors: int = 0
+    reasons: Counter[str] = field(default_factory=Counter)
+
+    def add(self, t: Transcript) -> None:
+        self.dialogues += 1
+        self.turns += len(t.turns)
+        self.reasons[t.stop.reason] += 1
+        if t.error is not None:
+            self.errors += 1
+            self.infra_errors += t.error.source in INFRASTRUCTURE
+
+    def counts(self) -> dict[str, int]:
+        return {"dialogues": self.dialogues, "turns": self.turns, "errors": self.errors,
+                "errors.infrastructure": self.infra_errors,
+                **{f"stop.{k}": v for k, v in sorted(self.reasons.items())}}
 
 
 class Recorder:
@@ -78,7 +89,7 @@ class Recorder:
     def __init__(self, run_dir: Path, manifest: RunManifest):
         self.dir = RunDir(run_dir)
         self.manifest = manifest
-        self._fh = None
+        self._fh: BufferedWriter | None = None
         self._lock = asyncio.Lock()
         self._waiting: list[tuple[bytes, Transcript]] = []  # lines not yet handed to a write
         self._queued = self._taken = 0  # lines queued so far / handed to a write so far
@@ -92,7 +103,7 @@ class Recorder:
 
     # ---------------------------------------------------------------- lifecycle
     @classmethod
-    def create(cls, out: Path, manifest: RunManifest) -> "Recorder":
+    def create(cls, out: Path, manifest: RunManifest) -> Recorder:
         run_dir = Path(out) / check_run_id(manifest.run_id)
         _refuse_existing(run_dir)  # before any write, the lock file included
         run_dir.mkdir(parents=True, exist_ok=True)
@@ -108,7 +119,7 @@ class Recorder:
 
     @classmethod
     def resume(cls, run_dir: Path, expected_hash: str,
-               retry_errors: bool = False) -> tuple["Recorder", set[str], ReadReport]:
+               retry_errors: bool = False) -> tuple[Recorder, set[str], ReadReport]:
         """Reopen a run: the ids already recorded, and what was repaired (see the module doc)."""
         run_dir = Path(run_dir)
         manifest = read_manifest(run_dir)
@@ -135,7 +146,7 @@ class Recorder:
         kept: list[bytes] = []
         moved: dict[str, list[bytes]] = {REJECTED: [], RETRIED: []}
         done: set[str] = set()
-        for line, _ in _scan(self.dir.dialogues, report):
+        for line, _ in scan_lines(self.dir.dialogues, report):
             t = line.transcript
             if t is None or t.dialogue_id in done:  # corrupt, torn, or a second line for one dialogue
                 moved[REJECTED].append(line.raw if line.raw.endswith(b"\n") else line.raw + b"\n")
@@ -217,9 +228,9 @@ class Recorder:
                 except BaseException as exc:
                     self._failed.append((lo, hi, exc))
                     raise
-            for lo, hi, exc in self._failed:  # that batch was written before we got the lock ...
+            for lo, hi, why in self._failed:  # that batch was written before we got the lock ...
                 if lo < mine <= hi:  # ... or failed
-                    raise exc
+                    raise why
 
     def counts(self) -> dict[str, int]:
         """Counts over every line of the run, this session's and earlier ones'."""
@@ -256,3 +267,10 @@ def _refuse_existing(run_dir: Path) -> None:
     """A new run's directory must be new (or empty, but for a lock file a crash left)."""
     if occupied(run_dir):
         raise ResumeError(f"{run_dir} already exists; use --resume {run_dir} or another --run-id")
+
+
+def _append_lines(path: Path, lines: list[bytes]) -> None:
+    with path.open("ab") as fh:
+        fh.writelines(lines)
+        fh.flush()
+        os.fsync(fh.fileno())

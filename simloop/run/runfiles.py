@@ -1,17 +1,15 @@
-"""Reading run directories (DESIGN §4): ``run.json``, ``dialogues.jsonl`` and the names of
-the files a resume moves lines to.  Reading is tolerant but never silent: a corrupt line
-anywhere (not JSON, not a transcript, or a torn last line from a crash mid-write) is
-skipped and reported with its line number.  ``recorder.py`` writes what this reads.
+"""Reading run directories (DESIGN §4): the names of a run's files, ``run.json`` and
+``dialogues.jsonl``.  Reading is tolerant but never silent: a corrupt line anywhere (not
+JSON, not a transcript, or a torn last line from a crash mid-write) is skipped and reported
+with its line number.  ``recorder.py`` writes what this reads.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 from pydantic import ValidationError
 
@@ -19,8 +17,8 @@ from ..errors import DataFileError, first_error
 from ..files import check_in_file, check_run_dir
 from ..schema import RunManifest, Transcript
 
-__all__ = ["MANIFEST", "DIALOGUES", "REJECTED", "RETRIED", "INFRASTRUCTURE", "ReadReport", "Tally", "RunDir",
-           "read_transcripts", "read_manifest"]
+__all__ = ["MANIFEST", "DIALOGUES", "REJECTED", "RETRIED", "INFRASTRUCTURE", "ReadReport", "RunDir", "Line",
+           "scan_lines", "read_transcripts", "read_manifest"]
 
 log = logging.getLogger(__name__)
 
@@ -77,13 +75,15 @@ def _torn(path: Path | str, lineno: int | None) -> str:
 
 
 @dataclass
-class _Line:
+class Line:
+    """One line of a dialogues file as read."""
+
     lineno: int
     raw: bytes
     transcript: Transcript | None  # None: corrupt or torn
 
 
-def _scan(path: Path, report: ReadReport, log_problems: bool = True) -> Iterator[tuple[_Line, int]]:
+def scan_lines(path: Path, report: ReadReport, log_problems: bool = True) -> Iterator[tuple[Line, int]]:
     """(line, byte offset) for every line; corrupt and torn ones are noted in ``report``
     (and logged with their line number unless ``log_problems`` is False) and yielded too,
     with no transcript."""
@@ -113,7 +113,7 @@ def _scan(path: Path, report: ReadReport, log_problems: bool = True) -> Iterator
                 report.bad_lines.append(lineno)
                 report.reasons[lineno] = reason
                 warn("%s", _corrupt(path, lineno, reason))
-            yield _Line(lineno, raw, transcript), start
+            yield Line(lineno, raw, transcript), start
 
 
 def read_transcripts(run_dir: Path, report: ReadReport | None = None, *,
@@ -127,33 +127,9 @@ def read_transcripts(run_dir: Path, report: ReadReport | None = None, *,
         if (Path(run_dir) / MANIFEST).is_file():  # a run stopped before its first dialogue ended
             return
         raise DataFileError(f"{path}: no such file (is {run_dir} a run directory?)")
-    for line, _ in _scan(path, report, log_problems):
+    for line, _ in scan_lines(path, report, log_problems):
         if line.transcript is not None:
             yield line.transcript
-
-
-@dataclass
-class Tally:
-    """Counts over every line of a run (``run.json`` counts), kept as lines are read or written."""
-
-    dialogues: int = 0
-    turns: int = 0
-    errors: int = 0
-    infra_errors: int = 0
-    reasons: Counter = field(default_factory=Counter)
-
-    def add(self, t: Transcript) -> None:
-        self.dialogues += 1
-        self.turns += len(t.turns)
-        self.reasons[t.stop.reason] += 1
-        if t.error is not None:
-            self.errors += 1
-            self.infra_errors += t.error.source in INFRASTRUCTURE
-
-    def counts(self) -> dict[str, int]:
-        return {"dialogues": self.dialogues, "turns": self.turns, "errors": self.errors,
-                "errors.infrastructure": self.infra_errors,
-                **{f"stop.{k}": v for k, v in sorted(self.reasons.items())}}
 
 
 def read_manifest(run_dir: Path) -> RunManifest:
@@ -167,13 +143,6 @@ def read_manifest(run_dir: Path) -> RunManifest:
     except ValidationError as exc:
         where, msg = first_error(exc)
         raise DataFileError(f"{path}: not a simloop run manifest: {where or '(top level)'}: {msg}") from None
-
-
-def _append_lines(path: Path, lines: list[bytes]) -> None:
-    with path.open("ab") as fh:
-        fh.writelines(lines)
-        fh.flush()
-        os.fsync(fh.fileno())
 
 
 class RunDir:

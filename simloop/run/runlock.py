@@ -44,7 +44,7 @@ class RunLock:
         self._fh = fh
 
     @classmethod
-    def take(cls, run_dir: Path) -> "RunLock":
+    def take(cls, run_dir: Path) -> RunLock:
         """Lock ``run_dir`` for this process, or raise ``ResumeError`` naming the holder's pid."""
         run_dir = Path(run_dir)
         if fcntl is None:

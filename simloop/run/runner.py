@@ -14,52 +14,60 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from pydantic import ValidationError
 
 from ..config import RunConfig, config_hash, describe_validation_error, with_absolute_paths
 from ..errors import ConfigError, IndexMissingError, ResumeError, SimloopError
-from ..llm.preflight import check_endpoints
-from ..schema import PluginRef
-from ..search.corpus import is_lucene_index
-from .engine import Engine, Event, EventSink, RunStats
+from ..llm import check_endpoints
+from ..schema import Persona, PluginRef, RunStatus, Scenario
+from ..search import is_lucene_index
+from .engine import Engine, Event, EventSink, RunStats, TranscriptSink
 from .interrupt import Interrupt
 from .manifest import new_manifest
-from .plugins import Context, close_plugins, effective_params, load_plugin
-from .session import DialogueSpec
-from .recorder import MANIFEST, ReadReport, Recorder, check_out_dir, new_run_id, read_manifest
+from .plugins import (
+    Assistant,
+    ChecksSources,
+    Context,
+    UserSimulator,
+    chooses_scenarios,
+    close_plugins,
+    effective_params,
+    load_plugin,
+    plugin_llm_roles,
+    plugin_needs,
+)
+from .recorder import Recorder, check_out_dir, new_run_id
+from .runfiles import MANIFEST, ReadReport, read_manifest
 from .scenarios import count_scenarios, iter_scenarios, load_sources
+from .session import DialogueSpec
 
-__all__ = ["PreparedRun", "prepare_run", "execute", "warm_up", "resume_config", "chooses_scenarios", "llm_roles"]
+__all__ = ["PreparedRun", "prepare_run", "execute", "warm_up", "resume_config", "llm_roles"]
 
 log = logging.getLogger(__name__)
-
-
-def chooses_scenarios(simulator: Any) -> bool:
-    """Does ``simulator`` bring its own scenarios (a remote user), as ``lanes(done)``?"""
-    return callable(getattr(simulator, "lanes", None))
 
 
 @dataclass
 class PreparedRun:
     cfg: RunConfig
     ctx: Context
-    simulator: Any
-    assistant: Any
+    simulator: UserSimulator
+    assistant: Assistant
     recorder: Recorder
     done: set[str]
     total: int | None  # None: the simulator chooses the scenarios
-    personas: list
+    personas: list[Persona]
     repaired: ReadReport | None = None
 
     @property
     def run_dir(self) -> Path:
         return self.recorder.dir.path
 
-    def pending(self):
+    def pending(self) -> Iterator[Scenario]:
         """Scenarios without a line yet (all of them for a fresh run)."""
         return (s for s in iter_scenarios(self.cfg, self.personas) if s.dialogue_id not in self.done)
 
@@ -73,11 +81,11 @@ class PreparedRun:
         )
 
 
-def llm_roles(*plugins: Any) -> list[str]:
+def llm_roles(*plugins: object) -> list[str]:
     """The LLM roles the plugins say they call (``llm_roles``, an attribute or a property)."""
     roles: list[str] = []
     for plugin in plugins:
-        roles += [r for r in getattr(plugin, "llm_roles", ()) or () if r not in roles]
+        roles += [r for r in plugin_llm_roles(plugin) if r not in roles]
     return roles
 
 
@@ -123,9 +131,8 @@ def prepare_run(cfg: RunConfig, resume: Path | None = None, overrides: dict[str,
     remote = chooses_scenarios(simulator)
     personas = [] if remote else load_sources(cfg)
     total = None if remote else count_scenarios(cfg, personas)
-    check_sources = getattr(simulator, "check_sources", None)
-    if callable(check_sources) and not remote:
-        check_sources(personas, cfg)  # e.g. the rubric simulator on topics without rubric questions
+    if isinstance(simulator, ChecksSources) and not remote:
+        simulator.check_sources(personas, cfg)  # e.g. the rubric simulator on topics without rubric questions
     if cfg.retrieval.index is not None and not is_lucene_index(cfg.retrieval.index):
         raise IndexMissingError(
             f"{cfg.retrieval.index}: not a Lucene index; build one with "
@@ -133,8 +140,8 @@ def prepare_run(cfg: RunConfig, resume: Path | None = None, overrides: dict[str,
         )
     if preflight and not any(k.startswith("chat:") or k == "llm_pool" for k in ctx.overrides):
         check_endpoints(cfg.llm, llm_roles(simulator, assistant))
-    if "retriever" not in ctx.overrides and any("retriever" in _needs(p) for p in (simulator, assistant)):
-        from ..search.bm25 import check_retrieval
+    if "retriever" not in ctx.overrides and any("retriever" in plugin_needs(p) for p in (simulator, assistant)):
+        from ..search import check_retrieval
 
         # Java, its options, the index: what fails after the folder exists (a Ray driver never searches)
         check_retrieval(cfg.retrieval, start_java=cfg.backend != "ray")
@@ -169,7 +176,7 @@ def _paths_as_recorded(cfg: RunConfig, run_dir: Path) -> RunConfig:
 
 
 async def execute(prep: PreparedRun, events: EventSink | None = None,
-                  sink: Callable | None = None) -> RunStats:
+                  sink: TranscriptSink | None = None) -> RunStats:
     """Warm up, run every pending scenario of a prepared run and finish its manifest.
 
     The first SIGINT/SIGTERM (on the main thread) stops the run: see ``run/interrupt.py``.
@@ -177,7 +184,7 @@ async def execute(prep: PreparedRun, events: EventSink | None = None,
     engine = Engine(prep.spec(), prep.simulator, prep.assistant, sink or prep.recorder.append,
                     prep.cfg.concurrency, events)
     work = asyncio.create_task(_work(prep, engine, events))
-    status = "failed"
+    status: RunStatus = "failed"
     with Interrupt(work, on_first=_announce_stop(engine, events)):
         try:
             stats = await _wait_work(work, engine)
@@ -198,7 +205,7 @@ async def warm_up(prep: PreparedRun, events: EventSink | None = None) -> list[st
     first use (``Context``)."""
     opened: list[str] = []
     for plugin in (prep.assistant, prep.simulator):
-        for name in _needs(plugin):
+        for name in plugin_needs(plugin):
             if name not in _WARMABLE or name in opened:
                 continue
             log.info("preparing: %s", _WARMABLE[name])
@@ -208,11 +215,6 @@ async def warm_up(prep: PreparedRun, events: EventSink | None = None) -> list[st
             await getattr(prep.ctx, method)(*([encoder] if encoder else []))  # one at a time: loads crowd 2 cores
             opened.append(name)
     return opened
-
-
-def _needs(plugin: Any) -> tuple[str, ...]:
-    """What a plugin declares it needs opened before the first dialogue (``needs``)."""
-    return tuple(getattr(plugin, "needs", ()) or ())
 
 
 # What a plugin may list in ``needs``, and what the progress display calls it.
@@ -259,7 +261,7 @@ def _announce_stop(engine: Engine, events: EventSink | None) -> Callable[[str], 
 _CLOSE_AFTER_STOP_S = 3.0
 
 
-async def _close_run(prep: PreparedRun, engine: Engine, status: str) -> None:
+async def _close_run(prep: PreparedRun, engine: Engine, status: RunStatus) -> None:
     """Finish the manifest and close plugins and shared resources.  An interrupted run
     writes ``run.json`` first and gives closing a deadline."""
     if status == "interrupted":
@@ -283,7 +285,7 @@ async def _close_resources(prep: PreparedRun) -> None:
         await prep.ctx.aclose()
 
 
-def _finish_manifest(prep: PreparedRun, engine: Engine, status: str) -> None:
+def _finish_manifest(prep: PreparedRun, engine: Engine, status: RunStatus) -> None:
     counts = engine.stats.counts()
     counts["recorded"] = prep.recorder.written
     counts["scenarios"] = prep.total if prep.total is not None else prep.recorder.written

@@ -9,7 +9,7 @@ all agree on which dialogue is which.
 from __future__ import annotations
 
 import hashlib
-from typing import Iterator
+from collections.abc import Iterator
 
 from ..config import RunConfig
 from ..errors import check_known
@@ -31,11 +31,11 @@ def load_sources(cfg: RunConfig) -> list[Persona]:
     """Personas (with their topics) selected by the config; validated on load."""
     sel = cfg.scenarios
     if sel.topics is not None:
-        from ..inputs.ikat import load_ikat_topics
+        from ..inputs import load_ikat_topics
 
         personas = load_ikat_topics(sel.topics)
     else:
-        from ..inputs.personas import load_personas
+        from ..inputs import load_personas
 
         personas = load_personas(sel.personas_dir)
     if sel.persona_ids:

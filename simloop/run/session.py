@@ -28,24 +28,40 @@ Its state (``dump`` / ``load``) is JSON, so a server keeps sessions across resta
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Awaitable, Callable
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import ContractError, LLMError, error_source
 from ..files import pack_memory, unpack_memory
-from ..llm.meter import metered
+from ..llm import metered
 from ..schema import (
-    AssistantReply, DialogueState, ErrorInfo, GoldTurn, PluginRef, Scenario, SimulatorTurn, Stage, Stop,
-    Transcript, Turn, Usage, UserTurn, utcnow,
+    AssistantReply,
+    DialogueState,
+    ErrorInfo,
+    GoldTurn,
+    PluginRef,
+    Scenario,
+    SimulatorTurn,
+    Stage,
+    Stop,
+    Transcript,
+    Turn,
+    Usage,
+    UserTurn,
+    utcnow,
 )
+from .plugins import Assistant, UserSimulator
 from .view import add_turn, ask, assistant_view
 
 __all__ = ["DialogueSpec", "DialogueSession", "TurnSink"]
 
 TurnSink = Callable[[Turn], None]
+Side = Literal["simulator", "assistant"]  # the plugin a failure came out of
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -92,7 +108,8 @@ def _one_line(exc: BaseException) -> str:
 class DialogueSession:
     """One dialogue between ``simulator`` and an assistant (local or remote)."""
 
-    def __init__(self, scenario: Scenario, simulator: Any, spec: DialogueSpec, on_turn: TurnSink | None = None):
+    def __init__(self, scenario: Scenario, simulator: UserSimulator, spec: DialogueSpec,
+                 on_turn: TurnSink | None = None):
         self.simulator = simulator
         self.spec = spec
         self.on_turn = on_turn
@@ -155,7 +172,7 @@ class DialogueSession:
         turn.stages.extend(said.grade_stages)
         return self._take(said)
 
-    async def run(self, assistant: Any) -> Transcript:
+    async def run(self, assistant: Assistant) -> Transcript:
         """The whole dialogue with a local assistant, within ``spec.timeout_s``; never raises
         except on cancellation."""
         try:
@@ -175,7 +192,7 @@ class DialogueSession:
                       ErrorInfo(type="TimeoutError", message=detail, source="engine"))
         return self.transcript()
 
-    def fail(self, exc: BaseException, side: str) -> None:
+    def fail(self, exc: BaseException, side: Side) -> None:
         """End the dialogue with ``exc``, raised by the ``side`` plugin."""
         self._file_unfinished(exc)
         message = _one_line(exc)
@@ -193,7 +210,7 @@ class DialogueSession:
         )
 
     # ------------------------------------------------------------------ internals
-    async def _step(self, call: Callable[[], Awaitable[Any]], kind: type) -> Any:
+    async def _step(self, call: Callable[[], Awaitable[T]], kind: type) -> T:
         """One plugin call, metered: what it billed stays in ``_bill`` unless it returned a
         ``kind``, which carries its own stages."""
         with metered() as self._bill:
@@ -213,7 +230,7 @@ class DialogueSession:
         else:  # a simulator's step: it graded the last turn or wrote the next utterance
             self._file_last(stages)
 
-    async def _simulate(self, call: Callable[[], Awaitable[Any]]) -> SimulatorTurn | None:
+    async def _simulate(self, call: Callable[[], Awaitable[SimulatorTurn]]) -> SimulatorTurn | None:
         try:
             said = await self._step(call, SimulatorTurn)
         except Exception as exc:
@@ -259,8 +276,8 @@ class DialogueSession:
         return record.model_dump(mode="json", exclude_none=True)
 
     @classmethod
-    def load(cls, data: dict[str, Any], scenario: Scenario, simulator: Any, spec: DialogueSpec,
-             on_turn: TurnSink | None = None) -> "DialogueSession":
+    def load(cls, data: dict[str, Any], scenario: Scenario, simulator: UserSimulator, spec: DialogueSpec,
+             on_turn: TurnSink | None = None) -> DialogueSession:
         record = _Record.model_validate(data)
         session = cls(scenario, simulator, spec, on_turn)
         session.started_at, session.ended_at = record.started_at, record.ended_at

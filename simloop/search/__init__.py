@@ -6,37 +6,45 @@ embedder load them on first use.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
-# name -> the submodule that defines it.  Loaded on first use (PEP 562), so that what only
-# needs ``RetrievalConfig`` (every CLI start, through simloop.config) does not pay for numpy,
-# the BM25 client and the embedder: about 0.2 s of each command's start.
-_EXPORTS = {
-    **dict.fromkeys(["BM25Retriever", "Hit", "Retriever", "open_retriever"], "bm25"),
-    "RetrievalConfig": "config",
-    **dict.fromkeys(["build_index", "demo_index", "demo_index_ready", "is_lucene_index", "validate_corpus",
-                     "write_wiki_corpus"], "corpus"),
-    **dict.fromkeys(["Embedder", "MiniLMEmbedder", "cosine", "open_embedder"], "embeddings"),
-    **dict.fromkeys(["boot_jvm", "prepare_environment"], "jvm"),
-}
+if _TYPE_CHECKING:
+    from .bm25 import BM25Retriever, Hit, Retriever, check_retrieval, open_retriever
+    from .config import RetrievalConfig
+    from .corpus import (
+        build_index,
+        demo_index,
+        demo_index_path,
+        demo_index_ready,
+        is_lucene_index,
+        validate_corpus,
+        write_wiki_corpus,
+    )
+    from .embeddings import Embedder, MiniLMEmbedder, cosine, encode_fixed, encode_passages, load_mpnet, open_embedder
+    from .jvm import boot_jvm, prepare_environment
+    from .mpnet_files import check_available
+    from .vectors import RERANK_CHARS, passage_text
+else:
+    from ..lazy import lazy_face as _lazy_face
+
+    __getattr__, __dir__ = _lazy_face(__name__, {
+        "bm25": ("BM25Retriever", "Hit", "Retriever", "check_retrieval", "open_retriever",),
+        "config": ("RetrievalConfig",),
+        "corpus": (
+            "build_index", "demo_index", "demo_index_path", "demo_index_ready", "is_lucene_index", "validate_corpus",
+            "write_wiki_corpus",
+        ),
+        "embeddings": (
+            "Embedder", "MiniLMEmbedder", "cosine", "encode_fixed", "encode_passages", "load_mpnet", "open_embedder",
+        ),
+        "jvm": ("boot_jvm", "prepare_environment",),
+        "mpnet_files": ("check_available",),
+        "vectors": ("RERANK_CHARS", "passage_text",),
+    })
 
 __all__ = [
-    "Hit", "Retriever", "BM25Retriever", "RetrievalConfig", "open_retriever",
-    "build_index", "demo_index", "demo_index_ready", "is_lucene_index", "validate_corpus", "write_wiki_corpus",
-    "Embedder", "MiniLMEmbedder", "cosine", "open_embedder",
-    "boot_jvm", "prepare_environment",
+    "BM25Retriever", "Embedder", "Hit", "MiniLMEmbedder", "RERANK_CHARS", "RetrievalConfig", "Retriever", "boot_jvm",
+    "build_index", "check_available", "check_retrieval", "cosine", "demo_index", "demo_index_path",
+    "demo_index_ready", "encode_fixed", "encode_passages", "is_lucene_index", "load_mpnet", "open_embedder",
+    "open_retriever", "passage_text", "prepare_environment", "validate_corpus", "write_wiki_corpus",
 ]
-
-
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value  # once: later lookups do not come here
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})

@@ -22,7 +22,8 @@ Call ``jvm.boot_jvm()`` first: the JVM must be running with the jar on its class
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 __all__ = ["AnseriniSearcher", "SEARCHER_CLASS", "java_error"]
 

@@ -4,7 +4,8 @@ a future, one dispatcher task per event loop, and failing what can no longer be 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Coroutine, Protocol, Sequence
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, Protocol
 
 __all__ = ["Request", "waiting", "fail", "dispatcher", "stop"]
 

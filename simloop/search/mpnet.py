@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .minilm import _Bert
+from .bert import BertEncoder
 
 __all__ = ["MPNetEncoder", "relative_buckets"]
 
@@ -37,7 +37,7 @@ def relative_buckets(length: int, buckets: int = 32, max_distance: int = 128) ->
     return out + np.where(n < exact, n, np.minimum(far, half - 1))
 
 
-class MPNetEncoder(_Bert):
+class MPNetEncoder(BertEncoder):
     """An MPNet encoder's forward pass (inference only) over a safetensors state dict."""
 
     names = (("attention.attn.q", "attention.attn.k", "attention.attn.v"), "attention.attn.o", "attention.LayerNorm")

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..errors import DataFileError
 from ..files import atomic_folder
-from .corpus import cache_root
+from ..settings import cache_root
 
 __all__ = ["MPNET_PARTS", "MPNET_SHA256", "check_available", "mpnet_path", "part_files"]
 
@@ -51,7 +51,7 @@ def part_files() -> list[Path]:
         found = [f for f in dist.files or () if f.name.startswith("all-mpnet-base-v2.zip.")]
         if len(found) != 1:
             raise DataFileError(f"the package {name!r} holds no piece of all-mpnet-base-v2.zip; reinstall it")
-        files.append(Path(dist.locate_file(found[0])))
+        files.append(Path(str(dist.locate_file(found[0]))))
     return files
 
 

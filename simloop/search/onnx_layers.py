@@ -1,4 +1,4 @@
-"""An encoder's layer stack run by ONNX Runtime: the same arithmetic as ``minilm._Bert``'s
+"""An encoder's layer stack run by ONNX Runtime: the same arithmetic as ``bert.BertEncoder``'s
 numpy loop, in one native call per forward pass (DESIGN §8).
 
 Why: a PTKB turn encodes one short utterance, a dozen word pieces.  At that size numpy
@@ -6,12 +6,12 @@ spends its time between BLAS calls (about 120 small operations per forward pass,
 Python call and a fresh temporary) and in multi-pass GELU and LayerNorm; ONNX Runtime fuses
 them and runs MLAS kernels.  Measured on one thread here: all-mpnet-base-v2, one utterance,
 ~66 ms of CPU in numpy, ~40 ms here, vectors within 3e-7.  Large padded batches (an index
-build) are FLOP-bound and gain nothing, so ``_Bert`` sends only small chunks here
+build) are FLOP-bound and gain nothing, so ``BertEncoder`` sends only small chunks here
 (``SMALL_TOKENS``) and keeps numpy's multi-threaded BLAS for the rest.
 
-The graph is built from the weights ``_Bert`` already holds (no export, nothing written):
+The graph is built from the weights ``BertEncoder`` already holds (no export, nothing written):
 inputs are the embeddings after their LayerNorm and the additive attention bias (the
-padding mask, plus MPNet's relative-position bias), both computed by ``_Bert``; the
+padding mask, plus MPNet's relative-position bias), both computed by ``BertEncoder``; the
 weights are handed to ONNX Runtime as OrtValues over the same arrays, so memory-mapped
 weights stay shared between processes.  ``SIMLOOP_EMBED_RUNTIME=numpy`` turns it off.
 """
@@ -31,9 +31,9 @@ SMALL_TOKENS = 1024  # chunks up to this many (padded) tokens go to ONNX Runtime
 _OPSET = 17  # LayerNormalization is a standard op from 17 on
 
 
-def onnx_layers(layers: list[dict[str, Any]], heads: int, eps: float, threads: int) -> "OnnxLayers | None":
+def onnx_layers(layers: list[dict[str, Any]], heads: int, eps: float, threads: int) -> OnnxLayers | None:
     """The layer stack as an ONNX Runtime session, or None when ``SIMLOOP_EMBED_RUNTIME=numpy``
-    (``_Bert`` then runs everything in numpy: the reference the tests compare against)."""
+    (``BertEncoder`` then runs everything in numpy: the reference the tests compare against)."""
     if embed_runtime() == "numpy":
         return None
     return OnnxLayers(layers, heads, eps, threads)
@@ -78,16 +78,19 @@ def _graph(layers: list[dict[str, Any]], heads: int, eps: float) -> tuple[bytes,
     for i, layer in enumerate(layers):
         # q, k, v from one product, as numpy does: (batch, length, 3, heads, size) -> 3 x (batch, heads, length, size)
         qkv = b.op("Reshape", b.dense(x, *b.pair(f"l{i}.qkv", layer["qkv"])), shape_qkv)
-        q, k, v = (b.op("Squeeze", t, axis0) for t in b.ops("Split", 3, b.op("Transpose", qkv, perm=[2, 0, 3, 1, 4]), axis=0))
+        heads_first = b.op("Transpose", qkv, perm=[2, 0, 3, 1, 4])
+        q, k, v = (b.op("Squeeze", t, axis0) for t in b.ops("Split", 3, heads_first, axis=0))
         k = b.op("Transpose", k, perm=[0, 1, 3, 2])
         scores = b.op("Add", b.op("Mul", b.op("MatMul", q, k), scale), "bias")
         context = b.op("MatMul", b.op("Softmax", scores, axis=-1), v)
         context = b.op("Reshape", b.op("Transpose", context, perm=[0, 2, 1, 3]), shape_hidden)
-        x = b.norm(b.op("Add", b.dense(context, *b.pair(f"l{i}.out", layer["out"])), x), *b.pair(f"l{i}.norm1", layer["norm1"]), eps)
+        attended = b.op("Add", b.dense(context, *b.pair(f"l{i}.out", layer["out"])), x)
+        x = b.norm(attended, *b.pair(f"l{i}.norm1", layer["norm1"]), eps)
         up = b.dense(x, *b.pair(f"l{i}.up", layer["up"]))
         # BERT's exact GELU, 0.5 x (1 + erf(x / sqrt 2)), as numpy computes it
         gelu = b.op("Mul", b.op("Mul", up, half), b.op("Add", b.op("Erf", b.op("Mul", up, root_half)), one))
-        x = b.norm(b.op("Add", b.dense(gelu, *b.pair(f"l{i}.down", layer["down"])), x), *b.pair(f"l{i}.norm2", layer["norm2"]), eps)
+        fed = b.op("Add", b.dense(gelu, *b.pair(f"l{i}.down", layer["down"])), x)
+        x = b.norm(fed, *b.pair(f"l{i}.norm2", layer["norm2"]), eps)
     inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", "length", hidden]),
               helper.make_tensor_value_info("bias", TensorProto.FLOAT, ["batch", "bias_heads", "bias_rows", "length"])]
     graph = helper.make_graph(b.nodes, "encoder_layers", inputs,

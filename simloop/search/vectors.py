@@ -19,8 +19,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -160,7 +161,7 @@ class PassageVectors:
         self._row = {docid: (i, digest) for i, (docid, digest) in enumerate(zip(meta.docids, meta.digests))}
 
     @classmethod
-    def open(cls, index_dir: Path) -> "PassageVectors | None":
+    def open(cls, index_dir: Path) -> PassageVectors | None:
         """The vectors stored in ``index_dir``; None when it has none (blocking: reads the meta)."""
         # A meta whose docids and digests disagree in length matches no shape (-1): ignored too.
         found = _open(index_dir, VECTORS_FILE, META_FILE, VectorsMeta,
@@ -240,7 +241,7 @@ class SentenceVectors:
         self._row = {digest: i for i, digest in enumerate(meta.digests)}
 
     @classmethod
-    def open(cls, index_dir: Path) -> "SentenceVectors | None":
+    def open(cls, index_dir: Path) -> SentenceVectors | None:
         """The sentence vectors stored in ``index_dir``; None when it has none (blocking)."""
         found = _open(index_dir, SENTENCES_FILE, SENTENCES_META, SentencesMeta, lambda m: len(m.digests),
                       "sentence vectors")

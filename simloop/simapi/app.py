@@ -13,10 +13,11 @@ import hashlib
 import hmac
 import json
 import socket
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Mapping
+from typing import Any
 
 import uvicorn
 from fastapi import APIRouter, Depends, FastAPI, Request
@@ -25,16 +26,22 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from ..config import PluginSpec, RunConfig
 from ..errors import ApiError, BadInputError
 from ..files import sqlite_problem
-from ..llm.preflight import check_endpoints
-from ..run.plugins import Context, close_plugins, effective_params, load_plugin
-from ..run.recorder import check_out_dir
-from ..run.runner import llm_roles
-from ..run.scenarios import iter_scenarios, load_sources
-from ..schema import PluginRef
-from .protocol import SERVER_HEADER, AssistantResponse, RunMeta, UserUtterance
-from .runs import Mode, RunService, ServeLimits
+from ..llm import check_endpoints
+from ..run import (
+    Context,
+    check_out_dir,
+    close_plugins,
+    effective_params,
+    iter_scenarios,
+    llm_roles,
+    load_plugin,
+    load_sources,
+)
+from ..schema import PluginRef, Scenario
+from .protocol import SERVER_HEADER, AssistantResponse, Budget, RunMeta, RunStatus, UserUtterance
+from .runs import RunService, ServeLimits
 from .sessions import Dialogues, SimRunner
-from .store import Store
+from .store import Mode, Store
 
 __all__ = ["TokenTable", "ServeOptions", "build_service", "create_app", "running", "STATE_FILE", "TOKENS_HINT",
            "MAX_BODY", "Guard"]
@@ -44,6 +51,13 @@ TOKENS_HINT = "give --token TEAM=TOKEN, --tokens-file FILE or SIMLOOP_SERVE_TOKE
 _VERSION = "1"
 MAX_BODY = 1 << 20  # bytes; `simloop serve --max-body`
 _PUBLIC = ("/", "/docs", "/docs/oauth2-redirect", "/openapi.json", "/redoc")
+
+# The ASGI interface (asgiref's spec), as the Guard middleware speaks it.
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 class TokenTable:
@@ -61,10 +75,10 @@ class TokenTable:
         return found
 
 
-def _reply(status: int, detail: str, headers: list[tuple[bytes, bytes]] = ()):
+def _reply(status: int, detail: str, headers: Sequence[tuple[bytes, bytes]] = ()) -> Callable[[Send], Awaitable[None]]:
     body = json.dumps({"detail": detail}).encode()
 
-    async def send_it(send: Any) -> None:
+    async def send_it(send: Send) -> None:
         await send({"type": "http.response.start", "status": status,
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                                 (b"connection", b"close"), *headers]})
@@ -79,11 +93,11 @@ class Guard:
     as the bytes read pass the limit.  Under the limit the body is read here and handed on,
     so FastAPI never sees more than ``max_body`` bytes.  Routes still resolve the team."""
 
-    def __init__(self, app: Any, table: TokenTable, max_body: int, prefix: str = ""):
+    def __init__(self, app: ASGIApp, table: TokenTable, max_body: int, prefix: str = ""):
         self.app, self.table, self.max_body = app, table, max_body
         self.public = {prefix + p for p in _PUBLIC} | {prefix}
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in self.public:
             return await self.app(scope, receive, send)
         headers = dict(scope["headers"])
@@ -114,7 +128,7 @@ class Guard:
                 break
         replayed = False
 
-        async def replay() -> dict:
+        async def replay() -> Message:
             nonlocal replayed
             if not replayed:
                 replayed = True
@@ -133,7 +147,7 @@ class ServeOptions:
     max_body: int = MAX_BODY  # bytes per request body (413 above)
 
 
-def _catalog(cfg: RunConfig):
+def _catalog(cfg: RunConfig) -> dict[tuple[str, str], Scenario]:
     personas = load_sources(cfg)
     one = cfg.model_copy(update={"scenarios": cfg.scenarios.model_copy(update={"repeat": 1})})
     catalog = {(s.persona.id, s.topic.id): s for s in iter_scenarios(one, personas)}
@@ -181,7 +195,7 @@ def build_service(cfg: RunConfig, opts: ServeOptions, overrides: dict[str, Any] 
 
 
 def create_app(cfg: RunConfig, tokens: Mapping[str, str], opts: ServeOptions | None = None,
-               overrides: dict[str, Any] | None = None):
+               overrides: dict[str, Any] | None = None) -> FastAPI:
     opts = opts or ServeOptions()
     if not tokens:
         raise BadInputError(f"no tokens: {TOKENS_HINT}")
@@ -206,7 +220,7 @@ def create_app(cfg: RunConfig, tokens: Mapping[str, str], opts: ServeOptions | N
     app.state.service = service
 
     @app.middleware("http")
-    async def mark(request: Request, call_next):
+    async def mark(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
         response = await call_next(request)
         response.headers[SERVER_HEADER] = _VERSION  # lets `rehearse` send meta.simloop
         return response
@@ -233,7 +247,7 @@ def create_app(cfg: RunConfig, tokens: Mapping[str, str], opts: ServeOptions | N
         return {"team_id": team_id}
 
     @router.get("/budget/check")
-    async def budget(team_id: str = Team) -> dict[str, Any]:
+    async def budget(team_id: str = Team) -> Budget:
         return await service.budget(team_id)
 
     def api(mode: Mode) -> None:
@@ -252,7 +266,7 @@ def create_app(cfg: RunConfig, tokens: Mapping[str, str], opts: ServeOptions | N
             return await service.session(team_id, mode, run_id)
 
         @router.get(f"{prefix}/status")
-        async def status(run_id: str, team_id: str = Team) -> dict[str, Any]:
+        async def status(run_id: str, team_id: str = Team) -> RunStatus:
             return service.status(team_id, mode, run_id)
 
         @router.get(f"{prefix}/dump")
@@ -273,7 +287,7 @@ def create_app(cfg: RunConfig, tokens: Mapping[str, str], opts: ServeOptions | N
 
 
 @asynccontextmanager
-async def running(app: Any, host: str = "127.0.0.1") -> AsyncIterator[str]:
+async def running(app: FastAPI, host: str = "127.0.0.1") -> AsyncIterator[str]:
     """Serve ``app`` in this event loop on a free port; yields the base URL (tests, bench)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

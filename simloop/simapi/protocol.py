@@ -15,6 +15,7 @@ server does not send; clients that do not know it ignore it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Annotated, Any, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
@@ -30,12 +31,15 @@ __all__ = [
     "stop_meta",
     "remote_reply",
     "reply_payload",
+    "RunStatus",
+    "Budget",
+    "DumpRow",
+    "DumpMetadata",
+    "DumpRecord",
     "dump_record",
 ]
 
 SERVER_HEADER = "X-Simloop-Server"
-
-
 
 # ----------------------------------------------------------------------------- requests
 
@@ -158,6 +162,38 @@ def stop_meta(reason: str, detail: str) -> dict[str, Any]:
     return {"simloop": {"stop": {"reason": reason, "detail": detail}}}
 
 
+class UserTopic(BaseModel):
+    user_id: str
+    topic_id: str
+
+
+class RunStatus(BaseModel):
+    """Reply of ``/run/status``: where a run stands in its queue of persona x topic pairs."""
+
+    run_id: str
+    status: str  # active | inactive | complete
+    open_topics: list[str]
+    done_topics: list[str]
+    open_user_topic_pairs: list[UserTopic]
+    done_user_topic_pairs: list[UserTopic]
+
+
+class Remaining(BaseModel):
+    remaining: int
+    unit: str
+
+
+class BudgetLeft(BaseModel):
+    debug: Remaining
+    run: Remaining
+
+
+class Budget(BaseModel):
+    """Reply of ``/budget/check``: what a team has left of each API."""
+
+    remaining: BudgetLeft
+
+
 # ----------------------------------------------------------------------------- provenance
 
 
@@ -202,7 +238,8 @@ def reply_payload(run_id: str, reply: AssistantReply | None, *, extension: bool)
     passage id keeps its best score.
     """
     if reply is None:
-        return {"run_id": run_id, "response": "", "citations": {}, "ptkb_provenance": [], "meta": {"ptkb_provenance": []}}
+        return {"run_id": run_id, "response": "", "citations": {}, "ptkb_provenance": [],
+                "meta": {"ptkb_provenance": []}}
     citations: dict[str, float] = {}
     for p in reply.passages:
         citations[p.docid] = max(float(p.score), citations.get(p.docid, float("-inf")))
@@ -220,20 +257,54 @@ def reply_payload(run_id: str, reply: AssistantReply | None, *, extension: bool)
             "ptkb_provenance": statements, "meta": meta}
 
 
-def dump_record(run: dict[str, Any], topic_id: str, number: int, *, utterance: str, rubric: str | None,
-                score: float | None, text: str | None, citations: Any, ptkb: list[str]) -> dict[str, Any]:
-    """One line of ``/run/dump`` in the organisers' format (C25; topic ids numbered from 1)."""
-    refs = citations if citations is not None else {}
-    return {
-        "metadata": {**run, "type": "interactive", "topic_id": f"{topic_id}_{number}"},
-        "responses": [{
-            "rank": 1,
-            "user_utterance": utterance,
-            "user_rubrik": rubric,
-            "user_rubrik_score": score,
-            "text": text,
-            "citations": refs,
-            "ptkb_provenance": ptkb,
-        }],
-        "references": refs,
-    }
+# ----------------------------------------------------------------------------- /run/dump
+
+Citations = dict[str, float] | list[str]  # as the team sent them: scored, or ranked by position
+
+
+@dataclass(frozen=True)
+class DumpRow:
+    """What one step of a session adds to the dump: a user utterance with the rubric
+    question it pursued and the grade of the answer it got, and the team's answer (none
+    for the closing line)."""
+
+    utterance: str
+    rubric: str | None = None
+    score: float | None = None
+    text: str | None = None
+    citations: Citations = field(default_factory=dict)
+    ptkb: list[str] = field(default_factory=list)
+
+
+class DumpMetadata(BaseModel):
+    team_id: str
+    run_id: str
+    description: str
+    track_persona: bool
+    user_id: str
+    type: str = "interactive"
+    topic_id: str  # "<topic>_<i>", i counting the records of the user x topic pair from 1
+
+
+class DumpResponse(BaseModel):
+    rank: int = 1
+    user_utterance: str
+    user_rubrik: str | None  # sic: the organisers' field names
+    user_rubrik_score: float | None
+    text: str | None
+    citations: Citations
+    ptkb_provenance: list[str]
+
+
+class DumpRecord(BaseModel):
+    """One line of ``/run/dump`` in the organisers' format (C25)."""
+
+    metadata: DumpMetadata
+    responses: list[DumpResponse]
+    references: Citations
+
+
+def dump_record(meta: DumpMetadata, row: DumpRow) -> DumpRecord:
+    response = DumpResponse(user_utterance=row.utterance, user_rubrik=row.rubric, user_rubrik_score=row.score,
+                            text=row.text, citations=row.citations, ptkb_provenance=row.ptkb)
+    return DumpRecord(metadata=meta, responses=[response], references=row.citations)

@@ -20,26 +20,36 @@ import asyncio
 import hashlib
 import re
 from collections import Counter
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any, Literal
-
-from pydantic import BaseModel, Field
+from typing import Any, TypeVar
 
 from ..config import PluginSpec, RunConfig
 from ..errors import ApiError, SimloopError
-from ..run.manifest import new_manifest
-from ..run.recorder import Recorder, read_manifest
-from ..run.session import DialogueSpec
-from ..schema import PluginRef, RunManifest, Scenario, utcnow
+from ..run import DialogueSpec, Recorder, new_manifest, read_manifest
+from ..schema import PluginRef, RunManifest, Scenario
 from ..text import count_wordpunct
-from .protocol import AssistantResponse, RunMeta, UserUtterance, dump_record, stop_meta
+from .protocol import (
+    AssistantResponse,
+    Budget,
+    BudgetLeft,
+    DumpMetadata,
+    DumpRecord,
+    DumpRow,
+    Remaining,
+    RunMeta,
+    RunStatus,
+    UserTopic,
+    UserUtterance,
+    dump_record,
+    stop_meta,
+)
 from .sessions import Dialogues, Session
-from .store import Store
+from .store import HostedRun, Mode, Store
 
-__all__ = ["ServeLimits", "RunService", "Mode"]
+__all__ = ["ServeLimits", "RunService"]
 
-Mode = Literal["run", "debug"]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -48,26 +58,6 @@ class ServeLimits:
     max_response_chars: int | None = None
     run_budget: int = 100  # runs per team (the organisers' config value)
     debug_budget: int = 100  # debug sessions per team
-
-
-class HostedRun(BaseModel):
-    """One Sim.API run as stored; ``session`` is ``Session.dump()`` of the current session."""
-
-    mode: Mode
-    run_id: str
-    team_id: str
-    description: str
-    track_persona: bool = False
-    extra: dict[str, Any] = Field(default_factory=dict)
-    created_at: datetime = Field(default_factory=utcnow)
-    queue: list[tuple[str, str]]  # (persona id, topic id), the order sessions are opened in
-    position: int = 0  # index in ``queue`` of the current session
-    completed: bool = False
-    run_dir: str
-    session: dict[str, Any] | None = None
-    counts: dict[str, int] = Field(default_factory=dict)
-    seq: int = 0  # dump records written
-    numbering: dict[str, int] = Field(default_factory=dict)  # records per pair: the "<topic>_<i>" numbers
 
 
 @dataclass
@@ -97,12 +87,11 @@ class RunService:
         self.store = store
         self.limits = limits
         self.runs: dict[tuple[str, str], Live] = {}
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
 
     # ------------------------------------------------------------------ lifecycle
     def load(self) -> None:
-        for data in self.store.load_runs():
-            run = HostedRun.model_validate(data)
+        for run in self.store.load_runs():
             self.runs[(run.mode, run.run_id)] = Live(run)
 
     async def close(self) -> None:
@@ -175,32 +164,32 @@ class RunService:
                 raise ApiError(428, f'Run with the name "{run_id}" does not exist or was completed.')
             return self._utterance(live, final=False)
 
-    def status(self, team: str, mode: Mode, run_id: str) -> dict[str, Any]:
+    def status(self, team: str, mode: Mode, run_id: str) -> RunStatus:
         live = self._visible(team, mode, run_id)
         run = live.run
         done_n = run.position + (1 if run.completed or self._session_ended(live) else 0)
         done, open_ = run.queue[:done_n], run.queue[done_n:]
-        status = "complete" if run.completed else ("active" if live.active else "inactive")
-        return {
-            "run_id": run.run_id,
-            "status": status,
-            "open_topics": [t for _, t in open_],
-            "done_topics": [t for _, t in done],
-            "open_user_topic_pairs": [{"user_id": u, "topic_id": t} for u, t in open_],
-            "done_user_topic_pairs": [{"user_id": u, "topic_id": t} for u, t in done],
-        }
+        return RunStatus(
+            run_id=run.run_id,
+            status="complete" if run.completed else ("active" if live.active else "inactive"),
+            open_topics=[t for _, t in open_],
+            done_topics=[t for _, t in done],
+            open_user_topic_pairs=[UserTopic(user_id=u, topic_id=t) for u, t in open_],
+            done_user_topic_pairs=[UserTopic(user_id=u, topic_id=t) for u, t in done],
+        )
 
     async def dump(self, team: str, mode: Mode, run_id: str) -> list[dict[str, Any]]:
+        """The run's dump records as stored."""
         self._visible(team, mode, run_id)
         return await asyncio.to_thread(self.store.records, mode, run_id)
 
-    async def budget(self, team: str) -> dict[str, Any]:
+    async def budget(self, team: str) -> Budget:
         runs = self.runs_started(team)
         sessions = await asyncio.to_thread(self.store.sessions_opened, team, "debug")
-        return {"remaining": {
-            "debug": {"remaining": max(0, self.limits.debug_budget - sessions), "unit": "sessions"},
-            "run": {"remaining": max(0, self.limits.run_budget - runs), "unit": "runs"},
-        }}
+        return Budget(remaining=BudgetLeft(
+            debug=Remaining(remaining=max(0, self.limits.debug_budget - sessions), unit="sessions"),
+            run=Remaining(remaining=max(0, self.limits.run_budget - runs), unit="runs"),
+        ))
 
     # ------------------------------------------------------------------ checks
     def _check_length(self, response: str) -> None:
@@ -230,10 +219,10 @@ class RunService:
     def _session_ended(self, live: Live) -> bool:
         if live.session is not None:
             return live.session.ended
-        return bool(live.run.session and live.run.session.get("ended"))
+        return live.run.session is not None and live.run.session.ended
 
     # ------------------------------------------------------------------ steps
-    async def _shielded(self, coro) -> Any:
+    async def _shielded(self, coro: Coroutine[Any, Any, T]) -> T:
         # A client that hangs up mid-step must not leave half a step behind: the step
         # finishes and is saved, and /run/session shows its result.
         task = asyncio.ensure_future(coro)
@@ -255,7 +244,7 @@ class RunService:
         rows = await self.sims[live.run.mode][1].answer(live.session, body)
         return await self._commit(live, rows, opened=0)
 
-    async def _commit(self, live: Live, rows: list[dict[str, Any]], opened: int, replace: bool = False) -> UserUtterance:
+    async def _commit(self, live: Live, rows: list[DumpRow], opened: int, replace: bool = False) -> UserUtterance:
         """Save the step (state + dump records in one transaction), then write the
         transcript if the session ended: a crash in between is repaired on revival."""
         run, session = live.run, live.session
@@ -267,24 +256,21 @@ class RunService:
         run.session = session.dump()
         if ended:
             self._count(run, session)
-        await asyncio.to_thread(self.store.save, run.mode, run.run_id, run.team_id, run.model_dump(mode="json"),
-                                records, replace, opened if run.mode == "debug" else 0)
+        await asyncio.to_thread(self.store.save, run, records, replace, opened if run.mode == "debug" else 0)
         if ended:
             await self._write_transcript(live)
         return self._utterance(live, final=True)
 
-    def _records(self, run: HostedRun, session: Session, rows: list[dict[str, Any]]) -> list[tuple[int, dict]]:
-        meta = {"team_id": run.team_id, "run_id": run.run_id, "description": run.description,
-                "track_persona": run.track_persona}
+    def _records(self, run: HostedRun, session: Session, rows: list[DumpRow]) -> list[tuple[int, DumpRecord]]:
         key = f"{session.info.persona_id}\x1f{session.info.topic_id}"
         out = []
         for row in rows:
             run.seq += 1
             run.numbering[key] = run.numbering.get(key, 0) + 1
-            rec = dump_record({**meta, "user_id": session.info.persona_id}, session.info.topic_id,
-                              run.numbering[key], utterance=row["utterance"], rubric=row["rubric"],
-                              score=row["score"], text=row["text"], citations=row["citations"], ptkb=row["ptkb"])
-            out.append((run.seq, rec))
+            meta = DumpMetadata(team_id=run.team_id, run_id=run.run_id, description=run.description,
+                                track_persona=run.track_persona, user_id=session.info.persona_id,
+                                topic_id=f"{session.info.topic_id}_{run.numbering[key]}")
+            out.append((run.seq, dump_record(meta, row)))
         return out
 
     def _count(self, run: HostedRun, session: Session) -> None:

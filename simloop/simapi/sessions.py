@@ -18,19 +18,22 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Coroutine
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Coroutine
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
 from ..errors import SimloopError
 from ..loop import loop_factory
-from ..run.session import DialogueSession, DialogueSpec
+from ..run import DialogueSession, DialogueSpec, UserSimulator
 from ..schema import DialogueState, PluginRef, Scenario, Turn
-from .protocol import AssistantResponse, remote_reply
+from .protocol import AssistantResponse, DumpRow, remote_reply
 
-__all__ = ["SimRunner", "Session", "Dialogues"]
+__all__ = ["SimRunner", "Session", "SessionInfo", "SavedSession", "Dialogues"]
+
+T = TypeVar("T")
 
 _FAREWELL = {
     "user_satisfied": "Thank you, that is all I wanted to know. Goodbye!",
@@ -51,19 +54,19 @@ class SimRunner:
     def start(self) -> None:
         if self._loop is not None:
             return
-        self._loop = (loop_factory() or asyncio.new_event_loop)()
+        loop = self._loop = (loop_factory() or asyncio.new_event_loop)()
         ready = threading.Event()
 
         def main() -> None:
-            asyncio.set_event_loop(self._loop)
-            self._loop.call_soon(ready.set)
-            self._loop.run_forever()
+            asyncio.set_event_loop(loop)
+            loop.call_soon(ready.set)
+            loop.run_forever()
 
         self._thread = threading.Thread(target=main, name="simloop-simulator", daemon=True)
         self._thread.start()
         ready.wait()
 
-    async def run(self, coro: Coroutine[Any, Any, Any]) -> Any:
+    async def run(self, coro: Coroutine[Any, Any, T]) -> T:
         if self._loop is None:
             raise RuntimeError("SimRunner.start() was not called")
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self._loop))
@@ -88,6 +91,14 @@ class SessionInfo(BaseModel):
     closing: str | None = None  # the session's last utterance (closing line or made-up farewell)
 
 
+class SavedSession(SessionInfo):
+    """A session as the server's state file keeps it."""
+
+    ended: bool = False
+    # DialogueSession.dump(), opaque here; None in sessions saved before the server drove a DialogueSession
+    dialogue: dict[str, Any] | None = None
+
+
 @dataclass
 class Session:
     info: SessionInfo
@@ -109,58 +120,59 @@ class Session:
     def history(self) -> list[dict[str, str]]:
         out: list[dict[str, str]] = []
         for t in self.dialogue.state.turns:
-            out += [{"role": "user", "content": t.user.utterance}, {"role": "assistant", "content": t.assistant.response}]
+            out += [{"role": "user", "content": t.user.utterance},
+                    {"role": "assistant", "content": t.assistant.response}]
         if self.utterance:
             out.append({"role": "user", "content": self.utterance})
         return out
 
-    def dump(self) -> dict[str, Any]:
-        return {**self.info.model_dump(mode="json"), "ended": self.ended, "dialogue": self.dialogue.dump()}
+    def dump(self) -> SavedSession:
+        return SavedSession(persona_id=self.info.persona_id, topic_id=self.info.topic_id, closing=self.info.closing,
+                            ended=self.ended, dialogue=self.dialogue.dump())
 
     @classmethod
-    def load(cls, data: dict[str, Any], scenario: Scenario, simulator: Any, spec: DialogueSpec) -> "Session":
-        if "dialogue" not in data:  # saved by a simloop from before DialogueSession
+    def load(cls, saved: SavedSession, scenario: Scenario, simulator: UserSimulator, spec: DialogueSpec) -> Session:
+        if saved.dialogue is None:
             raise SimloopError("its session was saved by an older simloop serve; start a new run")
-        return cls(SessionInfo.model_validate(data), DialogueSession.load(data["dialogue"], scenario, simulator, spec))
+        info = SessionInfo(persona_id=saved.persona_id, topic_id=saved.topic_id, closing=saved.closing)
+        return cls(info, DialogueSession.load(saved.dialogue, scenario, simulator, spec))
 
 
 class Dialogues:
     """Opens sessions with one simulator and advances them one team response at a time.
 
-    ``open`` and ``answer`` return the dump rows the step produced: dicts with the fields
-    of a Sim.API record (``utterance``, ``rubric``, ``score``, ``text``, ``citations``, ``ptkb``).
+    ``open`` and ``answer`` return the dump rows the step produced.
     """
 
-    def __init__(self, simulator: Any, runner: SimRunner, ref: PluginRef):
+    def __init__(self, simulator: UserSimulator, runner: SimRunner, ref: PluginRef):
         self.simulator = simulator
         self.runner = runner
         self.ref = ref  # the simulator with its effective params, as transcripts name it
 
-    async def open(self, scenario: Scenario, spec: DialogueSpec) -> tuple[Session, list[dict[str, Any]]]:
+    async def open(self, scenario: Scenario, spec: DialogueSpec) -> tuple[Session, list[DumpRow]]:
         session = Session(SessionInfo(persona_id=scenario.persona.id, topic_id=scenario.topic.id),
                           DialogueSession(scenario, self.simulator, spec))
         await self.runner.run(session.dialogue.start())
         return session, self._closing(session)
 
-    async def answer(self, session: Session, body: AssistantResponse) -> list[dict[str, Any]]:
+    async def answer(self, session: Session, body: AssistantResponse) -> list[DumpRow]:
         dialogue = session.dialogue
         if dialogue.utterance is None:
             raise RuntimeError("the session has no open user turn")
         await self.runner.run(dialogue.answer(remote_reply(body, dialogue.state.ptkb)))
         return [_row(dialogue.state, dialogue.state.turns[-1], body), *self._closing(session)]
 
-    def load(self, data: dict[str, Any], scenario: Scenario, spec: DialogueSpec) -> Session:
-        return Session.load(data, scenario, self.simulator, spec)
+    def load(self, saved: SavedSession, scenario: Scenario, spec: DialogueSpec) -> Session:
+        return Session.load(saved, scenario, self.simulator, spec)
 
     @staticmethod
-    def _closing(session: Session) -> list[dict[str, Any]]:
+    def _closing(session: Session) -> list[DumpRow]:
         """The session's last utterance, once it has ended: a row for the dump."""
         stop = session.dialogue.stop
         if stop is None:
             return []
         session.info.closing = stop.utterance or _FAREWELL.get(stop.reason, _FAREWELL["error"])
-        return [{"utterance": session.info.closing, "rubric": None, "score": None, "text": None,
-                 "citations": {}, "ptkb": []}]
+        return [DumpRow(utterance=session.info.closing)]
 
 
 def _rubric_text(state: DialogueState, rubric_id: str | None) -> str | None:
@@ -170,12 +182,7 @@ def _rubric_text(state: DialogueState, rubric_id: str | None) -> str | None:
     return rubric_id
 
 
-def _row(state: DialogueState, turn: Turn, body: AssistantResponse) -> dict[str, Any]:
-    return {
-        "utterance": turn.user.utterance,
-        "rubric": _rubric_text(state, turn.user.rubric_id),
-        "score": turn.user.grade,
-        "text": body.response or "",
-        "citations": body.citations if body.citations is not None else {},
-        "ptkb": body.ptkb_statements(),
-    }
+def _row(state: DialogueState, turn: Turn, body: AssistantResponse) -> DumpRow:
+    return DumpRow(utterance=turn.user.utterance, rubric=_rubric_text(state, turn.user.rubric_id),
+                   score=turn.user.grade, text=body.response or "",
+                   citations=body.citations if body.citations is not None else {}, ptkb=body.ptkb_statements())

@@ -1,7 +1,7 @@
 """The rehearsal server's state on disk: one small sqlite file, so runs survive a restart.
 
-Three tables: ``runs`` (one JSON document per Sim.API run: queue position, the current
-session with its simulator memory), ``records`` (the ``/run/dump`` lines, appended per
+Three tables: ``runs`` (one ``HostedRun`` document per Sim.API run: queue position, the
+current session with its simulator memory), ``records`` (the ``/run/dump`` lines, appended per
 turn) and ``sessions`` (debug sessions opened per team, the debug budget).  Each step of
 a run is saved in one transaction together with the records it produced, so a crash
 leaves either the old step or the new one, never half of it.  Bearer tokens are never
@@ -15,10 +15,20 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
+from collections.abc import Iterable
+from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Literal
 
-__all__ = ["Store"]
+from pydantic import BaseModel, Field
+
+from ..schema import utcnow
+from .protocol import DumpRecord
+from .sessions import SavedSession
+
+__all__ = ["HostedRun", "Mode", "Store"]
+
+Mode = Literal["run", "debug"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -33,6 +43,26 @@ CREATE TABLE IF NOT EXISTS sessions (
 """
 
 
+class HostedRun(BaseModel):
+    """One Sim.API run as stored (a row of ``runs``)."""
+
+    mode: Mode
+    run_id: str
+    team_id: str
+    description: str
+    track_persona: bool = False
+    extra: dict[str, Any] = Field(default_factory=dict)  # the team's own ``extra`` at /run/start, kept as sent
+    created_at: datetime = Field(default_factory=utcnow)
+    queue: list[tuple[str, str]]  # (persona id, topic id), the order sessions are opened in
+    position: int = 0  # index in ``queue`` of the current session
+    completed: bool = False
+    run_dir: str
+    session: SavedSession | None = None  # the current session
+    counts: dict[str, int] = Field(default_factory=dict)
+    seq: int = 0  # dump records written
+    numbering: dict[str, int] = Field(default_factory=dict)  # records per pair: the "<topic>_<i>" numbers
+
+
 class Store:
     def __init__(self, path: Path):
         self.path = Path(path)
@@ -45,20 +75,20 @@ class Store:
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(_SCHEMA)
 
-    def load_runs(self) -> list[dict[str, Any]]:
+    def load_runs(self) -> list[HostedRun]:
         with self._lock:
             rows = self._db.execute("SELECT data FROM runs ORDER BY rowid").fetchall()
-        return [json.loads(r[0]) for r in rows]
+        return [HostedRun.model_validate_json(r[0]) for r in rows]
 
-    def save(self, mode: str, run_id: str, team_id: str, data: dict[str, Any],
-             records: Iterable[tuple[int, dict[str, Any]]] = (), replace: bool = False,
+    def save(self, run: HostedRun, records: Iterable[tuple[int, DumpRecord]] = (), replace: bool = False,
              sessions_opened: int = 0) -> None:
         """Write a run, the dump records of its latest step and the sessions it opened
         (budget) in one transaction.
 
         ``replace`` drops the records of an earlier run with the same id (a reused debug id).
         """
-        text = json.dumps(data, separators=(",", ":"))
+        mode, run_id, team_id = run.mode, run.run_id, run.team_id
+        text = json.dumps(run.model_dump(mode="json"), separators=(",", ":"))
         with self._lock:
             self._db.execute("BEGIN IMMEDIATE")
             try:
@@ -71,7 +101,7 @@ class Store:
                 )
                 self._db.executemany(
                     "INSERT OR REPLACE INTO records (mode, run_id, seq, data) VALUES (?,?,?,?)",
-                    [(mode, run_id, seq, json.dumps(rec)) for seq, rec in records],
+                    [(mode, run_id, seq, json.dumps(rec.model_dump(mode="json"))) for seq, rec in records],
                 )
                 if sessions_opened:
                     self._db.execute(
@@ -85,6 +115,7 @@ class Store:
                 raise
 
     def records(self, mode: str, run_id: str) -> list[dict[str, Any]]:
+        """The dump records of a run as they were stored (``DumpRecord`` documents), sent on as they are."""
         with self._lock:
             rows = self._db.execute(
                 "SELECT data FROM records WHERE mode=? AND run_id=? ORDER BY seq", (mode, run_id)

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 
 from ..text import STOPWORDS, stem, words
 
-__all__ = ["ANTONYMS", "Claim", "Known", "claim", "conflicts", "core_overlap", "numbers", "entities", "name_words", "name_terms", "antonym_of", "NEGATORS"]
+__all__ = ["ANTONYMS", "Claim", "Known", "claim", "conflicts", "core_overlap", "numbers", "entities", "name_words",
+           "name_terms", "antonym_of", "NEGATORS"]
 
 # Words that negate what follows them (contractions end in n't and are caught as such).
 NEGATORS = frozenset("not no never none nobody nothing neither nor cannot nowhere without".split())
@@ -216,7 +217,8 @@ def _tokens(text: str) -> list[tuple[str, bool, bool]]:
     for m in _TOKEN.finditer(text):
         gap = text[end:m.start()]
         before = text[max(0, m.start() - 2):m.start()]
-        out.append((m.group(), first or bool(re.search(r"[:\n]\s*$", before)), bool(re.search(r"[,;()\[\]/\"“”|]", gap))))
+        after_colon = bool(re.search(r"[:\n]\s*$", before))
+        out.append((m.group(), first or after_colon, bool(re.search(r"[,;()\[\]/\"“”|]", gap))))
         first = m.group().endswith((".", "!", "?")) and not _ABBREVIATION.fullmatch(m.group())
         end = m.end()
     return out
@@ -314,7 +316,8 @@ def claim(text: str, names: frozenset[str] | None = None) -> Claim:
                     break
     plain = frozenset(w for w in words(text))
     terms = frozenset(stem(w) for w in plain if w not in STOPWORDS and len(w) > 1)
-    return Claim(text, terms, plain, frozenset(negated), negators, frozenset(numbers(text)), tuple(entities(text, names)))
+    return Claim(text, terms, plain, frozenset(negated), negators, frozenset(numbers(text)),
+                 tuple(entities(text, names)))
 
 
 @dataclass(frozen=True)
@@ -334,7 +337,8 @@ def core_overlap(answer: Claim, ref: Claim) -> float:
     return len(core & ref.terms) / len(core) if core else 0.0
 
 
-def conflicts(answer: Claim, ref: Claim, known: Known, tight: bool, same_frame: bool, exact_frame: bool = False) -> list[str]:
+def conflicts(answer: Claim, ref: Claim, known: Known, tight: bool, same_frame: bool,
+              exact_frame: bool = False) -> list[str]:
     """How ``answer`` contradicts its aligned reference sentence ``ref``: substitutions only.
 
     ``tight``: the pair is close enough that a negation on one side only is a flip of the

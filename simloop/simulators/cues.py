@@ -11,7 +11,8 @@ __all__ = ["assistant_question", "is_asking", "mentions_statement"]
 
 # A request to the user written without a question mark ("Please tell me more about ...").
 _REQUEST = re.compile(
-    r"^(?:\W*)(?:please (?:tell|let|share|say|give|describe|specify|clarify)|let me know|tell me (?:more|what|which|how|if)"
+    r"^(?:\W*)(?:please (?:tell|let|share|say|give|describe|specify|clarify)|let me know"
+    r"|tell me (?:more|what|which|how|if)"
     r"|could you|can you|would you|will you|do you|are you|have you|did you)\b",
     re.IGNORECASE,
 )

@@ -15,7 +15,7 @@ compared sentence by sentence:
    swapped for its opposite, a number or a name the reference lacks standing where the
    reference sentence has another.
 
-``check`` returns the share of the answer's sentences that contradict their partner; the
+``check_evidence`` returns the share of the answer's sentences that contradict their partner; the
 grader (graders.py) grades an answer wrong when that share is high enough.
 
 It also reports **support**: how much of the answer is about the reference's subject
@@ -26,16 +26,16 @@ about a name the reference never mentions), which the grader's focus check reads
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Sequence
 
 import numpy as np
 
 from ..text import sentences, words
 from .claims import Claim, Known, claim, conflicts, core_overlap, foreign_subject, name_words
 
-__all__ = ["Reference", "Check", "Thresholds", "prepare", "check", "pieces_of", "focus_share"]
+__all__ = ["Reference", "Check", "Thresholds", "prepare", "check_evidence", "pieces_of", "focus_share"]
 
 # A reference is read in sentences, and an over-long one (a table or a list run into one
 # "sentence" in a web passage) in windows of this many words; see ``pieces_of``.
@@ -108,7 +108,8 @@ class Thresholds:
     frame_overlap: float  # numbers and names are substituted from this ``core_overlap`` on
 
 
-def check(answer: list[str], answer_vecs: np.ndarray, ref: Reference, ref_vecs: np.ndarray, t: Thresholds) -> Check:
+def check_evidence(answer: list[str], answer_vecs: np.ndarray, ref: Reference, ref_vecs: np.ndarray,
+                   t: Thresholds) -> Check:
     """Compare the answer's sentences (``answer``, MiniLM rows ``answer_vecs``) with the
     reference's pieces (rows ``ref_vecs``); see the module notes."""
     if not answer or not ref.pieces:

@@ -49,21 +49,21 @@ import asyncio
 import re
 import time
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from ..run import Context
 from ..schema import RubricQuestion, Stage
-from ..search.embeddings import Embedder, encode_fixed
-from ..text import content_words, sentences, stem, word_count, words
-from .cues import is_asking  # the one asking rule, shared with the policy (re-exported)
-from .evidence import Thresholds, check, focus_share, prepare
+from ..search import Embedder, encode_fixed
+from ..text import content_words, sentences, stem, term_coverage, word_count, words
+from .cues import is_asking  # the one asking rule, shared with the policy
+from .evidence import Thresholds, check_evidence, focus_share, prepare
 from .policy import SimContext
 from .prose import scrambled_pairs, states_nothing
-from ..text import term_coverage
 from .voices import EmbedderSource
 
-__all__ = ["Grader", "EmbeddingGrader", "GradeParts", "is_evasive", "is_asking", "residual"]
+__all__ = ["Grader", "EmbeddingGrader", "GradeParts", "is_evasive", "residual"]
 
 # A reply that declines or defers, with no substance after it.
 _EVASIVE = re.compile(
@@ -178,7 +178,7 @@ class EmbeddingGrader:
 
     def __init__(
         self,
-        ctx: Any = None,
+        ctx: Context | None = None,
         embedder: Embedder | None = None,
         cos_floor: float = 0.2,
         cos_full: float = 0.65,
@@ -222,9 +222,11 @@ class EmbeddingGrader:
         if not 0.0 < wrong_share <= 1.0 or not focus_floor < focus_full:
             raise ValueError("wrong_share is a share in (0, 1], and focus_floor must be below focus_full")
         self.embeddings = EmbedderSource(ctx, embedder)
-        self.cos_ramp, self.res_ramp, self.ref_ramp = (cos_floor, cos_full), (res_floor, res_full), (ref_floor, ref_full)
+        self.cos_ramp, self.res_ramp = (cos_floor, cos_full), (res_floor, res_full)
+        self.ref_ramp = (ref_floor, ref_full)
         self.w_keywords, self.w_reference = w_keywords, w_reference
-        self.off_cos, self.anchor_cos, self.off_coherence, self.off_weight = off_cos, anchor_cos, off_coherence, off_weight
+        self.off_cos, self.anchor_cos = off_cos, anchor_cos
+        self.off_coherence, self.off_weight = off_coherence, off_weight
         self.min_novel, self.cap = min_novel, cap
         self.max_words, self.max_stop_share, self.min_scrambled, self.window = (
             max_words, max_stop_share, min_scrambled, window)
@@ -237,7 +239,8 @@ class EmbeddingGrader:
     ) -> tuple[float | None, list[Stage]]:
         t0 = time.perf_counter()
         facts = list(context.scenario.persona.ptkb) if context is not None and context.scenario is not None else None
-        parts = await self.explain(question, response, _utterance(context, response), _earlier(context, question), facts)
+        parts = await self.explain(question, response, _utterance(context, response), _earlier(context, question),
+                                   facts)
         stage = Stage(name="simulator.grade", latency_ms=round((time.perf_counter() - t0) * 1000, 3))
         return parts.grade, [stage]
 
@@ -279,7 +282,7 @@ class EmbeddingGrader:
         cos, res_cos = float(goal[0] @ ans), float(goal[0] @ res)
         sim = min(_ramp(cos, *self.cos_ramp), _ramp(res_cos, *self.res_ramp))
         counts = [word_count(s) for s in pieces]
-        verdict = check(pieces, sents, evidence, ref_vecs, self.evidence) if evidence else None
+        verdict = check_evidence(pieces, sents, evidence, ref_vecs, self.evidence) if evidence else None
         ref_sim = None
         if verdict is not None:
             # How well the reference bears the answer out: its sentences' best cosines with

@@ -19,17 +19,17 @@ fails the voice raises ``DialogueError`` and the engine records ``stop.reason = 
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, Field
 
 from ..errors import DialogueError, EmptyCompletionError, InvalidOutputError
+from ..run import Context
 from ..schema import Behaviour, RubricQuestion, Stage
+from ..text import looks_like_language, words
 from .offline import RubricSimulator
 from .policy import Action, SimContext
 from .voices import EmbedderSource, known_keywords
-from ..text import looks_like_language, words
 
 __all__ = ["LLMVoice", "LLMGrader", "LLMSimulator", "second_person", "invalid_reason", "GradeReply"]
 
@@ -96,23 +96,27 @@ def _instruction(action: Action, context: SimContext) -> str:
     if kind == "ask":
         return f"The last answer was helpful. Now ask, in your own words, about: {q}"
     if kind == "reask" and action.ignored_question:
-        return f"The assistant asked you something you would rather not answer. Skip it and repeat what you want to know: {q}{mood}"
+        return (f"The assistant asked you something you would rather not answer. "
+                f"Skip it and repeat what you want to know: {q}{mood}")
     if kind == "reask":
         return f"The last answer did not help. Say so briefly and ask again, more specifically, about: {q}{focus}{mood}"
     if kind == "clarify":
         return f"You could not make sense of the last answer. Ask the assistant to clarify it; you wanted to know: {q}"
     if kind == "answer_clarification":
         asked = context.assistant_question or "a question about you"
-        return f'The assistant asked you: "{asked}". Answer it briefly from what you know about yourself, then come back to: {q}'
+        return (f'The assistant asked you: "{asked}". '
+                f"Answer it briefly from what you know about yourself, then come back to: {q}")
     if kind == "move_on":
         skipped = action.skipped.question if action.skipped else "your previous question"
         return f"You never got an answer to \"{skipped}\". Let it go and ask about: {q}{mood}"
     if kind == "farewell":
         if action.end is not None and action.end.reason != "user_satisfied":
-            return "Several of your questions stayed unanswered and you are leaving. Say a short, somewhat disappointed goodbye."
+            return ("Several of your questions stayed unanswered and you are leaving. "
+                    "Say a short, somewhat disappointed goodbye.")
         return "You have learned what you wanted. Thank the assistant and say goodbye."
     if kind == "give_up":
-        return "You have run out of patience: the assistant keeps missing your question. Say briefly and emotionally that you give up, and leave."
+        return ("You have run out of patience: the assistant keeps missing your question. "
+                "Say briefly and emotionally that you give up, and leave.")
     raise ValueError(f"nothing to say for action {kind!r}")
 
 
@@ -195,7 +199,7 @@ class LLMVoice:
     """Writes the user's message with the simulator model; keeps the best of ``candidates``."""
     llm_roles = ("simulator",)  # see RubricSimulator.llm_roles
 
-    def __init__(self, ctx: Any, candidates: int = 1, temperature: float | None = None):
+    def __init__(self, ctx: Context, candidates: int = 1, temperature: float | None = None):
         if not 1 <= candidates <= 16:
             raise ValueError("candidates must be between 1 and 16")
         self.ctx = ctx
@@ -257,14 +261,15 @@ class LLMGrader:
     asking for clarification, so a broken endpoint would be recorded as user behaviour."""
     llm_roles = ("simulator",)
 
-    def __init__(self, ctx: Any):
+    def __init__(self, ctx: Context):
         self.ctx = ctx
 
     async def grade(
         self, question: RubricQuestion, response: str, context: SimContext | None = None
     ) -> tuple[float | None, list[Stage]]:
         topic = f'Topic: "{context.scenario.topic.title}"\n' if context is not None else ""
-        reference = f"\n\nYour notes (true; the reply may word things differently):\n{question.reference}" if question.reference else ""
+        reference = (f"\n\nYour notes (true; the reply may word things differently):\n{question.reference}"
+                     if question.reference else "")
         messages = [
             {"role": "system", "content": _GRADER_SYSTEM + (_GRADER_EVIDENCE if question.reference else "")},
             {"role": "user", "content": f"{topic}Question: {question.question}{reference}\n\nReply:\n{response}"},
@@ -280,7 +285,7 @@ class LLMSimulator(RubricSimulator):
 
     def __init__(
         self,
-        ctx: Any,
+        ctx: Context,
         threshold: float = 3.0,
         retries: int = 3,
         candidates: int = 1,

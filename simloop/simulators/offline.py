@@ -12,14 +12,18 @@ One instance serves every dialogue: all per-dialogue state is in
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..errors import BadInputError, DialogueError
-from ..schema import DialogueState, Scenario, Stage, SimulatorTurn
-from .policy import Action, Observation, RubricPolicy, SimContext
+from ..run import Context, plugin_llm_roles
+from ..schema import DialogueState, Persona, Scenario, SimulatorTurn, Stage
 from .cues import assistant_question
+from .policy import Action, Observation, RubricPolicy, SimContext
 from .registry import make_grader, make_voice
 from .voices import EmbedderSource
+
+if TYPE_CHECKING:
+    from ..config import RunConfig
 
 __all__ = ["RubricSimulator", "OfflineSimulator"]
 
@@ -29,7 +33,7 @@ class RubricSimulator:
 
     def __init__(
         self,
-        ctx: Any,
+        ctx: Context,
         threshold: float = 3.0,
         retries: int = 3,
         voice: str = "template",
@@ -54,9 +58,9 @@ class RubricSimulator:
     @property
     def llm_roles(self) -> tuple[str, ...]:
         """The LLM roles its voice and grader call (none for the template voice and embedding grader)."""
-        return tuple(dict.fromkeys((*getattr(self.voice, "llm_roles", ()), *getattr(self.grader, "llm_roles", ()))))
+        return tuple(dict.fromkeys((*plugin_llm_roles(self.voice), *plugin_llm_roles(self.grader))))
 
-    def check_sources(self, personas: list, cfg: Any) -> None:
+    def check_sources(self, personas: list[Persona], cfg: RunConfig) -> None:
         """Before the run: every topic needs rubric questions (an iKAT topic file has none)."""
         only = set(cfg.scenarios.topic_ids)
         bare = [t.id if t.id == p.id else f"{p.id}/{t.id}"
@@ -72,7 +76,8 @@ class RubricSimulator:
     def needs(self) -> tuple[str, ...]:
         """The run's embedder when the voice or grader fetches it (opened before the first
         dialogue: run/runner.py warm_up)."""
-        fetches = any(isinstance(getattr(part, "embeddings", None), EmbedderSource) for part in (self.voice, self.grader))
+        parts = (self.voice, self.grader)
+        fetches = any(isinstance(getattr(part, "embeddings", None), EmbedderSource) for part in parts)
         return ("embedder",) if fetches else ()
 
     def _policy(self, scenario: Scenario) -> RubricPolicy:
@@ -132,7 +137,7 @@ class OfflineSimulator(RubricSimulator):
 
     def __init__(
         self,
-        ctx: Any,
+        ctx: Context,
         threshold: float = 3.0,
         retries: int = 3,
         voice: str = "template",

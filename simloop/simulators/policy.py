@@ -36,15 +36,19 @@ Decisions this module makes (documented because evaluation depends on them):
   (Sim.API ignores the system's reply to a farewell too).  A step after that returns
   ``end`` again.
 
-Everything mutable lives in the per-dialogue ``memory`` dict (JSON-friendly), so one
-simulator instance can drive many dialogues; the policy object itself is immutable and cheap.
+Everything mutable is the dialogue's ``PolicyState``, kept as plain JSON in its simulator
+memory (``memory["policy"]``), so one simulator instance can drive many dialogues and a
+saved session (``simloop serve``) restores it; the policy object itself is immutable and cheap.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, MutableMapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..schema import Behaviour, RubricQuestion, Scenario, StopReason
 
@@ -54,6 +58,8 @@ __all__ = [
     "Action",
     "Ending",
     "Observation",
+    "PolicyState",
+    "QuestionStatus",
     "RubricPolicy",
     "SimContext",
     "mood_for",
@@ -64,6 +70,7 @@ ActionKind = Literal[
     "ask", "reask", "clarify", "answer_clarification", "move_on", "farewell", "give_up", "end"
 ]
 Mood = Literal["calm", "annoyed", "frustrated"]
+QuestionStatus = Literal["open", "answered", "skipped"]
 
 _KEY = "policy"
 
@@ -88,6 +95,28 @@ def mood_for(failures: int, patience: int) -> Mood:
 class Ending:
     reason: StopReason
     detail: str
+
+
+class PolicyState(BaseModel):
+    """Where one dialogue stands in the rubric: ``memory["policy"]``, stored as its JSON
+    (``RubricPolicy`` loads it at each step and stores it back)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    current: int = 0  # index of the rubric question being asked
+    asks: dict[str, int] = Field(default_factory=dict)  # rubric id -> times asked (questions reached)
+    grades: dict[str, list[float | None]] = Field(default_factory=dict)  # rubric id -> grades in order
+    status: dict[str, QuestionStatus] = Field(default_factory=dict)  # rubric id -> open | answered | skipped
+    failures: int = 0  # failed answers (patience spent)
+    unparsed: int = 0  # grades the grader abstained on
+    clarifications_answered: int = 0  # clarification rounds (patience spent too)
+    turns: int = 1  # user turns so far, the closing line included
+    ending: Ending | None = None  # set when the closing line is said: the dialogue is over
+
+    @property
+    def spent(self) -> int:
+        """Patience used so far: failed answers and clarification rounds."""
+        return self.failures + self.clarifications_answered
 
 
 @dataclass(frozen=True)
@@ -159,101 +188,100 @@ class RubricPolicy:
     def start(self, memory: MutableMapping[str, Any]) -> Action:
         """Initialise ``memory`` and return the opening action (ask the first question)."""
         first = self.rubric[0]
-        memory[_KEY] = {
-            "current": 0,
-            "asks": {first.id: 1},
-            "grades": {q.id: [] for q in self.rubric},
-            "status": {q.id: "open" for q in self.rubric},
-            "failures": 0,
-            "unparsed": 0,
-            "clarifications_answered": 0,
-            "turns": 1,
-            "ending": None,
-        }
+        m = PolicyState(asks={first.id: 1}, grades={q.id: [] for q in self.rubric},
+                        status={q.id: "open" for q in self.rubric})
+        _store(memory, m)
         return Action("ask", rubric=first, turn=1)
 
     def current(self, memory: MutableMapping[str, Any]) -> RubricQuestion:
         """The question the last user turn was about (the one to grade the reply against)."""
-        return self.rubric[memory[_KEY]["current"]]
+        return self.rubric[_load(memory).current]
 
     def step(self, memory: MutableMapping[str, Any], obs: Observation) -> Action:
         """The action after the assistant's reply described by ``obs``."""
-        m = memory[_KEY]
-        if m["ending"] is not None:  # the closing line was said: the dialogue is over
-            end = Ending(**m["ending"])
-            return Action("end", turn=m["turns"], end=end, mood=self._mood(m), counts=self.counts(memory))
-        q = self.rubric[m["current"]]
-        m["grades"][q.id].append(obs.grade)
+        m = _load(memory)
+        action = self._step(m, obs)
+        _store(memory, m)
+        return action
+
+    def _step(self, m: PolicyState, obs: Observation) -> Action:
+        if m.ending is not None:  # the closing line was said: the dialogue is over
+            return Action("end", turn=m.turns, end=m.ending, mood=self._mood(m), counts=self._counts(m))
+        q = self.rubric[m.current]
+        m.grades[q.id].append(obs.grade)
         if obs.grade is not None and obs.grade > self.threshold:
-            m["status"][q.id] = "answered"
+            m.status[q.id] = "answered"
             return self._advance(m, obs.grade, passed=True)
         if obs.assistant_asked:
             return self._on_assistant_question(m, q, obs)
         if obs.grade is None:
-            m["unparsed"] += 1
+            m.unparsed += 1
             return self._retry_or_move_on(m, q, obs.grade, kind="clarify")
         return self._fail(m, q, obs.grade, ignored=False)
 
     def grades(self, memory: MutableMapping[str, Any]) -> dict[str, list[float | None]]:
         """Per-rubric grades recorded so far (rubric id -> grades in order)."""
-        return memory[_KEY]["grades"]
+        return _load(memory).grades
 
     def counts(self, memory: MutableMapping[str, Any]) -> dict[str, int]:
-        m = memory[_KEY]
-        status = list(m["status"].values())
+        return self._counts(_load(memory))
+
+    def _counts(self, m: PolicyState) -> dict[str, int]:
+        status = list(m.status.values())
         return {
             "questions": len(self.rubric),
             "answered": status.count("answered"),
             "moved_past": status.count("skipped"),
-            "not_reached": sum(1 for i, q in enumerate(self.rubric) if i > m["current"] and m["status"][q.id] == "open"),
-            "failures": m["failures"],
-            "unparsed": m["unparsed"],
-            "clarifications_answered": m["clarifications_answered"],
+            "not_reached": sum(1 for i, q in enumerate(self.rubric)
+                               if i > m.current and m.status[q.id] == "open"),
+            "failures": m.failures,
+            "unparsed": m.unparsed,
+            "clarifications_answered": m.clarifications_answered,
         }
 
     # ------------------------------------------------------------------ transitions
 
-    def _on_assistant_question(self, m: dict[str, Any], q: RubricQuestion, obs: Observation) -> Action:
+    def _on_assistant_question(self, m: PolicyState, q: RubricQuestion, obs: Observation) -> Action:
         # Seeded per (dialogue seed, turn): the same scenario answers the same way on rerun.
-        rng = seeded_rng(self.seed, m["turns"], "cooperate")
+        rng = seeded_rng(self.seed, m.turns, "cooperate")
         if rng.random() < self.behaviour.cooperativeness:
-            m["clarifications_answered"] += 1
-            if self._spent(m) > self.behaviour.patience:
+            m.clarifications_answered += 1
+            if m.spent > self.behaviour.patience:
                 return self._give_up(m, q, obs.grade)
-            if m["asks"][q.id] >= self.retries:
+            if m.asks[q.id] >= self.retries:
                 return self._move_on(m, q, obs.grade)
             return self._utter(m, "answer_clarification", q, obs.grade, bump=True)
         return self._fail(m, q, obs.grade, ignored=True)
 
-    def _fail(self, m: dict[str, Any], q: RubricQuestion, grade: float | None, ignored: bool) -> Action:
-        m["failures"] += 1
-        if self._spent(m) > self.behaviour.patience:
+    def _fail(self, m: PolicyState, q: RubricQuestion, grade: float | None, ignored: bool) -> Action:
+        m.failures += 1
+        if m.spent > self.behaviour.patience:
             return self._give_up(m, q, grade)
         return self._retry_or_move_on(m, q, grade, kind="reask", ignored=ignored)
 
     def _retry_or_move_on(
-        self, m: dict[str, Any], q: RubricQuestion, grade: float | None, kind: ActionKind, ignored: bool = False
+        self, m: PolicyState, q: RubricQuestion, grade: float | None, kind: ActionKind, ignored: bool = False
     ) -> Action:
-        if m["asks"][q.id] >= self.retries:
+        if m.asks[q.id] >= self.retries:
             return self._move_on(m, q, grade)
         return self._utter(m, kind, q, grade, bump=True, ignored=ignored)
 
-    def _move_on(self, m: dict[str, Any], q: RubricQuestion, grade: float | None) -> Action:
-        m["status"][q.id] = "skipped"
+    def _move_on(self, m: PolicyState, q: RubricQuestion, grade: float | None) -> Action:
+        m.status[q.id] = "skipped"
         return self._advance(m, grade, passed=False)
 
-    def _advance(self, m: dict[str, Any], grade: float | None, passed: bool) -> Action:
-        previous = self.rubric[m["current"]]
-        if m["current"] + 1 >= len(self.rubric):
+    def _advance(self, m: PolicyState, grade: float | None, passed: bool) -> Action:
+        previous = self.rubric[m.current]
+        if m.current + 1 >= len(self.rubric):
             return self._farewell(m, grade)
-        m["current"] += 1
-        nxt = self.rubric[m["current"]]
-        m["asks"][nxt.id] = 0
+        m.current += 1
+        nxt = self.rubric[m.current]
+        m.asks[nxt.id] = 0
         kind: ActionKind = "ask" if passed else "move_on"
         return self._utter(m, kind, nxt, grade, bump=True, skipped=None if passed else previous)
 
-    def _farewell(self, m: dict[str, Any], grade: float | None) -> Action:
-        answered = list(m["status"].values()).count("answered")
+    def _farewell(self, m: PolicyState, grade: float | None) -> Action:
+        answered = list(m.status.values()).count("answered")
         total = len(self.rubric)
         # "Most were answered" = a strict majority; see the module docstring.
         reason: StopReason = "user_satisfied" if answered * 2 > total else "user_gave_up"
@@ -269,24 +297,24 @@ class RubricPolicy:
         detail = f"{verdict}: {self._summary(m)}"
         return self._closing(m, "farewell", Ending(reason, detail), grade)
 
-    def _give_up(self, m: dict[str, Any], q: RubricQuestion, grade: float | None) -> Action:
-        rounds = f" + {m['clarifications_answered']} clarification rounds" if m["clarifications_answered"] else ""
+    def _give_up(self, m: PolicyState, q: RubricQuestion, grade: float | None) -> Action:
+        rounds = f" + {m.clarifications_answered} clarification rounds" if m.clarifications_answered else ""
         detail = (
-            f"patience exhausted: {m['failures']} failed answers{rounds} > patience {self.behaviour.patience} "
+            f"patience exhausted: {m.failures} failed answers{rounds} > patience {self.behaviour.patience} "
             f"(on {q.id}); {self._summary(m)}"
         )
         return self._closing(m, "give_up", Ending("user_gave_up", detail), grade, rubric=q)
 
     def _closing(
-        self, m: dict[str, Any], kind: ActionKind, end: Ending, grade: float | None, rubric: RubricQuestion | None = None
+        self, m: PolicyState, kind: ActionKind, end: Ending, grade: float | None, rubric: RubricQuestion | None = None
     ) -> Action:
-        m["ending"] = {"reason": end.reason, "detail": end.detail}
-        m["turns"] += 1
-        return Action(kind, rubric=rubric, turn=m["turns"], grade=grade, mood=self._mood(m), end=end)
+        m.ending = end
+        m.turns += 1
+        return Action(kind, rubric=rubric, turn=m.turns, grade=grade, mood=self._mood(m), end=end)
 
     def _utter(
         self,
-        m: dict[str, Any],
+        m: PolicyState,
         kind: ActionKind,
         q: RubricQuestion,
         grade: float | None,
@@ -295,13 +323,13 @@ class RubricPolicy:
         skipped: RubricQuestion | None = None,
     ) -> Action:
         if bump:
-            m["asks"][q.id] += 1
-        m["turns"] += 1
+            m.asks[q.id] += 1
+        m.turns += 1
         return Action(
             kind,
             rubric=q,
-            turn=m["turns"],
-            attempt=m["asks"][q.id],
+            turn=m.turns,
+            attempt=m.asks[q.id],
             grade=grade,
             mood=self._mood(m),
             ignored_question=ignored,
@@ -310,24 +338,27 @@ class RubricPolicy:
 
     # ------------------------------------------------------------------ helpers
 
-    @staticmethod
-    def _spent(m: dict[str, Any]) -> int:
-        """Patience used so far: failed answers and clarification rounds."""
-        return m["failures"] + m["clarifications_answered"]
+    def _mood(self, m: PolicyState) -> Mood:
+        return mood_for(m.spent, self.behaviour.patience)
 
-    def _mood(self, m: dict[str, Any]) -> Mood:
-        return mood_for(self._spent(m), self.behaviour.patience)
-
-    def _summary(self, m: dict[str, Any]) -> str:
-        status = m["status"]
+    def _summary(self, m: PolicyState) -> str:
+        status = m.status
         answered = [qid for qid, s in status.items() if s == "answered"]
         skipped = [qid for qid, s in status.items() if s == "skipped"]
         text = f"answered {len(answered)}/{len(self.rubric)}"
         text += f", moved past {len(skipped)}" + (f" ({', '.join(skipped)})" if skipped else "")
-        reached = m["current"] + 1
+        reached = m.current + 1
         if reached < len(self.rubric):
             text += f", not reached {len(self.rubric) - reached}"
-        text += f", {m['failures']} failed answers"
-        if m["unparsed"]:
-            text += f", {m['unparsed']} unparsed grades"
+        text += f", {m.failures} failed answers"
+        if m.unparsed:
+            text += f", {m.unparsed} unparsed grades"
         return text
+
+
+def _load(memory: MutableMapping[str, Any]) -> PolicyState:
+    return PolicyState.model_validate(memory[_KEY])
+
+
+def _store(memory: MutableMapping[str, Any], state: PolicyState) -> None:
+    memory[_KEY] = state.model_dump(mode="json")

@@ -8,9 +8,14 @@ one) is never imported back by ``offline.py``, so the two modules form no cycle.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import BadInputError
+
+if TYPE_CHECKING:  # the parts themselves load on first use (see above)
+    from ..run import Context
+    from .graders import Grader
+    from .voices import Voice
 
 __all__ = ["VOICES", "GRADERS", "make_voice", "make_grader"]
 
@@ -25,14 +30,14 @@ def _load(kind: str, table: dict[str, str], name: str) -> Any:
     return getattr(importlib.import_module(module), attr)
 
 
-def make_voice(name: str, ctx: Any, *, reveal_threshold: float = 0.35, candidates: int = 1) -> Any:
+def make_voice(name: str, ctx: Context, *, reveal_threshold: float = 0.35, candidates: int = 1) -> Voice:
     """A voice by name; each takes the options that apply to it."""
     cls = _load("voice", VOICES, name)
     options = {"reveal_threshold": reveal_threshold} if name == "template" else {"candidates": candidates}
     return cls(ctx, **options)
 
 
-def make_grader(name: str, ctx: Any, *, max_words: int = 400) -> Any:
+def make_grader(name: str, ctx: Context, *, max_words: int = 400) -> Grader:
     """A grader by name; ``max_words`` (the longest answer that can pass) applies to the
     embedding grader, the LLM grader reads the answer itself."""
     cls = _load("grader", GRADERS, name)

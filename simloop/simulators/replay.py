@@ -7,10 +7,14 @@ and passage selection, and ends after the last turn with ``user_satisfied``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..errors import BadInputError, DialogueError
-from ..schema import DialogueState, GoldTurn, Scenario, SimulatorTurn
+from ..run import Context
+from ..schema import DialogueState, GoldTurn, Persona, Scenario, SimulatorTurn
+
+if TYPE_CHECKING:
+    from ..config import RunConfig
 
 __all__ = ["ReplaySimulator"]
 
@@ -18,10 +22,10 @@ __all__ = ["ReplaySimulator"]
 class ReplaySimulator:
     """Replays ``scenario.topic.gold_turns``; stateless (the turn count is the position)."""
 
-    def __init__(self, ctx: Any = None):
+    def __init__(self, ctx: Context | None = None):
         self.ctx = ctx  # unused: replay needs no model, but plugins are built as Cls(ctx)
 
-    def check_sources(self, personas: list, cfg: Any) -> None:
+    def check_sources(self, personas: list[Persona], cfg: RunConfig) -> None:
         """Before the run: every selected topic needs gold turns (personas' topics have none),
         and run-wide behaviour traits would change nothing (the turns are the file's)."""
         only = set(cfg.scenarios.topic_ids)
@@ -34,7 +38,8 @@ class ReplaySimulator:
         if cfg.scenarios.behaviour:
             raise BadInputError(
                 f"--behaviour {', '.join(cfg.scenarios.behaviour)}: the replay simulator says the recorded turns "
-                "whatever the traits, so they would change nothing; drop --behaviour (or use --simulator offline or llm)")
+                "whatever the traits, so they would change nothing; drop --behaviour "
+                "(or use --simulator offline or llm)")
 
     async def open(self, state: DialogueState) -> SimulatorTurn:
         return _say(_gold_turns(state.scenario)[0])

@@ -35,23 +35,35 @@ import asyncio
 import hashlib
 import logging
 import time
-from datetime import datetime, timezone
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any
 
 import httpx
 
 from ..errors import BadInputError, SimApiError, SimloopError
-from ..parts.stages import stage_note
 from ..files import pack_memory, unpack_memory
+from ..parts import stage_note
+from ..run import Context
 from ..schema import (
-    AssistantReply, Behaviour, DialogueState, Persona, RubricQuestion, Scenario, SimulatorTurn, Stage, Topic, Turn,
+    AssistantReply,
+    AssistantTurn,
+    Behaviour,
+    DialogueState,
+    Persona,
+    RubricQuestion,
+    Scenario,
+    SimulatorTurn,
+    Stage,
+    Topic,
+    Turn,
+    UserTurn,
 )
-from ..simapi.client import SimApiClient, StateFile
+from ..simapi import SimApiClient, StateFile, UserUtterance, reply_payload
 from ..text import count_wordpunct, truncate_wordpunct
-from ..simapi.protocol import UserUtterance, reply_payload
 from ..urls import TOKEN_ENV_GOES, check_url
-from .simapi_wire import LaneResult, ends_session, run_over, same_point, server_end, sync_turns  # noqa: F401  (sync_turns: re-exported)
 
 __all__ = ["SimApiSimulator", "LaneResult", "NO_PTKB", "DEFAULT_TOKEN_ENV", "API_SCHEMES"]
 
@@ -63,12 +75,72 @@ NO_PTKB = "(the server gave no PTKB statements)"  # Persona needs one; never rep
 _HIDDEN = RubricQuestion(id="hidden", question="")  # Topic needs one; the server keeps the rubric
 _SORRY = "Sorry, I cannot answer that."
 _MAX_APOLOGIES = 100  # a server that never ends a session must not keep a lane forever
+ENDED = "the Sim.API server ended the session (it does not say why; recorded as user_satisfied)"
+
+
+# ---------------------------------------------------------------------- what the wire says
+@dataclass
+class LaneResult:
+    """What one Sim.API run did in this invocation."""
+
+    run_id: str
+    status: str = "incomplete"  # completed | incomplete (stopped by ``limit`` or an interrupt)
+    sessions: int = 0
+    turns: int = 0
+    truncated: int = 0
+    abandoned: int = 0  # sessions that ended here first and were answered with apologies
+    resumed: int = 0
+    server_s: float = 0.0  # time waiting for /continue (the simulator's turn)
+
+
+def ends_session(utt: UserUtterance) -> bool:
+    return utt.last_response_of_session or utt.last_response_of_run
+
+
+def server_end(utt: UserUtterance, **kw: Any) -> SimulatorTurn:
+    """The stop for a session the server ended: its reason when it says one (a simloop
+    server), else ``user_satisfied`` with a detail saying the server gave no reason."""
+    told = utt.server_stop()
+    if told is None:
+        return SimulatorTurn.stop("user_satisfied", ENDED, utterance=utt.utterance, **kw)
+    reason, detail = told[0], f"the Sim.API server ended the session: {told[1] or told[0]}"
+    return SimulatorTurn.stop(reason, detail, utterance=utt.utterance, **kw)
+
+
+def same_point(a: UserUtterance, b: UserUtterance) -> bool:
+    """The same point of the same conversation (the server did not move on)."""
+    return (a.user_id, a.topic_id, a.utterance, len(a.history)) == (b.user_id, b.topic_id, b.utterance, len(b.history))
+
+
+def sync_turns(turns: list[Turn], history: list[dict[str, str]],
+               sent: Callable[[str], str] = lambda response: response) -> tuple[list[Turn], bool]:
+    """The finished turns as the server's ``history`` has them: local turns (with their
+    provenance) as far as they agree with it, the rest rebuilt from the text alone.
+    ``sent`` maps a local response to what the server got (cut to its token limit), so a
+    cut reply still counts as agreeing.  Returns the turns and whether the local ones
+    were all kept."""
+    pairs = [(history[i]["content"], history[i + 1]["content"]) for i in range(0, len(history) - 1, 2)]
+    kept = 0
+    while kept < min(len(turns), len(pairs)) and (
+            turns[kept].user.utterance, sent(turns[kept].assistant.response)) == pairs[kept]:
+        kept += 1
+    rebuilt = [Turn(index=i, user=UserTurn(utterance=u), assistant=AssistantTurn(response=a))
+               for i, (u, a) in enumerate(pairs[kept:], start=kept + 1)]
+    return [*turns[:kept], *rebuilt], kept == len(turns)
+
+
+def run_over(before: UserUtterance | None) -> UserUtterance:
+    """The last utterance of a run whose final reply the server got but whose answer was lost."""
+    base = before.model_dump() if before else {"timestamp": "", "run_id": "", "topic_id": "", "user_id": "",
+                                                "history": []}
+    return UserUtterance.model_validate({**base, "utterance": "", "last_response_of_session": True,
+                                         "last_response_of_run": True})
 
 
 class _Lane:
     """One Sim.API run, from start (or resume) to its last utterance or ``limit``."""
 
-    def __init__(self, sim: "SimApiSimulator", run_id: str):
+    def __init__(self, sim: SimApiSimulator, run_id: str):
         self.sim, self.run_id = sim, run_id
         self.file = StateFile(sim.state_dir / f"{run_id}.json")
         self.result = LaneResult(run_id)
@@ -78,6 +150,12 @@ class _Lane:
     @property
     def client(self) -> SimApiClient:
         return self.sim.client
+
+    def latest(self) -> UserUtterance:
+        """The server's latest utterance: there is one from the lane's start on."""
+        if self.last is None:
+            raise RuntimeError(f"{self.run_id}: the Sim.API lane has no utterance yet")
+        return self.last
 
     # ------------------------------------------------------------------ scenarios
     async def scenarios(self, done: set[str]) -> AsyncIterator[Scenario]:
@@ -89,7 +167,7 @@ class _Lane:
                 self.sim.lane_of[scenario.dialogue_id] = self
                 yield scenario  # the engine runs and records the dialogue, then asks again
                 done.add(scenario.dialogue_id)
-                utt, worked = self.last, True
+                utt, worked = self.latest(), True
             if not ends_session(utt):
                 utt, worked = await self._abandon(utt), True
             # A resumed lane can start on a session an earlier invocation recorded and ended:
@@ -204,7 +282,7 @@ class _Lane:
 
     async def file_write(self, utt: UserUtterance | None, dialogue: dict | None, completed: bool = False) -> None:
         data = {"api": self.client.api, "run_id": self.run_id, "completed": completed,
-                "saved_at": datetime.now(timezone.utc).isoformat(),
+                "saved_at": datetime.now(UTC).isoformat(),
                 "last": utt.model_dump(mode="json") if utt else None, "dialogue": dialogue}
         await asyncio.to_thread(self.file.write, data)
 
@@ -226,7 +304,7 @@ class SimApiSimulator:
     HOW_TO_RUN = ("it is what `simloop rehearse --api URL --token-env VAR --assistant NAME` runs "
                   "against a Sim.API server: use that command")
 
-    def __init__(self, ctx: Any, api: str, run_id: str | None = None, token_env: str = DEFAULT_TOKEN_ENV,
+    def __init__(self, ctx: Context, api: str, run_id: str | None = None, token_env: str = DEFAULT_TOKEN_ENV,
                  description: str = "simloop rehearsal", debug: bool = False, track_persona: bool = False,
                  runs: int = 1, limit: int | None = None, state_dir: str | None = None,
                  max_response_tokens: int = 250, timeout_s: float = 600.0, resume_attempts: int = 5):
@@ -238,7 +316,7 @@ class SimApiSimulator:
         self.ctx, self.api, self.token_env, self.description = ctx, api, token_env, description
         self.debug, self.track_persona, self.runs, self.limit = debug, track_persona, runs, limit
         self.max_response_tokens, self.timeout_s, self.resume_attempts = max_response_tokens, timeout_s, resume_attempts
-        self.run_id = run_id or "rehearse-" + datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+        self.run_id = run_id or "rehearse-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         out = getattr(getattr(ctx, "config", None), "out", Path("transcripts"))
         self.state_dir = Path(state_dir) if state_dir else Path(out) / ".rehearse"
         self._client: SimApiClient | None = None
@@ -302,7 +380,7 @@ class SimApiSimulator:
     # ------------------------------------------------------------------ the protocol
     async def open(self, state: DialogueState) -> SimulatorTurn:
         lane = self.lane_of[state.dialogue_id]
-        utt = lane.last
+        utt = lane.latest()
         lane.restore(state, utt)
         if ends_session(utt):  # the closing line came before a crash: record the dialogue now
             return server_end(utt)
@@ -350,8 +428,7 @@ class SimApiSimulator:
         known: dict[str, Persona] = {}
         sel = getattr(getattr(self.ctx, "config", None), "scenarios", None)
         if sel is not None and (sel.topics is not None or Path(sel.personas_dir).is_dir()):
-            from ..inputs.ikat import load_ikat_topics
-            from ..inputs.personas import load_personas
+            from ..inputs import load_ikat_topics, load_personas
 
             personas = load_ikat_topics(sel.topics) if sel.topics is not None else load_personas(sel.personas_dir)
             for persona in personas:

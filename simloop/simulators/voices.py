@@ -26,16 +26,17 @@ a closing line.  The LLM voice (``simulators/llm.py``) implements the same ``Voi
 from __future__ import annotations
 
 import random
-from typing import Any, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from ..run import Context
 from ..schema import RubricQuestion, Stage
-from ..search.embeddings import Embedder, cosine
-from .paraphrase import casual, clauses, elide_topic, indirect, misspell, sentence, subject
-from .policy import Action, SimContext, seeded_rng
+from ..search import Embedder, cosine
 from ..text import STOPWORDS, content_terms, first_lower, words
 from .cues import mentions_statement
+from .paraphrase import casual, clauses, elide_topic, indirect, misspell, sentence, subject
+from .policy import Action, SimContext, seeded_rng
 from .voice_lines import LINES, closing_line
 
 __all__ = ["Voice", "TemplateVoice", "EmbedderSource", "known_keywords"]
@@ -51,7 +52,7 @@ class EmbedderSource:
     simulator that never needs embeddings never loads MiniLM.  The real embedder caches
     recurring texts (PTKB statements, rubric questions) itself."""
 
-    def __init__(self, ctx: Any = None, embedder: Embedder | None = None):
+    def __init__(self, ctx: Context | None = None, embedder: Embedder | None = None):
         self._ctx, self._embedder = ctx, embedder
 
     async def get(self) -> Embedder:
@@ -82,7 +83,7 @@ def _noise(text: str, skill: float, rng: random.Random) -> str:
     if skill >= 1.0:
         return text
     lack = 1.0 - skill
-    out = []
+    out: list[str] = []
     for w in text.split():
         bare = w.lower().strip(",.?!:")
         if bare in _DROPPABLE and rng.random() < 0.35 * lack:
@@ -137,7 +138,7 @@ def known_keywords(rubric: RubricQuestion, context: SimContext) -> list[str]:
 class TemplateVoice:
     """Offline voice: seeded templates over the policy action, persona and topic."""
 
-    def __init__(self, ctx: Any = None, reveal_threshold: float = 0.35, embedder: Embedder | None = None):
+    def __init__(self, ctx: Context | None = None, reveal_threshold: float = 0.35, embedder: Embedder | None = None):
         self.embeddings = EmbedderSource(ctx, embedder)
         self.reveal_threshold = reveal_threshold
 
@@ -275,7 +276,8 @@ class TemplateVoice:
         """The words a re-ask may name: the rubric keywords the user has (``known_keywords``),
         else what the question part is about."""
         about = subject(part)
-        return known_keywords(action.rubric, context) or ([about] if about else [])
+        known = known_keywords(action.rubric, context) if action.rubric is not None else []
+        return known or ([about] if about else [])
 
     # ------------------------------------------------------------------ composition
 

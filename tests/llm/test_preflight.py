@@ -1,0 +1,76 @@
+"""The preflight of a run that calls a model (llm/preflight.py), through real subprocesses
+against ``simloop mock-llm``; what it refuses is in test_bad_input.py."""
+
+from __future__ import annotations
+
+import os
+import ssl
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers.cli import free_port, mock_llm
+
+
+def test_a_run_that_calls_a_model_imports_openai_while_preparing(tmp_path):
+    # Imported on the first call instead, openai held the event loop for 0.5-1 s while every
+    # dialogue waited (scripts/bench, agents section).  An offline run still never imports it.
+    script = (
+        "import sys\n"
+        "from simloop.config import RunConfig\n"
+        "from simloop.run.runner import prepare_run\n"
+        "cfg = RunConfig.model_validate({'out': sys.argv[1], 'simulator': {'name': sys.argv[2]},\n"
+        "    'assistant': {'name': 'simloop.fakes.adversaries:Parrot'},\n"
+        "    'llm': {'default': {'base_url': sys.argv[3]}}})\n"
+        "prepare_run(cfg).recorder.close()\n"
+        "print('openai' in sys.modules)\n")
+    with mock_llm(free_port()) as url:
+        seen = {}
+        for simulator in ("llm", "offline"):
+            p = subprocess.run([sys.executable, "-c", script, str(tmp_path / simulator), simulator, url],
+                               capture_output=True, text=True, timeout=120,
+                               env={**os.environ, "OPENAI_API_KEY": "sk-prepare-test"})
+            assert p.returncode == 0, p.stderr
+            seen[simulator] = p.stdout.strip().splitlines()[-1]
+    assert seen == {"llm": "True", "offline": "False"}
+
+
+def test_a_plain_http_endpoint_is_checked_without_loading_the_ca_bundle(monkeypatch):
+    # Loading the bundle cost 50-100 ms of CPU in front of every run against a local server.
+    import simloop.llm.http  # noqa: F401  what check_endpoints imports last: aiohttp makes contexts at import
+    from simloop.errors import ConfigError
+    from simloop.llm.config import LLMConfig
+    from simloop.llm.preflight import check_endpoints
+
+    for var in ("http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(var, raising=False)
+        monkeypatch.delenv(var.upper(), raising=False)
+    bundles = []
+    real = ssl.create_default_context
+    with mock_llm(free_port()) as url:  # (its readiness probe, urllib, makes a context of its own)
+        monkeypatch.setattr(ssl, "create_default_context", lambda *a, **k: bundles.append(k) or real(*a, **k))
+        check_endpoints(LLMConfig.model_validate({"default": {"base_url": url}}), ["assistant"])
+    assert bundles == []
+    # https still verifies: the bundle is loaded (nobody listens there, so the check fails)
+    https = LLMConfig.model_validate({"default": {"base_url": f"https://127.0.0.1:{free_port()}/v1"}})
+    with pytest.raises(ConfigError, match="cannot connect"):
+        check_endpoints(https, ["assistant"])
+    assert bundles
+
+
+@pytest.mark.parametrize("form", ["http://u:{key}@{host}/v1", "http://{host}/v1?api-key={key}"])
+def test_a_preflight_failure_never_shows_a_key_in_the_url(form):
+    # Such a URL is refused when the config is validated (tests/cli/test_bad_input.py); this is the
+    # second line of defence, for one that got past it (built without validation here).
+    import httpx
+
+    from simloop.errors import ConfigError
+    from simloop.llm.config import LLMRole
+    from simloop.llm.preflight import check_role
+
+    key = "sk-AUDIT-SECRET-123"
+    role = LLMRole.model_construct(base_url=form.format(key=key, host=f"127.0.0.1:{free_port()}"))
+    with httpx.Client(timeout=5) as client, pytest.raises(ConfigError, match="cannot connect") as info:
+        check_role("simulator", role, client)
+    assert key not in str(info.value) and "***" in str(info.value)

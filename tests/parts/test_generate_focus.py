@@ -1,0 +1,96 @@
+"""Focused extractive answers (issue 12): on the question, personal, within the word cap."""
+
+from __future__ import annotations
+
+from simloop.fakes.seams import HashEmbedder
+from simloop.parts.generate import NO_ANSWER
+from simloop.parts.generate_focus import focused_answer, personal_sentence
+from simloop.search import Hit
+from simloop.text import second_person, word_count
+
+# Lexically it qualifies (two query words), but most of its words are about something else.
+OFF = ("Strings, a rock band, tuned up in Ohio, Texas, Utah and Maine every summer with two drummers, loud guitars "
+       "and fireworks.")
+HITS = [
+    Hit(docid="cello", score=3.0, text="Cello\nThe cello strings are tuned in fifths, from C up to A. " + OFF),
+    Hit(docid="violin", score=2.0,
+        text="Violin\nViolin strings are tuned in fifths as well, but higher than the cello."),
+]
+QUESTION = "How are cello strings tuned?"
+
+
+async def test_a_sentence_far_from_the_question_is_left_out():
+    emb = HashEmbedder()
+    loose, _ = await focused_answer(emb, QUESTION, HITS, utterance=QUESTION, on_topic=-1.0)
+    assert OFF in loose  # lexically it qualifies ("strings"): only the embedding check drops it
+    text, used = await focused_answer(emb, QUESTION, HITS, utterance=QUESTION)
+    assert OFF not in text and "tuned in fifths, from C up to A" in text
+    assert used[0] == "cello"
+
+
+async def test_nothing_on_the_question_gives_the_honest_answer():
+    text, used = await focused_answer(HashEmbedder(), QUESTION, HITS, utterance=QUESTION, on_topic=0.99)
+    assert text == NO_ANSWER and used == []
+
+
+async def test_remembered_facts_open_the_answer_and_the_cap_holds():
+    facts = ["By the way, I have a severe peanut allergy.", "My daughter Ingrid turns seven next week."]
+    text, _ = await focused_answer(HashEmbedder(), QUESTION, HITS, utterance=QUESTION, remembered=facts,
+                                   max_words=60)
+    assert text.startswith("Since you mentioned that you have a severe peanut allergy and that your daughter Ingrid")
+    assert "I kept both in mind." in text and word_count(text) <= 60
+    assert "tuned in fifths" in text  # the answer itself still follows
+
+
+async def test_only_ptkb_statements_close_to_the_question_are_named():
+    ptkb = ["My cello strings are tuned badly.", "I live in Porto."]
+    text, _ = await focused_answer(HashEmbedder(), QUESTION, HITS, utterance=QUESTION, ptkb=ptkb)
+    assert text.startswith("Given that your cello strings are tuned badly,") and "Porto" not in text
+    plain, _ = await focused_answer(HashEmbedder(), QUESTION, HITS, utterance=QUESTION, ptkb=["I live in Porto."])
+    assert not plain.startswith("Given that")
+
+
+async def test_a_ptkb_fact_is_named_when_it_first_comes_up_not_on_every_later_turn():
+    ptkb = ["My cello strings are tuned badly."]
+    first = "My cello strings are tuned badly, what can I do?"  # an earlier turn on the same subject
+    again, _ = await focused_answer(HashEmbedder(), QUESTION, HITS, utterance=QUESTION, ptkb=ptkb, earlier=[first])
+    assert not again.startswith("Given that") and "tuned in fifths" in again
+    fresh, _ = await focused_answer(HashEmbedder(), QUESTION, HITS, utterance=QUESTION, ptkb=ptkb,
+                                    earlier=["Where is Porto?"])
+    assert fresh.startswith("Given that your cello strings are tuned badly, here is what I found.")
+    # a fact the memory strategy recalled is named whenever recalled: the memory test reads it
+    recalled, _ = await focused_answer(HashEmbedder(), QUESTION, HITS, utterance=QUESTION, remembered=ptkb,
+                                       earlier=[first])
+    assert recalled.startswith("Since you mentioned that your cello strings")  # said in the dialogue
+    # with a PTKB statement among the facts the user may not have said, the lead-in does not claim it,
+    # nor that it shaped the answer (its words reach neither the query nor the sentence choice)
+    mixed, _ = await focused_answer(HashEmbedder(), QUESTION, HITS, utterance=QUESTION, ptkb=ptkb,
+                                    remembered=["By the way, I have a severe peanut allergy."])
+    assert mixed.startswith("Given that you have a severe peanut allergy and that your cello strings are tuned badly, "
+                            "here is what I found.")
+
+
+def test_statements_are_turned_to_the_user():
+    assert second_person("Just so you know, I can't have lactose.") == "you can't have lactose"
+    assert (second_person("We're moving to Edinburgh; our flat is small.")
+            == "you're moving to Edinburgh; your flat is small")
+    assert second_person("I am a nurse and I was born in Oslo.") == "you are a nurse and you were born in Oslo"
+    assert second_person("Since 2019, I live in Paris.") == "since 2019, you live in Paris"  # a dated lead-in stays
+    assert personal_sentence([]) == ""
+
+
+def test_a_passage_title_line_is_never_an_answer_sentence():
+    # The demo corpus starts every passage with its title on a line of its own; a title of
+    # four words or more ("History of computing hardware") was taken as a sentence and glued
+    # into answers ("... and computer case. History of computing hardware A great deal ...").
+    from simloop.parts.generate import extractive_answer
+
+    hits = [Hit(docid="History_of_computing_hardware", score=3.0, title="History of computing hardware",
+                text="History of computing hardware\n"
+                     "The history of computing hardware covers early calculating devices."),
+            Hit(docid="x", score=2.0,
+                text="Early history of computing hardware\nComputing hardware history began with the abacus.")]
+    text, used = extractive_answer("history of computing hardware", hits)
+    assert "The history of computing hardware covers" in text and "abacus" in text
+    assert "History of computing hardware\n" not in text and "History of computing hardware The" not in text
+    assert "Early history of computing hardware" not in text  # a title line without a title field
