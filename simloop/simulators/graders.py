@@ -22,9 +22,10 @@ any) are fixed texts, encoded once per run:
   ("Gout: uric acid, joint, arthritis"), or words in an order English never has (the
   real answer shuffled); and one longer than ``max_words`` (iKAT allows 250 tokens).
 
-With ``question.reference`` the relevance is the mean of the question-side and the
-reference-side relevance (answer and residual against the reference); rubric
-``keywords`` add their coverage.  The reference is also *evidence* (DESIGN §5, evidence.py):
+With ``question.reference`` the relevance mixes in (``w_reference``) how well the
+reference bears the answer out: each answer sentence's best cosine with a reference
+sentence, by words; rubric ``keywords`` add their coverage.  The reference is also
+*evidence* (DESIGN §5, evidence.py):
 
 * an answer whose sentences contradict the reference (a negation, an opposite, another
   number or name in a sentence aligned with one of the reference's) loses that share of
@@ -33,8 +34,10 @@ reference-side relevance (answer and residual against the reference); rubric
   ``focus_floor``..``focus_full``) is on another subject, and the grade is scaled by the
   on-topic share of the answer's words, as the off-topic rule does without a reference;
 * an answer that is about an earlier rubric question rather than this one (closer to it by
-  ``earlier_margin``) answers nothing new (capped: "earlier").  How every constant was chosen is noted where it is set:
-on ``2023_train_topics.json`` only (scripts/bench_grader.py reports 2023 test and 2024).
+  ``earlier_margin``) answers nothing new (capped: "earlier").
+
+How every constant was chosen is noted where it is set: on ``2023_train_topics.json``
+only (scripts/bench_grader.py reports 2023 test and 2024).
 
 A grader may return ``None`` when it abstains on an answer it got (a plugin grader's
 choice); the policy then asks for clarification, as iKAT does.  A grader whose model or
