@@ -42,7 +42,7 @@ BENCHES: dict[str, tuple[str, int, int]] = {
     # end-to-end runs against the demo personas) and the voice against real iKAT utterances;
     # issue 34 adds ~9,000 evidence candidates (two reference modes).
     "grader": ("bench_grader", 3600, 1800),
-    "realism": ("bench_realism", 900, 300),
+    "realism": ("bench_realism", 1800, 600),  # the demo, then iKAT personas of three topic files
 }
 
 

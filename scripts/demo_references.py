@@ -32,13 +32,24 @@ import asyncio  # noqa: E402
 # Picks made by reading where the automatic rule picks wrong (question text -> corpus docid);
 # a pin applies only while the question reads exactly so.
 PINNED = {
-    "What is the board game Go and how do you win it?": "Go_(game)",  # the rule: "Board game"
-    "What is a lake and how are lakes formed?": "Lake",  # the rule: a particular lake
-    # No summary is about Polynesian navigation; "Polynesia" is the nearest subject.
-    "How did Polynesian navigators find islands using the stars?": "Polynesia",
-    # No summary is about the Moriori; "Māori people" is the one that mentions them.
-    "Who were the Moriori?": "Māori_people",
-    "How many players are on a rugby union team and how do you score?": "Rugby_union",  # the rule: "Rugby league"
+    # the rule: "Board game", then "Old Chosŏn"; the Go summary says how to win and where it began
+    "How do I explain to my grandson how you win the board game Go?": "Go_(game)",
+    "Ren asked me how old Go is; where was it invented?": "Go_(game)",
+    # the rule: "Rugby league"
+    "How many players does a rugby union side field, and how do we score points?": "Rugby_union",
+    # the rule: "Gout" (q1's pick too); the question and its keywords are on what arthritis does to a joint
+    "Is gout a kind of arthritis, and what does arthritis do to a joint?": "Arthritis",
+    # the rule: "Cologne"; the Western Roman Empire's summary dates its collapse (476)
+    "Cologne began as a Roman town; when did the Western Roman Empire come to an end?": "Western_Roman_Empire",
+    # the rule: "Lionel Messi"; the football summary says "two teams of 11 players"
+    "My son Karim plays youth football; how many players are on each team?": "Association_football",
+    # the rule: "Blood pressure"; the heart attack summary names its symptoms
+    "What are the signs of a heart attack, should I worry with my blood pressure?": "Myocardial_infarction",
+    # the rule: "Placenta"; the pregnancy summary says where the offspring grows (the uterus)
+    "My daughter keeps asking: where does a baby grow during pregnancy?": "Pregnancy",
+    # the rule: "Polish–Lithuanian–Teutonic War" (1409); no summary is about the 1939 invasion, and
+    # Hitler's is the one that states it ("Germany's invasion of Poland on 1 September 1939 ...")
+    "How did the war start in 1939 with the invasion of Poland?": "Adolf_Hitler",
 }
 
 
