@@ -62,7 +62,9 @@ async def pick_references(questions: Sequence[tuple[str, str, str, str]], retrie
         hits = list({h.docid: h for h in [*found[i], *found[n + i]]}.values())
         if question in pinned:
             doc = await retriever.doc(pinned[question])
-            hits = [doc] if doc is not None else hits
+            if doc is None:  # a pin names a document the corpus lacks: the reader's pick is lost
+                raise ValueError(f"pinned document {pinned[question]!r} (for {question!r}) is not in the corpus")
+            hits = [doc]
         if not hits:
             continue
         bodies = [_body(h.text) for h in hits]
