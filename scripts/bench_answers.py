@@ -6,10 +6,14 @@ topic pair of ``personas/``, as ``scripts/demo`` runs it.  Two off-topic figures
 the answers' sentences (the personalisation sentence counts like any other):
 
 * ``answer_offtopic_labelled_share``: of the answer sentences found in the hand-labelled set
-  ``bench/labels/offtopic_sentences.jsonl`` (``LabelledSentence``: 419 sentences of 82 demo
-  answers, each labelled on/off the question's subject by reading, with a reason), the
-  share labelled off; target <= 0.05.  Sentences the set lacks (answers changed since it
-  was labelled) are counted in ``labelled_coverage`` and not judged: label them too;
+  ``bench/labels/offtopic_sentences.jsonl`` (``LabelledSentence``, looked up by topic,
+  question text and sentence; each labelled on/off the question's subject by reading, with
+  a reason: 419 sentences of 82 answers of the assistant before issue 34's voice work, and
+  582 of the 212 answers after it), the share labelled off; target <= 0.05.  Sentences the
+  set lacks (answers changed since it was labelled) are counted in ``labelled_coverage``
+  and not judged: label them too.  A sentence is "off" when it is about another subject
+  than the one asked about (another shark, parliaments in general for Big Ben, the
+  Phoenicians for the age of Tyre); a lead-in that cites the user's own fact is "on";
 * ``answer_offtopic_sentence_share``: the share of all answer sentences that the grader's
   focus rule calls off topic: support (best MiniLM cosine with a sentence of the rubric
   question's reference, ``simulators.evidence``) below the middle of the grader's focus
@@ -18,8 +22,9 @@ the answers' sentences (the personalisation sentence counts like any other):
   cosine-below-0.15 share of issue 12, which missed a sentence on bowling hooks in an
   answer on angling.
 
-Also measured: words per answer (max and mean; the cap is 220) and the share of answers
-that open with the user's facts.
+Both leave out the honest "nothing found" line (``no_answer_lines`` counts it) and
+questions asked back.  Also measured: words per answer (max and mean; the cap is 220) and
+the share of answers that open with the user's facts.
 
 Usage:
     scripts/bench_answers.py [--quick]             the section alone (writes nothing)
@@ -80,19 +85,36 @@ def load_labels(path: Path = LABELS) -> list[LabelledSentence]:
             if line.strip()]
 
 
-async def sentence_support(items: list[tuple[str, str, str | None]], embedder: Any) -> list[float]:
+async def sentence_support(items: list[tuple[str, str, str | None]], embedder: Any,
+                           facts: list[tuple[str, ...]] | None = None) -> list[float]:
     """Per (question, sentence, reference): the sentence's best cosine with a sentence of the
-    reference (with the question alone when there is none), as the grader reads focus."""
+    reference (with the question alone when there is none) or, as the grader reads focus,
+    with one of the user's own facts (``facts``, per item: the persona's PTKB)."""
     from simloop.simulators import prepare
 
+    known = facts or [() for _ in items]
     goals = {(q, r): list(prepare(r, q).pieces) if r else [q] for q, _, r in items}
-    texts = list(dict.fromkeys([s for _, s, _ in items] + [p for ps in goals.values() for p in ps]))
+    texts = list(dict.fromkeys([s for _, s, _ in items] + [p for ps in goals.values() for p in ps]
+                               + [f for fs in known for f in fs]))
     vecs = dict(zip(texts, await embedder.encode(texts))) if texts else {}
     out = []
-    for q, s, r in items:
-        g = np.stack([vecs[p] for p in goals[(q, r)]])
+    for (q, s, r), fs in zip(items, known):
+        g = np.stack([vecs[p] for p in [*goals[(q, r)], *fs]])
         out.append(float((g @ vecs[s]).max()))
     return out
+
+
+def judged_sentences(answer: str) -> tuple[list[str], int]:
+    """The sentences of ``answer`` that the off-topic figures judge, and how many honest
+    "nothing found" lines (``parts.NO_ANSWER``) were left out: such a line is about no
+    subject at all, and an assistant that admits a miss must not look padded for it.
+    Questions asked back are left out as the grader leaves them out."""
+    from simloop.parts import NO_ANSWER
+    from simloop.simulators import is_asking
+    from simloop.text import sentences
+
+    said = [s for s in sentences(answer) if s.strip() != NO_ANSWER]
+    return [s for s in said if not is_asking(s)], len(sentences(answer)) - len(said)
 
 
 def off_cut() -> float:
@@ -108,34 +130,37 @@ async def score_run(run_dir: Path, embedder: Any, only: set[str] | None = None) 
     ``personas/``); ``only``: just these dialogue ids (to compare two runs on the same dialogues)."""
     from simloop.inputs import load_personas
     from simloop.run import read_transcripts
-    from simloop.simulators import is_asking
-    from simloop.text import sentences, word_count
+    from simloop.text import word_count
 
-    rubric = {(t.id, q.id): q for p in load_personas(ROOT / "personas") for t in p.topics for q in t.rubric}
+    personas = load_personas(ROOT / "personas")
+    rubric = {(t.id, q.id): q for p in personas for t in p.topics for q in t.rubric}
+    ptkb = {t.id: tuple(p.ptkb) for p in personas for t in p.topics}
     rows = [(tr.scenario.topic_id, t.user.rubric_id or "", t.assistant.response)
             for tr in read_transcripts(run_dir) if only is None or tr.dialogue_id in only for t in tr.turns]
-    items, keys = [], []
-    lengths, personal = [], 0
+    items, keys, facts = [], [], []
+    lengths, personal, no_answer = [], 0, 0
     for topic, rid, answer in rows:
         lengths.append(word_count(answer))
         personal += answer.startswith(OPENINGS)
         q = rubric.get((topic, rid))
         if q is None:
             continue
-        for s in sentences(answer):
-            if not is_asking(s):
-                items.append((q.question, s, q.reference))
-                keys.append((topic, rid, s))
-    support = await sentence_support(items, embedder)
+        said, missed = judged_sentences(answer)
+        no_answer += missed
+        for s in said:
+            items.append((q.question, s, q.reference))
+            keys.append((topic, q.question, s))
+            facts.append(ptkb.get(topic, ()))
+    support = await sentence_support(items, embedder, facts)
     cut = off_cut()
     flagged = [x < cut for x in support]
-    labels = {(x.topic, x.rubric, x.sentence): x.label for x in load_labels()}
+    labels = {(x.topic, x.question, x.sentence): x.label for x in load_labels()}
     judged = [(labels[k], f) for k, f in zip(keys, flagged) if k in labels]
     hand_off = sum(lab == "off" for lab, _ in judged)
     both = sum(lab == "off" and f for lab, f in judged)
     examples = [{"question": i[0], "sentence": i[1]} for i, f in zip(items, flagged) if f][:5]
     n = max(1, len(rows))
-    return {"answers": len(rows), "sentences": len(items), "off_cut": cut,
+    return {"answers": len(rows), "sentences": len(items), "no_answer_lines": no_answer, "off_cut": cut,
             "offtopic_sentences": sum(flagged),
             "answer_offtopic_sentence_share": round(sum(flagged) / max(1, len(items)), 4),
             "labelled_coverage": len(judged), "labelled_off": hand_off,
