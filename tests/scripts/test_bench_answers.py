@@ -14,9 +14,10 @@ def test_the_labelled_off_topic_set_loads_and_the_measure_computes():
         labels = bench.load_labels()
         assert len(labels) >= 300 and {x.label for x in labels} == {"on", "off"}
         assert all(x.reason.strip() for x in labels)
-        # one label per sentence of an answer to a question (the key the figures look it up by)
-        keys = [(x.topic, x.question, x.sentence) for x in labels]
-        assert len(set(keys)) == len(keys)
+        # a sentence read in two answers to one question has one label (the figures look it up so)
+        seen: dict[tuple[str, str, str], str] = {}
+        for x in labels:
+            assert seen.setdefault((x.topic, x.question, x.sentence), x.label) == x.label, x
         # the three padded answers are in it, their padding labelled off
         off = {x.sentence[:40] for x in labels if x.label == "off"}
         assert any(s.startswith("The lane's long and narrow shape") for s in off)
