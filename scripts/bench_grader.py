@@ -21,6 +21,14 @@ measured on the pooled report sets (2023 test + 2024 test: 550 turns, 496 after 
 with each set also reported alone in the details.  Grading is without ``reference`` (the
 human answer graded against itself would be trivial); the ``reference_mode`` details show
 how the reference mode behaves, with the human response as the reference.
+
+Evidence (bench_evidence.py): the human answer against its negation, its names
+swapped and neighbour padding, graded *with* a reference, in two modes: ``issue`` (gold
+response + passages: the answer is in its own reference; the headline figures) and
+``honest`` (the answer is not in its reference; reported as ``*_honest`` figures and in the
+details, as are the held-out generators).  ``earlier``: another answer of the same
+conversation's earlier turns, graded knowing the earlier questions.  End to end, the
+genuine ``bm25_extractive`` answers negated (``Negated``) must not satisfy the demo users.
 """
 
 from __future__ import annotations
@@ -35,7 +43,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import bench_evidence as ev
 from bench_common import ROOT, figure, ikat_dir, info
+from bench_evidence import auc, base_topic, only_asks
 
 SEED = 11
 SETS = {"2023_train": "2023/2023_train_topics.json", "2023_test": "2023/2023_test_topics.json",
@@ -47,10 +57,18 @@ THRESHOLD = 3.0  # the policy's pass mark: a grade strictly above it passes
 E2E = [("simloop.fakes.adversaries:Parrot", "grader_e2e_parrot_satisfied", 0.05, "lower"),
        ("simloop.fakes.adversaries:OffTopic", "grader_e2e_offtopic_satisfied", 0.05, "lower"),
        ("simloop.fakes.adversaries:Asker", "grader_e2e_asker_satisfied", 0.05, "lower"),
-       ("bm25_extractive", "grader_e2e_bm25_extractive_satisfied", 0.50, "higher")]
+       ("bm25_extractive", "grader_e2e_bm25_extractive_satisfied", 0.50, "higher"),
+       ("simloop.fakes.adversaries:Negated", "grader_e2e_negated_satisfied", 0.10, "lower")]
 TARGETS = {"grader_auc_true_vs_restated": 0.90, "grader_auc_true_vs_other_turn": 0.85,
            "grader_auc_true_vs_other_topic": 0.95, "grader_padding_penalised": 0.80,
            "grader_true_pass_rate": 0.60}
+# Evidence figures: (figure, kind or kind/generator, mode, target); target None = informational.
+EVIDENCE = [("grader_auc_true_vs_negated", "negated/tune", "issue", 0.90),
+            ("grader_auc_true_vs_entity_swapped", "entity_swapped/tune", "issue", 0.90),
+            ("grader_auc_true_vs_padded", "padded_neighbour/tune", "issue", 0.85),
+            ("grader_auc_true_vs_earlier", "earlier", "issue", None)]
+# The passage pool for neighbour padding: a set's own passages, or (2024: none) 2023 test's.
+PASSAGES = {"2023_train": "2023_train", "2023_test": "2023_test", "2024_test": "2023_test"}
 _PAD_MIN_WORDS, _PAD_MAX_WORDS = 6, 40
 _E2E_MAX_S = 1800
 
@@ -61,18 +79,6 @@ class Case:
     kind: str
     question: str
     response: str
-
-
-def _base_topic(number: str) -> str:
-    return number.split("-")[0]
-
-
-def only_asks(response: str) -> bool:
-    """The response asks and states nothing: every sentence of it is a question."""
-    from simloop.text import sentences
-
-    parts = sentences(response)
-    return bool(parts) and all(s.rstrip().endswith("?") for s in parts)
 
 
 def build_cases(path: Path, seed: int = SEED) -> tuple[list[Case], dict[str, int]]:
@@ -90,9 +96,9 @@ def build_cases(path: Path, seed: int = SEED) -> tuple[list[Case], dict[str, int
     cases: list[Case] = []
     for conv, t in usable:
         key, q = f"{conv}_{t.turn_id}", t.resolved_utterance
-        others = [r for c, r in usable if _base_topic(c) != _base_topic(conv)]
+        others = [r for c, r in usable if base_topic(c) != base_topic(conv)]
         same = [r for c, r in usable if c == conv and r.turn_id != t.turn_id and r.response != t.response]
-        foreign = [s for c, s in pad_pool if _base_topic(c) != _base_topic(conv)]
+        foreign = [s for c, s in pad_pool if base_topic(c) != base_topic(conv)]
         parts = sentences(t.response)
         for pad in rng.sample(foreign, 2):  # at random places, the ends included
             parts.insert(rng.randint(0, len(parts)), pad)
@@ -105,14 +111,6 @@ def build_cases(path: Path, seed: int = SEED) -> tuple[list[Case], dict[str, int
             cases.append(Case(key, "other_turn", q, rng.choice(same).response))
     return cases, {"turns": len(convs), "with_response": len(answered),
                    "only_asking_left_out": len(answered) - len(usable), "used": len(usable)}
-
-
-def auc(pos: list[float], neg: list[float]) -> float | None:
-    """ROC-AUC (Mann-Whitney): the chance a positive outranks a negative, ties half."""
-    if not pos or not neg:
-        return None
-    wins = sum((p > n) + 0.5 * (p == n) for p in pos for n in neg)
-    return round(wins / (len(pos) * len(neg)), 4)
 
 
 def score(cases: list[Case], grades: list[float]) -> dict[str, Any]:
@@ -236,12 +234,21 @@ async def _measure(quick: bool, data: Path, embedder: Any) -> tuple[dict[str, An
                 details["sets"][name]["reference_mode"] = await reference_mode(grader, cases)
     report = score(*pooled)
     details["report_pooled"] = {"sets": list(REPORT), **report}
+    evidence = await _evidence(grader, data, embedder, quick, details)
     values = {"grader_auc_true_vs_restated": report["auc_true_vs_restated"],
               "grader_auc_true_vs_other_turn": report["auc_true_vs_other_turn"],
               "grader_auc_true_vs_other_topic": report["auc_true_vs_other_topic"],
               "grader_padding_penalised": report["padding_penalised"],
               "grader_true_pass_rate": report["pass_rate"]["true"]}
     figures = {name: figure(v, TARGETS[name], better="higher") for name, v in values.items()}
+    for name, group, mode, target in EVIDENCE:
+        figures[name] = figure(_auc_of(evidence, mode, group), target, better="higher")
+        held = group.replace("/tune", "/held_out")
+        if held != group:
+            figures[f"{name}_held_out"] = figure(_auc_of(evidence, mode, held), None)
+        figures[f"{name}_honest"] = figure(_auc_of(evidence, "honest", group), None)
+    for mode, suffix in (("issue", "reference"), ("honest", "honest")):
+        figures[f"grader_true_pass_rate_{suffix}"] = figure(evidence[mode].get("true", {}).get("pass_rate"), None)
     # Informational: how often each adversarial candidate would pass (the issue: never).
     for kind in ("restated", "clarify", "other_topic", "other_turn"):
         figures[f"grader_{kind}_pass_rate"] = figure(report["pass_rate"][kind], None)
@@ -252,6 +259,34 @@ async def _measure(quick: bool, data: Path, embedder: Any) -> tuple[dict[str, An
         figures[name] = figure(row.get("satisfied"), target, better=better)
         info(f"grader: e2e {assistant}: {row}")
     return figures, details
+
+
+async def _evidence(grader: Any, data: Path, embedder: Any, quick: bool, details: dict[str, Any]) -> dict[str, Any]:
+    """The evidence kinds of every set, graded in both modes; pooled over the report sets
+    (``{mode: {kind or kind/generator: {n, pass_rate, auc_true_vs}}}``)."""
+    pooled: dict[str, list[tuple[Any, float]]] = {m: [] for m in ev.MODES}
+    for name, rel in SETS.items():
+        turns = ev.load_turns(data / rel, only_asks)
+        if quick:
+            turns = turns[::3]
+        pool = ev.passage_pool(data / SETS[PASSAGES[name]])
+        cases, skipped = await ev.build(turns, pool, embedder)
+        cases += ev.earlier_cases(turns)
+        row: dict[str, Any] = {"turns": len(turns), "skipped": skipped}
+        for mode in ev.MODES:
+            graded = await ev.grade(grader, turns, cases, mode)
+            row[mode] = ev.score(graded, auc, _rate)
+            if name in REPORT:
+                pooled[mode].extend(graded)
+        details["sets"][name]["evidence"] = row
+        info(f"grader: {name}: evidence {len(cases)} candidates x {len(ev.MODES)} modes")
+    out = {mode: ev.score(graded, auc, _rate) for mode, graded in pooled.items()}
+    details["evidence_pooled"] = {"sets": list(REPORT), **out}
+    return out
+
+
+def _auc_of(evidence: dict[str, Any], mode: str, group: str) -> float | None:
+    return evidence.get(mode, {}).get(group, {}).get("auc_true_vs")
 
 
 if __name__ == "__main__":  # scripts/bench_grader.py [--quick]: this section alone, printed

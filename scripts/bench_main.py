@@ -38,11 +38,12 @@ BENCHES: dict[str, tuple[str, int, int]] = {
     "ptkb": ("bench_ptkb", 600, 400),  # all-mpnet-base-v2 over ~400 turns: ~2 min on 2 shared cores
     "answers": ("bench_answers", 1200, 400),
     "memorytest": ("bench_memorytest", 1200, 400),
-    # The grader on real iKAT answers (MiniLM over ~3,300 candidates, then four
-    # end-to-end runs against the demo personas) and the voice against real iKAT utterances.
-    "grader": ("bench_grader", 2400, 1200),
+    # The grader on real iKAT answers (MiniLM over ~3,300 candidates, then five
+    # end-to-end runs against the demo personas) and the voice against real iKAT utterances;
+    # the evidence kinds add ~9,000 evidence candidates (two reference modes).
+    "grader": ("bench_grader", 3600, 1800),
     "realism": ("bench_realism", 1800, 600),  # the demo, then iKAT personas of three topic files
-    # Issue 35: a fresh clone to the finished demo (venv set up, index built, 41 dialogues),
+    # A fresh clone to the finished demo (venv set up, index built, 41 dialogues),
     # then the demo again; ~2 GB of venv and cache in a temporary folder, removed after.
     "demo": ("bench_demo", 1500, 900),
 }

@@ -47,6 +47,7 @@ class RubricQuestion(_Model):
     question: str
     keywords: list[str] = Field(default_factory=list, description="terms an answer should mention")
     reference: str | None = Field(None, description="a reference answer; the graders compare answers with it")
+    reference_doc: str | None = Field(None, description="the corpus document the reference came from, if any")
 
 
 class GoldTurn(_Model):
@@ -190,9 +191,8 @@ class ContextInfo(_Open):
     tokens: int = 0
 
 
-# Offline stand-ins (the extractive summariser, the offline rewriter) put a model name on
-# their stages, "offline-...", so token figures compare with a real call's; they are not
-# LLM calls.
+# Offline stand-ins (the extractive summariser, the offline rewriter) put a model name on their
+# stages, "offline-...", so token figures compare with a real call's; they are not LLM calls.
 OFFLINE_MODEL_PREFIX = "offline"
 
 

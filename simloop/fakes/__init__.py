@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 if _TYPE_CHECKING:
     from .adversaries import clarifying_question, restate
     from .chat import CpuMeter, ScriptedChat
+    from .falsify import NegationStyle, change_numbers, negate, swap_entities
     from .mockcli import add_arguments, main_from_args
     from .mockllm import MockLLM
     from .seams import MemoryRetriever
@@ -19,9 +20,10 @@ else:
         "mockcli": ("add_arguments", "main_from_args",),
         "mockllm": ("MockLLM",),
         "seams": ("MemoryRetriever",),
+        "falsify": ("negate", "swap_entities", "change_numbers", "NegationStyle",),
     })
 
 __all__ = [
-    "CpuMeter", "MemoryRetriever", "MockLLM", "ScriptedChat", "add_arguments", "clarifying_question", "main_from_args",
-    "restate",
+    "CpuMeter", "MemoryRetriever", "MockLLM", "NegationStyle", "ScriptedChat", "add_arguments", "change_numbers",
+    "clarifying_question", "main_from_args", "negate", "restate", "swap_entities",
 ]

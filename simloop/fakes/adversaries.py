@@ -7,7 +7,9 @@
 * ``KeywordDump`` lists the utterance's topic and the words that recur in its best BM25
   passages, stating nothing (keyword stuffing: what an assistant has, not the answer key);
 * ``Shuffled`` answers from the best BM25 passage for the utterance, with the words of
-  each sentence shuffled (the bag of words of an answer, without its grammar).
+  each sentence shuffled (the bag of words of an answer, without its grammar);
+* ``Negated`` is another assistant (bm25_extractive by default) whose every answer is
+  said the other way round (``falsify.negate``): the right subject, the wrong facts.
 
 They are plugins (``--assistant simloop.fakes.adversaries:Parrot``) for the end-to-end
 adversary test, and ``restate`` / ``clarifying_question`` also build the labelled
@@ -18,6 +20,7 @@ runs are reproducible and yet varied.
 
 from __future__ import annotations
 
+import importlib
 import random
 import re
 from collections import Counter
@@ -25,8 +28,10 @@ from typing import Protocol
 
 from ..schema import AssistantReply, DialogueState, Hit, Passage
 from ..text import content_words, sentences, stem
+from .falsify import NegationStyle, negate
 
-__all__ = ["Parrot", "OffTopic", "Asker", "KeywordDump", "Shuffled", "restate", "clarifying_question", "topic_phrase"]
+__all__ = ["Parrot", "OffTopic", "Asker", "KeywordDump", "Shuffled", "Negated", "restate", "clarifying_question",
+           "topic_phrase"]
 
 # A question's stem ("Can you tell me what ...", "How long does ...") before its subject.
 _LEAD = re.compile(
@@ -234,3 +239,30 @@ class Shuffled:
             rng.shuffle(tokens)
             out.append(" ".join(tokens).capitalize() + ".")
         return AssistantReply(response=" ".join(out), rewritten_query=_utterance(state))
+
+
+class Negated:
+    """The answers of the assistant ``inner`` (``module:attr``; bm25_extractive by default),
+    each negated in ``style`` (fakes.falsify): what a grader that checks evidence must fail.
+    ``inner`` is built here as ``Cls(ctx)`` with its defaults (the registry lives above
+    this layer, in run/plugins.py)."""
+
+    def __init__(self, ctx: object, inner: str = "agents.bm25_extractive:BM25Extractive",
+                 style: NegationStyle = "auxiliary"):
+        if style not in ("auxiliary", "lexical"):
+            raise ValueError(f"style is 'auxiliary' or 'lexical', not {style!r}")
+        module, _, attr = inner.partition(":")
+        if not module or not attr:
+            raise ValueError(f"inner is module:attr, not {inner!r}")
+        self.inner, self.style = getattr(importlib.import_module(module), attr)(ctx), style
+        self.needs = tuple(getattr(self.inner, "needs", ()) or ())
+
+    async def respond(self, state: DialogueState) -> AssistantReply:
+        reply = await self.inner.respond(state)
+        wrong = negate(reply.response, _rng(state, "negated"), self.style)
+        return reply.model_copy(update={"response": wrong})
+
+    async def aclose(self) -> None:
+        close = getattr(self.inner, "aclose", None)
+        if close is not None:
+            await close()

@@ -3,7 +3,9 @@
 One conversation of an iKAT topic file (any of the 2023, 2024, 2025 schemas, read by
 ``inputs.ikat``) becomes one persona: its PTKB, default behaviour, and one topic whose
 rubric questions are the information needs the real user pursued, in order, each with
-the gold response as its ``reference`` answer (the grader uses it).
+its evidence as ``reference``: the gold responses, then the texts of the
+passages they cite where the topic file has a ``_psg_text.jsonl`` beside it (2023; at most
+``REFERENCE_PASSAGE_WORDS`` words of passages per question, inputs/ikat.py).
 
 How turns become questions (rules chosen by reading ``2023_train_topics.json`` only;
 the 2023 test and 2024 files were converted with them unchanged):
@@ -44,7 +46,7 @@ from pathlib import Path
 from ..errors import DataFileError
 from ..schema import Behaviour, BehaviourSpec, GoldTurn, Persona, RubricQuestion, Topic
 from ..text import content_terms, content_words, sentences
-from .ikat import load_ikat_topics
+from .ikat import load_ikat_topics, load_passage_texts, passage_evidence
 from .personas import load_personas
 
 __all__ = ["SAME_QUESTION", "IKAT_PATIENCE", "rubric_from_turns", "personas_from_ikat", "check_prefix", "persona_toml",
@@ -121,17 +123,21 @@ def _groups(turns: Sequence[GoldTurn], title: str) -> list[_Group]:
     return groups
 
 
-def _reference(group: _Group, last_turn: GoldTurn) -> str | None:
-    answers = [t.response.strip() for t in group.turns if t.response.strip() and not _clarifying(t.response)
-               and not (t is last_turn and t is not group.turns[0])]  # the reply to a closing thank-you
-    return " ".join(answers) or None
+def _reference(group: _Group, last_turn: GoldTurn, passages: dict[str, str]) -> str | None:
+    # The topic's last turn, folded into an earlier question (a closing thank-you), adds no evidence.
+    used = [t for t in group.turns if not (t is last_turn and t is not group.turns[0])]
+    answers = [t.response.strip() for t in used if t.response.strip() and not _clarifying(t.response)]
+    cited = passage_evidence([pid for t in used for pid in t.response_provenance], passages)
+    return " ".join([*answers, *([cited] if cited else [])]) or None
 
 
-def rubric_from_turns(turns: Sequence[GoldTurn], title: str) -> list[RubricQuestion]:
-    """Ordered rubric questions (ids ``t<first turn id>``) with their reference answers."""
+def rubric_from_turns(turns: Sequence[GoldTurn], title: str,
+                      passages: dict[str, str] | None = None) -> list[RubricQuestion]:
+    """Ordered rubric questions (ids ``t<first turn id>``) with their references
+    (``passages``: passage texts by id, for the evidence the gold responses cite)."""
     groups = _groups(turns, title)
-    return [RubricQuestion(id=f"t{g.turns[0].turn_id}", question=g.question, reference=_reference(g, turns[-1]))
-            for g in groups]
+    return [RubricQuestion(id=f"t{g.turns[0].turn_id}", question=g.question,
+                           reference=_reference(g, turns[-1], passages or {})) for g in groups]
 
 
 # What may go into a persona id, which is also its file name in the output folder.
@@ -151,11 +157,12 @@ def check_prefix(prefix: str) -> str:
 def personas_from_ikat(path: str | Path, prefix: str = "") -> list[Persona]:
     """One persona per conversation of an iKAT topic file (ids ``<prefix><number>``)."""
     check_prefix(prefix)
+    passages = load_passage_texts(path)
     out = []
     for conv in load_ikat_topics(path):
         [topic] = conv.topics
         pid = prefix + _UNSAFE.sub("-", conv.id)
-        rubric = rubric_from_turns(topic.gold_turns, topic.title)
+        rubric = rubric_from_turns(topic.gold_turns, topic.title, passages)
         out.append(Persona(id=pid, name=f"iKAT {conv.id}", ptkb=conv.ptkb,
                            behaviour=BehaviourSpec(patience=IKAT_PATIENCE),
                            topics=[Topic(id=pid, title=topic.title, rubric=rubric)]))
@@ -170,7 +177,8 @@ def _s(text: str) -> str:
 
 def persona_toml(p: Persona, source: str) -> str:
     lines = [f"# Converted by `simloop personas from-ikat` from {source}.",
-             "# Rubric question ids name the first iKAT turn that asked them; references are the gold responses.",
+             "# Rubric question ids name the first iKAT turn that asked them; references are the gold responses",
+             "# and the passages they cite (where the topic file's passage texts were beside it).",
              f"id = {_s(p.id)}", f"name = {_s(p.name)}", "ptkb = ["]
     lines += [f"  {_s(s)}," for s in p.ptkb] + ["]", ""]
     lines += ["[behaviour]", "# The iKAT 2025 simulator never gives up: the largest patience.",

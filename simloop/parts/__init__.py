@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 if _TYPE_CHECKING:
+    from .generate import NO_ANSWER
     from .generate_focus import focused_answer
     from .generate_llm import MAX_WORDS, draft_answer, suggest_elements
     from .ptkb import DEFAULT_THRESHOLD, rank_ptkb_by_embedding
@@ -52,14 +53,15 @@ else:
         "rewrite": ("heuristic_rewrite", "is_dependent", "question_part",),
         "rewrite_llm": ("iterative_rewrite", "llm_rewrite", "queries_from_answer", "queries_per_ptkb",),
         "stages": ("stage_note", "timed_stage",),
+        "generate": ("NO_ANSWER",),
     })
 
 __all__ = [
-    "DEFAULT_PARAMS", "DEFAULT_THRESHOLD", "ENCODER_DEFAULTS", "MAX_WORDS", "MINILM_PARAMS", "RankParams", "as_uses",
-    "classify_ptkb_llm", "current_utterance", "draft_answer", "embedding_rerank", "fit_passages", "focused_answer",
-    "format_passage", "grounded_reply", "heuristic_rewrite", "is_dependent", "iterative_rewrite", "lexical_matrix",
-    "lexical_scores", "llm_rewrite", "multi_query", "order_scores", "queries_from_answer", "queries_per_ptkb",
-    "query_texts", "question_part", "rank_ptkb", "rank_ptkb_by_embedding", "rank_ptkb_uses", "ranker_embedder",
-    "rrf_fuse", "score_ptkb_llm", "score_statements", "select_used", "similarities", "stage_note", "suggest_elements",
-    "timed_stage", "union_ptkb", "used_only", "vote_ptkb",
+    "DEFAULT_PARAMS", "DEFAULT_THRESHOLD", "ENCODER_DEFAULTS", "MAX_WORDS", "MINILM_PARAMS", "NO_ANSWER",
+    "RankParams", "as_uses", "classify_ptkb_llm", "current_utterance", "draft_answer", "embedding_rerank",
+    "fit_passages", "focused_answer", "format_passage", "grounded_reply", "heuristic_rewrite", "is_dependent",
+    "iterative_rewrite", "lexical_matrix", "lexical_scores", "llm_rewrite", "multi_query", "order_scores",
+    "queries_from_answer", "queries_per_ptkb", "query_texts", "question_part", "rank_ptkb", "rank_ptkb_by_embedding",
+    "rank_ptkb_uses", "ranker_embedder", "rrf_fuse", "score_ptkb_llm", "score_statements", "select_used",
+    "similarities", "stage_note", "suggest_elements", "timed_stage", "union_ptkb", "used_only", "vote_ptkb",
 ]

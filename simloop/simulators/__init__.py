@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 if _TYPE_CHECKING:
+    from .claims import entities, name_terms, name_words
+    from .cues import is_asking
+    from .evidence import Thresholds, check_evidence, focus_share, pieces_of, prepare
     from .graders import EmbeddingGrader, Grader
     from .llm import LLMGrader, LLMSimulator, LLMVoice
     from .offline import OfflineSimulator
@@ -23,9 +26,13 @@ else:
         "replay": ("ReplaySimulator",),
         "simapi": ("API_SCHEMES", "DEFAULT_TOKEN_ENV", "SimApiSimulator",),
         "voices": ("TemplateVoice",),
+        "evidence": ("Thresholds", "check_evidence", "pieces_of", "prepare", "focus_share",),
+        "claims": ("entities", "name_terms", "name_words",),
+        "cues": ("is_asking",),
     })
 
 __all__ = [
     "API_SCHEMES", "Action", "DEFAULT_TOKEN_ENV", "EmbeddingGrader", "Grader", "LLMGrader", "LLMSimulator",
-    "LLMVoice", "OfflineSimulator", "ReplaySimulator", "SimApiSimulator", "SimContext", "TemplateVoice",
+    "LLMVoice", "OfflineSimulator", "ReplaySimulator", "SimApiSimulator", "SimContext", "TemplateVoice", "Thresholds",
+    "check_evidence", "entities", "focus_share", "is_asking", "name_terms", "name_words", "pieces_of", "prepare",
 ]

@@ -240,6 +240,15 @@ _GRADER_SYSTEM = (
     "answered; 2 = on the topic but not an answer; 1 = barely related; 0 = unrelated, a refusal or "
     'no answer. Return JSON: {"grade": <integer 0-5>}.'
 )
+# With evidence: what the user already knows to be true, and what makes a reply wrong.
+_GRADER_EVIDENCE = (
+    "\n\nYou also hold notes on what is true about this question (below the question). The reply need "
+    "not repeat them and may add facts they lack. But where the reply says something the notes say "
+    "otherwise - the opposite statement, another number or date, another person, place or name - "
+    "the reply is wrong: grade it 0 or 1, however fluent it is. Sentences about some other subject "
+    "do not answer the question: the more of the reply they fill, the lower the grade. A reply that "
+    "answers an earlier question instead of this one does not answer it."
+)
 
 
 class LLMGrader:
@@ -259,10 +268,10 @@ class LLMGrader:
         self, question: RubricQuestion, response: str, context: SimContext | None = None
     ) -> tuple[float | None, list[Stage]]:
         topic = f'Topic: "{context.scenario.topic.title}"\n' if context is not None else ""
-        reference = (f"\n\nReference answer (the reply may word it differently):\n{question.reference}"
+        reference = (f"\n\nYour notes (true; the reply may word things differently):\n{question.reference}"
                      if question.reference else "")
         messages = [
-            {"role": "system", "content": _GRADER_SYSTEM},
+            {"role": "system", "content": _GRADER_SYSTEM + (_GRADER_EVIDENCE if question.reference else "")},
             {"role": "user", "content": f"{topic}Question: {question.question}{reference}\n\nReply:\n{response}"},
         ]
         obj, stage = await self.ctx.chat("simulator").structured(

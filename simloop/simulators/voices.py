@@ -2,7 +2,7 @@
 
 ``TemplateVoice`` is the offline voice.  It is deterministic for a (scenario seed, turn)
 and varied across seeds, and it is calibrated to read like the real iKAT 2023/2024 users
-(``scripts/bench_realism.py`` measures it; targets from issues 11 and 34): short turns
+(``scripts/bench_realism.py`` measures it; targets in bench/results.json): short turns
 (real mean about 12 words), the rubric question reworded rather than repeated, one part
 at a time (``wording.py`` over ``needs.py`` and ``paraphrase.py``), back-references
 ("That's too general ...", "And is it ..."), statements and feedback as well as

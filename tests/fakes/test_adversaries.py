@@ -12,6 +12,7 @@ import pytest
 from simloop.fakes.adversaries import (
     Asker,
     KeywordDump,
+    Negated,
     OffTopic,
     Parrot,
     Shuffled,
@@ -21,10 +22,11 @@ from simloop.fakes.adversaries import (
 )
 from simloop.run import read_manifest, read_transcripts
 from simloop.run.plugins import Assistant
-from simloop.schema import Behaviour, Persona, RubricQuestion, Scenario, Topic
+from simloop.run.view import ask, assistant_view
+from simloop.schema import Behaviour, DialogueState, Persona, RubricQuestion, Scenario, Topic, UserTurn
 from simloop.text import sentences
 from tests.helpers.cli import simloop_cli
-from tests.helpers.data import ROOT
+from tests.helpers.data import ROOT, make_scenario
 
 ADVERSARIES = ["Parrot", "OffTopic", "Asker", "KeywordDump"]
 
@@ -123,3 +125,15 @@ def test_bm25_extractive_still_satisfies_most_users(demo_run):
     assert read_manifest(demo_run.run_dir).assistant.name == "bm25_extractive"
     transcripts = list(read_transcripts(demo_run.run_dir))
     assert len(transcripts) == 6 and _satisfied(transcripts) >= 0.5
+
+
+async def test_the_negated_adversary_negates_another_assistants_answers():
+    negated = Negated(None, inner="tests.helpers.plugins:EchoAssistant")
+    assert isinstance(negated, Assistant)
+    view = assistant_view(DialogueState(dialogue_id="d", scenario=make_scenario()))
+    ask(view, UserTurn(utterance="the museum is open on 3 days."))
+    reply = await negated.respond(view)
+    assert reply.response == "About the museum is not open on 6 days."
+    assert [p.docid for p in reply.passages] == ["doc-1"]  # the rest of the reply is the inner assistant's
+    with pytest.raises(ValueError):
+        Negated(None, inner="tests.helpers.plugins:EchoAssistant", style="sarcastic")

@@ -13,11 +13,11 @@ import pytest
 
 from simloop.cli import main
 from simloop.inputs.from_ikat import IKAT_PATIENCE, personas_from_ikat, rubric_from_turns
-from simloop.inputs.ikat import load_ikat_topics
+from simloop.inputs.ikat import load_ikat_topics, load_passage_texts
 from simloop.inputs.personas import load_personas
 from simloop.run import read_transcripts
 from simloop.schema import GoldTurn
-from simloop.text import sentences
+from simloop.text import sentences, words
 from tests.helpers.cli import simloop_cli
 from tests.helpers.data import ikat_file
 
@@ -67,6 +67,8 @@ def test_real_topic_files_convert_and_validate_like_hand_written_personas(name: 
     assert main(["personas", "from-ikat", str(source), "--out", str(out)]) == 0
     loaded = {p.id: p for p in load_personas(out)}  # the hand-written personas' loader
     convs = load_ikat_topics(source)
+    texts = load_passage_texts(source)
+    assert bool(texts) == ("2023" in name)
     assert sorted(loaded) == sorted(c.id for c in convs)
     for conv in convs:
         p = loaded[conv.id]
@@ -76,9 +78,11 @@ def test_real_topic_files_convert_and_validate_like_hand_written_personas(name: 
         assert 1 <= len(topic.rubric) <= len(gold) and topic.rubric[0].id == f"t{gold[0].turn_id}"
         resolved = {s for g in gold for s in sentences(g.resolved_utterance)}
         responses = " ".join(g.response for g in gold)
+        # evidence: the gold responses and (2023) the texts of the passages they cite
+        cited = " ".join(" ".join(texts.get(pid, "").split()) for g in gold for pid in g.response_provenance)
         for q in topic.rubric:
             assert set(sentences(q.question)) <= resolved  # made of the user's own resolved sentences
-            assert q.reference is None or all(s in responses for s in sentences(q.reference))
+            assert q.reference is None or set(words(q.reference)) <= set(words(f"{responses} {cited}"))
         assert sum(q.reference is not None for q in topic.rubric) >= len(topic.rubric) // 2
 
 
@@ -149,3 +153,26 @@ def test_interactive_run_on_converted_personas(tmp_path: Path):
     assert t.stop.by == "simulator" and t.stop.reason in ("user_satisfied", "user_gave_up") and t.stop.utterance
     assert {x.user.rubric_id for x in t.turns} <= {"t1", "t2"} and t.turns[0].user.rubric_id == "t1"
     assert all(x.user.grade is not None for x in t.turns)
+
+
+def test_references_carry_the_cited_passages_where_the_topic_file_has_them(tmp_path: Path):
+    # DESIGN §5 evidence: gold response + the texts of the passages it cites, from the
+    # <stem>_psg_text.jsonl beside the topic file (2023 ships one, 2024 does not).
+    conv = {"number": "2-1", "title": "Egypt", "ptkb": {"1": "I am American."},
+            "turns": [{"turn_id": 1, "utterance": "Do I need a visa for Egypt?", "resolved_utterance": "",
+                       "response": "Yes, Americans need a visa.", "ptkb_provenance": [1],
+                       "response_provenance": ["doc-1:0", "doc-2:3", "doc-1:0"]}]}
+    src = tmp_path / "topics.json"
+    src.write_text(json.dumps([conv]))
+    [without] = personas_from_ikat(src)
+    assert without.topics[0].rubric[0].reference == "Yes, Americans need a visa."
+    long_text = " ".join(["An e-visa costs 25 dollars and is bought online."] * 300)  # 2,700 words
+    lines = [{"doc_id": "doc-1", "passage_id": "0", "passage_text": "Visitors from the USA need an e-visa."},
+             {"doc_id": "doc-2", "passage_id": "3", "passage_text": long_text}]
+    (tmp_path / "topics_psg_text.jsonl").write_text("\n".join(json.dumps(x) for x in lines))
+    [p] = personas_from_ikat(src)
+    ref = p.topics[0].rubric[0].reference
+    assert ref.startswith("Yes, Americans need a visa. Visitors from the USA need an e-visa. An e-visa costs")
+    assert ref.count("Visitors from the USA") == 1  # a passage cited twice is read once
+    from simloop.inputs.ikat import REFERENCE_PASSAGE_WORDS
+    assert len(ref.split()) <= len("Yes, Americans need a visa.".split()) + REFERENCE_PASSAGE_WORDS

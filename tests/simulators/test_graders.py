@@ -265,6 +265,8 @@ async def test_the_llm_grader_is_shown_the_reference_when_there_is_one():
     grader = LLMGrader(Context(config=None, overrides={"chat:simulator": chat}))
     q = RubricQuestion(id="q", question="What are the side effects of ibuprofen?")
     assert (await grader.grade(q, "Stomach pain."))[0] == 4.0
-    assert "Reference answer" not in chat.prompt()
+    assert "Your notes" not in chat.prompt() and "the reply is wrong" not in chat.prompt()
     await grader.grade(q.model_copy(update={"reference": "Stomach pain, nausea and dizziness."}), "Stomach pain.")
     assert "Stomach pain, nausea and dizziness." in chat.prompt()
+    # with evidence, the model is told that a reply contradicting it is a wrong answer
+    assert "the reply is wrong: grade it 0 or 1" in chat.prompt() and "another number or date" in chat.prompt()
