@@ -40,6 +40,7 @@ if _TYPE_CHECKING:  # what static tools see; at run time the faces load these on
         LLMError,
         LLMStatusError,
         LLMTimeoutError,
+        LocalServerError,
         PluginNotFoundError,
         ResumeError,
         RetrievalError,
@@ -92,7 +93,8 @@ else:
         "errors": (
             "ApiError", "BadInputError", "ConfigError", "ContractError", "DataFileError", "DialogueError",
             "EmptyCompletionError", "IndexMissingError", "InvalidOutputError", "LLMConnectionError", "LLMError",
-            "LLMStatusError", "LLMTimeoutError", "PluginNotFoundError", "ResumeError", "RetrievalError",
+            "LLMStatusError", "LLMTimeoutError", "LocalServerError", "PluginNotFoundError", "ResumeError",
+            "RetrievalError",
             "SimApiAuthError", "SimApiError", "SimloopError", "StructuredOutputError", "error_source",
         ),
         # what `simloop eval` and `simloop memory` write
@@ -111,13 +113,14 @@ else:
     })
 
 __all__ = [
-    "ApiError", "Assistant", "AssistantReply", "AssistantTurn", "BadInputError", "Behaviour", "ConfigError", "Context",
-    "ContextInfo", "ContractError", "DataFileError", "DialogueError", "DialogueScores", "DialogueState", "Embedder",
-    "EmptyCompletionError", "ErrorInfo", "GoldTurn", "Hit", "IndexMissingError", "InvalidOutputError", "LLMConfig",
-    "LLMConnectionError", "LLMError", "LLMRole", "LLMRoleOverride", "LLMStatusError", "LLMTimeoutError",
-    "MemoryResults", "MemoryStrategy", "Passage", "Persona", "PluginNotFoundError", "PluginRef", "PluginSpec",
-    "PtkbUse", "ResumeError", "RetrievalConfig", "RetrievalError", "Retriever", "RubricQuestion", "Run", "RunConfig",
-    "RunManifest", "RunSummary", "Scenario", "ScenarioRef", "ScenarioSelection", "SimApiAuthError", "SimApiError",
-    "SimloopError", "SimulatorTurn", "Stage", "Stop", "StructuredOutputError", "Topic", "Transcript", "Turn", "Usage",
-    "UserSimulator", "UserTurn", "arun", "error_source", "evaluate", "read_transcripts", "run",
+    "ApiError", "Assistant", "AssistantReply", "AssistantTurn", "BadInputError", "Behaviour", "ConfigError",
+    "Context", "ContextInfo", "ContractError", "DataFileError", "DialogueError", "DialogueScores", "DialogueState",
+    "Embedder", "EmptyCompletionError", "ErrorInfo", "GoldTurn", "Hit", "IndexMissingError", "InvalidOutputError",
+    "LLMConfig", "LLMConnectionError", "LLMError", "LLMRole", "LLMRoleOverride", "LLMStatusError",
+    "LLMTimeoutError", "LocalServerError", "MemoryResults", "MemoryStrategy", "Passage", "Persona",
+    "PluginNotFoundError", "PluginRef", "PluginSpec", "PtkbUse", "ResumeError", "RetrievalConfig", "RetrievalError",
+    "Retriever", "RubricQuestion", "Run", "RunConfig", "RunManifest", "RunSummary", "Scenario", "ScenarioRef",
+    "ScenarioSelection", "SimApiAuthError", "SimApiError", "SimloopError", "SimulatorTurn", "Stage", "Stop",
+    "StructuredOutputError", "Topic", "Transcript", "Turn", "Usage", "UserSimulator", "UserTurn", "arun",
+    "error_source", "evaluate", "read_transcripts", "run",
 ]

@@ -8,6 +8,16 @@ if _TYPE_CHECKING:
     from .client import ChatModel, ChatResult, LLMPool
     from .config import LLMConfig, LLMRole, LLMRoleOverride, role_setting
     from .limits import Permit
+    from .local import (
+        INSTALL_HINT,
+        LOCAL_MODELS,
+        LocalModel,
+        LocalServer,
+        default_threads,
+        local_model,
+        model_file,
+        server_missing,
+    )
     from .meter import metered
     from .preflight import check_endpoints, check_judge_llm
     from .transport import transport_name
@@ -18,12 +28,15 @@ else:
         "client": ("ChatModel", "ChatResult", "LLMPool",),
         "config": ("LLMConfig", "LLMRole", "LLMRoleOverride", "role_setting",),
         "limits": ("Permit",),
+        "local": ("INSTALL_HINT", "LOCAL_MODELS", "LocalModel", "LocalServer", "default_threads",
+                  "local_model", "model_file", "server_missing",),
         "meter": ("metered",),
         "preflight": ("check_endpoints", "check_judge_llm",),
         "transport": ("transport_name",),
     })
 
 __all__ = [
-    "ChatModel", "ChatResult", "LLMConfig", "LLMPool", "LLMRole", "LLMRoleOverride", "Permit",
-    "check_endpoints", "check_judge_llm", "metered", "role_setting", "transport_name",
+    "ChatModel", "ChatResult", "INSTALL_HINT", "LLMConfig", "LLMPool", "LLMRole", "LLMRoleOverride", "LOCAL_MODELS",
+    "LocalModel", "LocalServer", "Permit", "check_endpoints", "check_judge_llm",
+    "default_threads", "local_model", "metered", "model_file", "role_setting", "server_missing", "transport_name",
 ]
