@@ -89,6 +89,8 @@ def run_events(progress: Progress, todo: int | None) -> Callable[[Event], None]:
             progress.update(task, description=f"stopping ({ev.detail})")
             err.print(f"[yellow]{ev.detail}[/]: stopping; dialogues in flight are dropped and will re-run on "
                       "resume (press Ctrl-C again to exit at once)", soft_wrap=True)
+        elif ev.kind == "halted":  # the reason is said once the run ends (cli/run.py)
+            progress.update(task, description="finishing (no new dialogues)")
         elif ev.kind == "turn":
             counters["turns"] += 1
             progress.update(task, turns=counters["turns"])

@@ -81,6 +81,10 @@ def run_local(cfg: RunConfig, resume: Path | None = None, retry_errors: bool = F
         err.print(f"[yellow]interrupted[/]: {prep.recorder.written} dialogues recorded; "
                   f"resume with: simloop run --resume {prep.run_dir}", soft_wrap=True)  # one line to copy
     code = 130 if stats.interrupted else finished_code(prep.run_dir, cfg.max_error_share, say_plain)
+    if stats.halted and not stats.interrupted:  # scenarios left unstarted: the run did not do its work
+        say_plain(f"stopped starting dialogues: {stats.halted}; fix the cause, then run the rest with: "
+                  f"simloop run --resume {prep.run_dir} --retry-errors")
+        code = code or 1
     if code == 0:
         code = llm_run_code(prep.run_dir, say_plain)
     print(prep.run_dir)
