@@ -196,11 +196,25 @@ def invalid_reason(text: str, action: Action, scaffold: set[tuple[str, ...]] | N
     if doubled:
         return f"it said the same thing twice ({doubled})"
     n = len(text.split())
-    if n > 120:
+    if n > _MAX_WORDS:
         return f"it was far too long for a chat message ({n} words)"
     if action.kind in _ASKING and "?" not in text and n > 60:
         return "it explained things instead of asking"
     return None
+
+
+# A message longer than _MAX_WORDS words is rejected whatever it says: the tokens past
+# that (about 1.3 a word) are never used, and a small model fills a 512-token budget
+# (seconds of generation) once it starts explaining.
+_MAX_WORDS = 120
+_VOICE_MAX_TOKENS = 200
+
+
+def _voice_max_tokens(model: object) -> int:
+    """``_VOICE_MAX_TOKENS``, or the role's own ``max_tokens`` when that is smaller (a
+    ChatModel has settings; a scripted stand-in may not)."""
+    configured = getattr(getattr(model, "settings", None), "max_tokens", None)
+    return min(configured, _VOICE_MAX_TOKENS) if isinstance(configured, int) else _VOICE_MAX_TOKENS
 
 
 def _request_seed(context: SimContext, action: Action) -> int:
@@ -228,6 +242,7 @@ class LLMVoice:
             # The scenario seed makes repeats of one persona x topic sample (and cache)
             # apart, and a rerun of the same scenario reproducible.
             res = await model.chat(messages, stage="simulator.voice", n=self.candidates, temperature=self.temperature,
+                                   max_tokens=_voice_max_tokens(model),
                                    seed=_request_seed(context, action),
                                    check=lambda raw: invalid_reason(_clean(raw), action, scaffold, earlier, replies))
         except (EmptyCompletionError, InvalidOutputError) as exc:  # the ChatModel already retried it

@@ -132,6 +132,10 @@ _ACTS: list[tuple[str, re.Pattern[str]]] = [
         r"|\b(?:glad|happy|pleased) (?:i|we) (?:could|was able to|were able to) help\b"
         r"|\b(?:great|good|excellent|interesting) question\b"
         r"|\bhope (?:this|that|it|these|my answer) (?:helps|helped|was helpful|is helpful|answers)\b", re.I)),
+    # "I'm sorry for any confusion", "I apologize for the inconvenience" (a user says "sorry, I meant ...")
+    ("apologises for its answer", re.compile(
+        r"\b(?:sorry|apologi[sz]e) for any\b|\bapologi[sz]e for (?:the|my) (?:confusion|inconvenience|misunderstanding|"
+        r"mistake|error)\b", re.I)),
     # "Here are some options", "Sure! Here's what I found"; not "Here in Porto ..." nor "Here is my question"
     ("presents an answer", re.compile(
         r"^\W*(?:(?:sure|certainly|of course|absolutely)\W+)?here(?:'s| is| are) (?:a|an|the|some|what|how|few)\b",

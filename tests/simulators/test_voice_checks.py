@@ -35,6 +35,7 @@ ASSISTANT = [
     "Hmm, the cheaper one then. Is there anything else we can do for your booking?",
     "OK, and the visa fee? That's an excellent question, the fee depends on your passport.",
     "What are your other questions about the route? I can guide you through them.",
+    "The harbour is south of the centre. I apologise for the confusion in my last message.",
 ]
 # A user's voice, including the words the assistant patterns are built from.
 USER = [
@@ -50,6 +51,7 @@ USER = [
     "I'm glad I asked. Is it very very cold there in January?",
     "You said the castle closes at five. What is the cheapest and what is the fastest way to get there?",
     "Welcome to my problem: my son is allergic to nuts. Which snacks are safe on the plane?",
+    "Sorry for the confusion, I meant the old town. Is parking free there?",
 ]
 
 
