@@ -40,6 +40,11 @@ AGENTS = ("genaius", "nii_rtg", "nii_gtr", "iiuot", "acms")
 # Protocol failures: the endpoint refused the request or did not answer with a completion.
 PROTOCOL_TYPES = ("LLMStatusError", "ContextOverflowError")
 NOT_A_COMPLETION = "did not answer with a chat completion"
+# The roles' completion budget.  A 135M model that loses the thread writes until the budget
+# is spent (JSON that never closes, a lecture instead of a question), ~25-40 tokens a second
+# on 2 shared cores: at the default 512 one such call costs 15-20 s.  The outputs the roles
+# need are shorter than this; a cut one is a botched output like any other.
+MAX_TOKENS = 256
 
 __all__ = ["Role", "ROLES", "RoleResult", "run_role", "check", "MODEL", "AGENTS"]
 
@@ -53,17 +58,21 @@ class Role:
 
 
 _RUN = ("--limit", "1", "--no-progress")
+# GenAIus puts its top-k passages in one prompt; k=5 instead of 20 keeps that prompt near
+# 1,000 tokens (prompt processing is most of a call's time on 2 CPU cores).
+_GENAIUS = ("--assistant", "genaius", "--assistant-param", "k=5")
 ROLES: tuple[Role, ...] = (
     Role("simulator_llm", ("run", "--simulator", "llm", "--assistant", "bm25_extractive", "--max-turns", "3", *_RUN)),
-    *(Role(f"agent_{a}", ("run", "--simulator", "offline", "--assistant", a, "--max-turns", "2", *_RUN))
-      for a in AGENTS),
-    Role("memory_summary", ("run", "--simulator", "offline", "--assistant", "genaius", "--assistant-param",
-                            "memory=summary", "--max-turns", "3", *_RUN)),
-    # A small budget so that older turns fall out of the window into blocks the LLM condenses.
+    *(Role(f"agent_{a}", ("run", "--simulator", "offline", *(_GENAIUS if a == "genaius" else ("--assistant", a)),
+                          "--max-turns", "2", *_RUN)) for a in AGENTS),
+    Role("memory_summary", ("run", "--simulator", "offline", *_GENAIUS, "--assistant-param", "memory=summary",
+                            "--max-turns", "3", *_RUN)),
+    # ACMS with the LLM compressor and a small budget, so that older turns fall out of the
+    # window into blocks the LLM condenses.
     Role("memory_adaptive", ("run", "--simulator", "offline", "--assistant", "acms", "--assistant-param",
                              "compressor=llm", "--assistant-param", "token_budget=700", "--assistant-param",
                              "system_tokens=100", "--max-turns", "6", *_RUN)),
-    Role("memory_command", ("memory", "--assistant", "genaius", "--strategies", "summary", "--distances", "2",
+    Role("memory_command", ("memory", *_GENAIUS, "--strategies", "summary", "--distances", "2",
                             "--persona", "aroha", "--facts-per-persona", "1", "--no-progress"), kind="memory"),
     Role("rehearse_llm_simulator", ("rehearse", "--assistant", "bm25_extractive", "--limit", "1"), kind="rehearse"),
     Role("eval_judge", ("eval",), kind="eval", judges="simulator_llm"),
@@ -82,6 +91,7 @@ class RoleResult:
     llm_calls: int = 0  # stages that asked the model (each 1 + retries requests)
     llm_failed: int = 0
     retries: int = 0  # rejected or failed answers asked again, and structured repairs
+    verdicts: int = 0  # eval --judge: the judge's grades that came out
     protocol_errors: list[str] = field(default_factory=list)
     botched: list[str] = field(default_factory=list)  # errors a model's output caused, with their reasons
     unexplained: list[str] = field(default_factory=list)  # an error recorded without a reason
@@ -90,8 +100,10 @@ class RoleResult:
 
     @property
     def ok(self) -> bool:
-        """Finished at least one dialogue (for eval: one verdict) without a protocol error,
-        and ended as a command should (0, or 1 for "every dialogue failed"; no traceback)."""
+        """Finished at least one dialogue (for eval: judged one) without a protocol error,
+        and ended as a command should (0, or 1 for "every dialogue or call failed", which
+        says why; no traceback).  A model's botched output may end a dialogue: the error
+        records its reason, and the protocol worked."""
         return (self.code in (0, 1) and "Traceback" not in self.stderr_tail
                 and self.dialogues_without_protocol_error > 0)
 
@@ -149,10 +161,13 @@ def _serve(url: str, out: Path, env: dict[str, str]) -> Iterator[str]:
 
 
 def run_role(role: Role, url: str, out: Path, done: dict[str, RoleResult] | None = None,
-             timeout_s: float = 900) -> RoleResult:
-    """Run ``role`` against the endpoint ``url`` with its output under ``out``; checked."""
+             timeout_s: float = 900, max_tokens: int | None = MAX_TOKENS) -> RoleResult:
+    """Run ``role`` against the endpoint ``url`` with its output under ``out``; checked.
+    ``max_tokens``: every role's completion budget (``SIMLOOP_LLM__DEFAULT__MAX_TOKENS``)."""
     out.mkdir(parents=True, exist_ok=True)
     env = {k: v for k, v in os.environ.items() if k not in (TOKEN_ENV,)}
+    if max_tokens is not None:
+        env["SIMLOOP_LLM__DEFAULT__MAX_TOKENS"] = str(max_tokens)
     endpoint = ("--base-url", url, "--model", MODEL)
     t0 = time.perf_counter()
     result = RoleResult(role.name)
@@ -261,6 +276,7 @@ def _check_judge(result: RoleResult) -> None:
                 continue
             result.dialogues += 1
             verdicts = len(judge.rubric_groups) + (judge.dialogue_scores is not None)
+            result.verdicts += verdicts
             protocol = False
             for s in judge.stages:
                 result.llm_calls += 1
@@ -270,5 +286,5 @@ def _check_judge(result: RoleResult) -> None:
                     before = len(result.protocol_errors)
                     _stage_error(result, s.error)
                     protocol = protocol or len(result.protocol_errors) > before
-            result.dialogues_without_error += not judge.errors
-            result.dialogues_without_protocol_error += verdicts > 0 and not protocol
+            result.dialogues_without_error += not judge.errors and verdicts > 0
+            result.dialogues_without_protocol_error += not protocol  # judged; failures said why
