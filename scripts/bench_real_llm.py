@@ -32,6 +32,7 @@ from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from bench_common import ROOT, figure, info
 from real_llm_roles import MODEL, ROLES, RoleResult, run_role
@@ -58,7 +59,8 @@ class Proxy:
     (start, end) on the wall clock (``time.time``, comparable with run.json)."""
 
     def __init__(self, upstream: str):
-        self.upstream = upstream.rstrip("/")
+        parts = urlsplit(upstream)
+        self.upstream = f"{parts.scheme}://{parts.netloc}"  # requests keep their own path (/v1/...)
         self.intervals: list[tuple[float, float]] = []
         self.chat_s: list[float] = []
         self.url = ""

@@ -181,9 +181,13 @@ def run_role(role: Role, url: str, out: Path, done: dict[str, RoleResult] | None
         result.run_dirs = [run_dir]
     elif role.kind == "rehearse":
         env[TOKEN_ENV] = "bench-token"
-        with _serve(url, out, {**env, "SIMLOOP_SERVE_TOKENS": f"bench={env[TOKEN_ENV]}"}) as api:
-            p = _cli([*role.args, "--api", api, "--token-env", TOKEN_ENV, "--out", str(out / "rehearse"),
-                      "--run-id", "rehearse-real-llm"], env, timeout_s)
+        try:
+            with _serve(url, out, {**env, "SIMLOOP_SERVE_TOKENS": f"bench={env[TOKEN_ENV]}"}) as api:
+                p = _cli([*role.args, "--api", api, "--token-env", TOKEN_ENV, "--out", str(out / "rehearse"),
+                          "--run-id", "rehearse-real-llm"], env, timeout_s)
+        except RuntimeError as exc:  # the server did not start: the role failed, the others go on
+            result.stderr_tail = str(exc)
+            return result
         result.run_dirs = [str(d.parent) for d in sorted((out / "served").glob("*/dialogues.jsonl"))]
     else:
         p = _cli([*role.args, *endpoint, "--out", str(out)], env, timeout_s)
