@@ -40,6 +40,7 @@ from simloop.parts import (
     RankParams,
     focused_answer,
     heuristic_rewrite,
+    question_part,
     rank_ptkb_by_embedding,
     rank_ptkb_uses,
     ranker_embedder,
@@ -154,10 +155,12 @@ class BM25Extractive:
         if self.memory is None:
             async with timed_stage("rewrite", stages):
                 query = heuristic_rewrite(utterance, history)  # no PTKB words: see parts/rewrite.py
+                asked = heuristic_rewrite(question_part(utterance), history)
         else:
             query, context, remembered = await self._rewrite_from_memory(self.memory, state, utterance, embedder,
                                                                          stages)
-            focus = _with_remembered(utterance, query, remembered)
+            focus = _with_remembered(question_part(utterance), query, remembered)
+            asked = query
         retriever = await self.ctx.retriever()
         async with timed_stage("retrieve", stages):
             hits = await retriever.search(query, self.k)
@@ -165,7 +168,8 @@ class BM25Extractive:
         async with timed_stage("generate", stages):
             response, used = await focused_answer(
                 embedder, query, hits, utterance=utterance, ptkb=chosen, remembered=remembered,
-                earlier=earlier, max_words=self.max_words, passages=_GENERATION_PASSAGES, focus=focus or utterance,
+                earlier=earlier, max_words=self.max_words, passages=_GENERATION_PASSAGES,
+                focus=focus or question_part(utterance), asked=asked,
             )
 
         read = [utterance, *window, *(p.statement for p in selected), *(h.text for h in hits[:_GENERATION_PASSAGES])]

@@ -41,7 +41,7 @@ BENCHES: dict[str, tuple[str, int, int]] = {
     # Issue 11: the grader on real iKAT answers (MiniLM over ~3,300 candidates, then four
     # end-to-end runs against the demo personas) and the voice against real iKAT utterances.
     "grader": ("bench_grader", 2400, 1200),
-    "realism": ("bench_realism", 900, 300),
+    "realism": ("bench_realism", 1800, 600),  # the demo, then iKAT personas of three topic files
     # Issue 33: every LLM role against SmolLM2-135M on llama-cpp-python's server (simloop
     # llm-server), then a concurrency-4 run for the server's busy share; ~1 s per short call.
     "real-llm": ("bench_real_llm", 3600, 2400),

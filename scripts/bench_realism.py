@@ -38,6 +38,17 @@ Statistics (``tokens`` = lower-cased ``[a-z0-9]+('[a-z]+)?`` matches unless said
 Also reported (details): the demo's satisfied share (all dialogues and the first repeat,
 which is the default demo), and per-file real values.  Skips with one line when the iKAT
 data folder is missing (set ``SIMLOOP_IKAT_DATA`` to point at it).
+
+The voice on real iKAT personas (issue 34): each topic file is converted with ``simloop
+personas from-ikat`` and the offline simulator runs ``bm25_extractive`` over the personas
+(a real ``simloop run`` subprocess, each persona once; with ``--quick`` the first
+``IKAT_QUICK_LIMIT`` dialogues), compared with the real users of the same file.  Figures
+``voice_ikat23_*`` (the 2023 test topics) and ``voice_ikat24_*`` (the 2024 topics), with the
+targets of the demo: words per utterance within ±30% of that file's real mean, distinct-2
+≥ 0.55, and word-for-word rubric questions ≤ 0.25 (the rubric question of such a persona
+is the resolved utterance, which the real 2023 test users typed word for word 22% of the
+time).  The voice was tuned on the personas of ``2023_train_topics.json`` (reported in the
+details as ``ikat23_train``, with no figure) and never on the two report files.
 """
 
 from __future__ import annotations
@@ -56,6 +67,12 @@ from typing import Any
 from bench_common import ROOT, figure, ikat_dir, info, range_figure
 
 REAL_FILES = ("2023/2023_train_topics.json", "2023/2023_test_topics.json", "2024/2024_test_topics.json")
+# figure prefix -> topic file converted into personas (None: details only, the tuning set)
+IKAT_SETS = {"ikat23_train": (None, "2023/2023_train_topics.json"),
+             "ikat23": ("voice_ikat23", "2023/2023_test_topics.json"),
+             "ikat24": ("voice_ikat24", "2024/2024_test_topics.json")}
+IKAT_QUICK_LIMIT = 6
+IKAT_VERBATIM_TARGET = 0.25
 BACK_REFERENCES = frozenset({"it", "that", "this", "they", "those"})
 LEAD_TOKENS = 4
 SAMPLE_SIZE, SAMPLES = 200, 20
@@ -145,17 +162,48 @@ def statistics(utts: list[Utterance]) -> dict[str, Any]:
     }
 
 
-def demo_run(out: Path, repeat: int, limit: int | None) -> Path:
-    """``simloop run`` (the embedded demo) as a subprocess; returns the run directory."""
-    cmd = [sys.executable, "-m", "simloop", "run", "--repeat", str(repeat), "--out", str(out), "--run-id", "realism",
-           "--no-progress"]
-    if limit:
-        cmd += ["--limit", str(limit)]
+def _simloop(args: list[str], timeout: int) -> str:
+    """``python -m simloop ARGS`` in a subprocess (offline); its stdout."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=1500)
+    proc = subprocess.run([sys.executable, "-m", "simloop", *args], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=timeout)
     if proc.returncode != 0:
-        raise RuntimeError(f"simloop run failed ({proc.returncode}): {proc.stderr[-800:]}")
-    return Path(proc.stdout.strip().splitlines()[-1])
+        raise RuntimeError(f"simloop {args[0]} failed ({proc.returncode}): {proc.stderr[-800:]}")
+    return proc.stdout
+
+
+def demo_run(out: Path, repeat: int, limit: int | None, run_id: str = "realism", personas: Path | None = None) -> Path:
+    """``simloop run`` (the embedded demo, or the personas in ``personas``) as a subprocess;
+    returns the run directory."""
+    cmd = ["run", "--repeat", str(repeat), "--out", str(out), "--run-id", run_id, "--no-progress"]
+    cmd += ["--limit", str(limit)] if limit else []
+    cmd += ["--personas", str(personas)] if personas else []
+    return Path(_simloop(cmd, timeout=1500).strip().splitlines()[-1])
+
+
+def ikat_voice(folder: Path, tmp: Path, name: str, topics: str, limit: int | None) -> dict[str, Any]:
+    """The voice on ``personas from-ikat`` personas of ``topics`` against that file's real users."""
+    personas = tmp / f"personas-{name}"
+    _simloop(["personas", "from-ikat", str(folder / topics), "--out", str(personas)], timeout=300)
+    run_dir = demo_run(tmp, 1, limit, run_id=name, personas=personas)
+    utts, dialogues = demo_utterances(run_dir, personas)
+    sim, real = statistics(utts), statistics(real_utterances(folder, (topics,)))
+    info(f"realism {name}: {len(dialogues)} dialogues, {sim['utterances']} utterances vs {real['utterances']} real "
+         f"({topics})")
+    for key in ("words_per_utterance", "distinct2", "verbatim_rubric_share", "backreference_share",
+                "non_question_share"):
+        info(f"  {key}: simulated {sim[key]}  real {real[key]}")
+    return {"topics": topics, "simulated": sim, "real": real, "satisfied": satisfied(dialogues), "limit": limit}
+
+
+def ikat_figures(prefix: str, found: dict[str, Any]) -> dict[str, Any]:
+    sim, mean = found["simulated"], found["real"]["words_per_utterance"]
+    return {
+        f"{prefix}_words_per_utterance": range_figure(sim["words_per_utterance"], round(0.7 * mean, 3),
+                                                      round(1.3 * mean, 3)),
+        f"{prefix}_distinct2": figure(sim["distinct2"], 0.55, better="higher"),
+        f"{prefix}_verbatim_rubric_share": figure(sim["verbatim_rubric_share"], IKAT_VERBATIM_TARGET),
+    }
 
 
 def satisfied(dialogues: list[dict[str, Any]], repeat: int | None = None) -> dict[str, int]:
@@ -185,9 +233,16 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
     real = statistics(real_utts)
     per_file = {name: statistics(real_utterances(folder, (name,))) for name in REAL_FILES}
     repeat, limit = (1, 12) if quick else (2, None)
+    ikat: dict[str, Any] = {}
+    figures: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="simloop-realism-") as tmp:
         run_dir = demo_run(Path(tmp), repeat, limit)
         demo_utts, dialogues = demo_utterances(run_dir, ROOT / "personas")
+        for name, (prefix, topics) in IKAT_SETS.items():
+            if quick and prefix is None:
+                continue  # the tuning set is for the full run's record
+            ikat[name] = ikat_voice(folder, Path(tmp), name, topics, IKAT_QUICK_LIMIT if quick else None)
+            figures.update(ikat_figures(prefix, ikat[name]) if prefix else {})
     demo = statistics(demo_utts)
     sat_all, sat_first = satisfied(dialogues), satisfied(dialogues, repeat=0)
     info(f"realism: {len(dialogues)} demo dialogues, {demo['utterances']} utterances vs {real['utterances']} real")
@@ -196,9 +251,9 @@ async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any
         info(f"  {key}: demo {demo[key]}  real {real[key]}")
     info(f"  user_satisfied: {sat_first['user_satisfied']}/{sat_first['dialogues']} (first repeat), "
          f"{sat_all['user_satisfied']}/{sat_all['dialogues']} (all)")
-    return figures_for(demo, real), {"demo": demo, "real": real, "real_per_file": per_file,
-                                     "satisfied": sat_all, "satisfied_first_repeat": sat_first,
-                                     "repeat": repeat, "limit": limit}
+    return {**figures_for(demo, real), **figures}, {"demo": demo, "real": real, "real_per_file": per_file,
+                                                    "satisfied": sat_all, "satisfied_first_repeat": sat_first,
+                                                    "repeat": repeat, "limit": limit, "ikat": ikat}
 
 
 if __name__ == "__main__":  # python scripts/bench_realism.py RUN_DIR: the statistics of an existing run

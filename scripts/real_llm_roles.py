@@ -248,8 +248,7 @@ def check(role: Role, result: RoleResult) -> None:
 
 def invalid_utterances(t: Any) -> list[str]:
     """The recorded user utterances (and closing line) that the LLM voice's check rejects."""
-    from simloop.simulators.llm import invalid_reason
-    from simloop.simulators.policy import Action
+    from simloop.simulators import Action, invalid_reason
 
     bad: list[str] = []
     said: list[str] = []

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 __all__ = [
     "STOPWORDS", "TOKENS_PER_WORD",
     "words", "stem", "content_words", "content_terms", "sentences", "word_count", "first_lower", "term_coverage",
-    "second_person",
+    "second_person", "is_asking",
     "count_tokens", "clip_words", "clip_to_tokens", "count_wordpunct", "truncate_wordpunct", "looks_like_language",
 ]
 
@@ -136,6 +136,22 @@ def second_person(statement: str) -> str:
         if tok.strip():
             after_i = low == "i"
     return first_lower("".join(out))
+
+
+# A request written without a question mark ("Please tell me more about ...", "Can you ...").
+_REQUEST = re.compile(
+    r"^(?:\W*)(?:please (?:tell|let|share|say|give|describe|specify|clarify)|let me know"
+    r"|tell me (?:more|what|which|how|if)"
+    r"|could you|can you|would you|will you|do you|are you|have you|did you)\b",
+    re.IGNORECASE,
+)
+
+
+def is_asking(sentence: str) -> bool:
+    """The sentence asks something (a question, or a request without "?").  The one rule
+    for both sides of a dialogue: the grader leaves such sentences out of an answer, the
+    policy takes them as the assistant asking back, the offline assistant answers them."""
+    return sentence.rstrip().endswith("?") or bool(_REQUEST.match(sentence))
 
 
 def term_coverage(terms: Iterable[str], text: str) -> float:

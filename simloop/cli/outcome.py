@@ -2,7 +2,8 @@
 
 Exit 1 when more than ``max_error_share`` of the run's dialogues (all of them, over every
 resume: the counts in ``run.json``), or every one of them, ended in an error, naming the commonest error and how
-to retry; 0 otherwise.  An interrupted run is 130 whatever its errors.
+to retry; 0 otherwise.  An interrupted run is 130 whatever its errors.  Exit 1 as well when
+a dialogue line could not be written (a full disk): the run is resumable, and says how.
 
 Exit 1 too when every LLM call a command made failed (``LLMCalls``), even where no
 dialogue ended in an error (a memory strategy that fell back to its extractive summary,
@@ -18,11 +19,16 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..run import INFRASTRUCTURE, ReadReport, read_manifest, read_transcripts
 from ..schema import Stage
 
-__all__ = ["finished_code", "say_plain", "LLMCalls", "llm_calls", "llm_failed_code", "llm_run_code"]
+if TYPE_CHECKING:
+    from ..run import Recorder
+
+__all__ = ["finished_code", "say_plain", "write_failed", "LLMCalls", "llm_calls", "llm_failed_code",
+           "llm_run_code"]
 
 
 def say_plain(line: str) -> None:
@@ -114,3 +120,19 @@ def llm_run_code(run_dir: Path, say: Callable[[str], None], command: str = "siml
     retry = (f"retry with: simloop run --resume {run_dir} --retry-errors" if errors and command == "simloop run"
              else f"run {command} again")
     return llm_failed_code(llm_calls(run_dir), retry, say)
+
+
+def write_failed(recorder: Recorder, resume: str) -> int:
+    """A dialogue line that could not be written stopped the run (``recorder.write_error``):
+    one line with the file, the OS's reason, what is kept and ``resume``, the command that
+    finishes the run; exit 1 (the input was fine).  The run directory stays the last line
+    of stdout, as after any run."""
+    exc = recorder.write_error
+    if exc is None:
+        raise ValueError("write_failed needs a recorder whose write failed")
+    state = ("run.json could not be updated either (it still says running)" if recorder.manifest_error
+             else "run.json says interrupted")
+    say_plain(f"simloop: cannot write {exc.filename}: {exc.strerror or exc}; {recorder.written} dialogues are "
+              f"recorded, {state}; make room, then finish it with: {resume}")
+    print(recorder.dir.path)
+    return 1

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 if _TYPE_CHECKING:
     from .adversaries import clarifying_question, restate
     from .chat import CpuMeter, ScriptedChat
-    from .mockllm import MockLLM, add_arguments, main_from_args
+    from .mockcli import add_arguments, main_from_args
+    from .mockllm import MockLLM
     from .seams import MemoryRetriever
 else:
     from ..lazy import lazy_face as _lazy_face
@@ -15,7 +16,8 @@ else:
     __getattr__, __dir__ = _lazy_face(__name__, {
         "adversaries": ("clarifying_question", "restate",),
         "chat": ("CpuMeter", "ScriptedChat",),
-        "mockllm": ("MockLLM", "add_arguments", "main_from_args",),
+        "mockcli": ("add_arguments", "main_from_args",),
+        "mockllm": ("MockLLM",),
         "seams": ("MemoryRetriever",),
     })
 

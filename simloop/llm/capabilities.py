@@ -39,7 +39,7 @@ _SHAPED_MAX = 512
 
 def _schema(fmt: dict[str, Any]) -> dict[str, Any] | None:
     spec = fmt.get("json_schema")
-    schema = spec.get("schema") if isinstance(spec, dict) else None
+    schema = spec.get("schema") if isinstance(spec, dict) else fmt.get("schema")
     return schema if isinstance(schema, dict) else None
 
 
@@ -124,7 +124,8 @@ class Negotiated:
                 return True  # another call already stepped down past what this one sent
             if was == "text":
                 return False
-            self._learn("structured", _ORDER[_ORDER.index(was) + 1], "refusal")
+            # A server that knows no response_format at all takes no form of it: straight to text.
+            self._learn("structured", "text" if refusal.whole else _ORDER[_ORDER.index(was) + 1], "refusal")
             return True
         if refusal.param == "seed" and "seed" in sent:
             if rec.seed:
@@ -152,14 +153,17 @@ class Negotiated:
         send = {k: v for k, v in request.items() if v is not None and not (k == "n" and v == 1)}
         rec = self.record
         fmt = send.get("response_format")
-        if fmt is not None and rec.structured != "json_schema" and fmt.get("type") == "json_schema":
-            if rec.structured == "json_object":
+        if fmt is not None and rec.structured != "json_schema":
+            kind = fmt.get("type")
+            if kind == "json_schema" and rec.structured == "json_object":
                 send["response_format"] = self._json_object(fmt)
-            else:
+            elif kind in ("json_schema", "json_object") and rec.structured == "text":
                 del send["response_format"]
                 send["messages"] = schema_in_prompt(send["messages"], fmt)
         if not rec.seed:
             send.pop("seed", None)
+        if not rec.n:  # one choice per request: ChatModel asks for the others one by one
+            send.pop("n", None)
         return send
 
     def _json_object(self, fmt: dict[str, Any]) -> dict[str, Any]:

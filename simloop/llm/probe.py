@@ -5,7 +5,8 @@ Why a probe for some capabilities and not for others (DESIGN §7, §12):
 - structured output: probed.  One tiny JSON request (a few tokens) tells which form the
   server takes, and a server that cannot produce JSON at all (it refuses every form, or
   answers prose whatever is asked) is then bad input, exit 2, instead of a run whose every
-  dialogue fails.  It also finds an unknown model name (404 on vLLM, Ollama, OpenAI) while
+  dialogue fails.  A form taken but answered with broken JSON is kept (a bad sample proves
+  nothing): the run validates and repairs.  It also finds an unknown model name (404 on vLLM, Ollama, OpenAI) while
   the user can still fix the flag.
 - ``seed``: rides along in the same request (a refusal names it; it is dropped and the
   request sent again), so it costs nothing more.
@@ -96,6 +97,7 @@ class _Probe:
         self.headers = {"Authorization": f"Bearer {role.api_key()}"}
         self.record = LLMCapabilities(endpoint=redact_urls(role.endpoint()), model=role.model)
         self.seen: list[str] = []  # what each form got, for the message when none works
+        self.no_format = False
 
     def where(self) -> str:
         return f"LLM role{'s' if ',' in self.names else ''} {self.names} ({self.role.model} at {self.record.endpoint})"
@@ -153,6 +155,8 @@ class _Probe:
             if refusal is None and (status in (408, 429) or status >= 500):
                 raise _GiveUp(f"HTTP {status}")
             why = self.refused(status, answer)
+            if refusal is not None and refusal.param == "response_format" and refusal.whole:
+                self.no_format = True  # it knows no response_format at all: no json_object either
             if refusal is not None and refusal.param == "seed" and self.record.seed:
                 self.record.seed, self.record.learnt.seed = False, "probe"
                 continue
@@ -175,8 +179,15 @@ class _Probe:
         return content if isinstance(content, str) else ""
 
     def structured(self) -> None:
-        """The first form that gives a JSON object; ConfigError when none does."""
+        """The first form whose answer is a JSON object.  When none is, but some form was taken
+        and answered with something JSON-like (an object cut short, malformed), the server can
+        produce JSON and the samples were bad: the first such form is kept, and validation and
+        repair deal with it during the run.  Only a server that never even tries (it refuses
+        every form, or answers prose whatever is asked) is bad input: ConfigError."""
+        tried: StructuredMode | None = None
         for mode in _MODES:
+            if mode == "json_object" and self.no_format:
+                continue
             text = self.answer(mode)
             if text is not None and mode == "text" and not _is_json_object(text):  # one repair, as structured() does
                 repair = [{"role": "user", "content": _ASK}, {"role": "assistant", "content": text},
@@ -185,15 +196,25 @@ class _Probe:
                 text = self.read(answer) if status == 200 and isinstance(answer, dict) and \
                     isinstance(answer.get("choices"), list) else text
             if text is not None and _is_json_object(text):
-                self.record.structured, self.record.learnt.structured = mode, "probe"
-                if self.record.learnt.seed == "assumed":
-                    self.record.learnt.seed = "probe"
+                self.settle(mode)
                 return
             if text is not None:
                 self.seen.append(f"{mode}: answered {' '.join(text.split())[:60]!r}, not a JSON object")
+                if tried is None and text.lstrip().startswith(("{", "```")):
+                    tried = mode
+        if tried is not None:
+            log.warning("%s: no valid JSON object in the probe's answers (%s); %s kept, answers are validated "
+                        "and repaired during the run", self.where(), "; ".join(self.seen), tried)
+            self.settle(tried)
+            return
         raise ConfigError(f"{self.where()}: the server cannot produce JSON, which these roles need "
                           f"({'; '.join(self.seen)}); use a server or model that can (see `simloop mock-llm --help` "
                           "for what each server accepts)")
+
+    def settle(self, mode: StructuredMode) -> None:
+        self.record.structured, self.record.learnt.structured = mode, "probe"
+        if self.record.learnt.seed == "assumed":
+            self.record.learnt.seed = "probe"
 
 
 class _GiveUp(Exception):

@@ -34,13 +34,15 @@ RefusalKind = Literal["param", "context", "model"]
 class Refusal:
     """What an error answer refused: a ``param`` (``response_format``, ``n``, ``seed`` ...),
     the prompt's length (``context``: ``prompt_tokens`` and ``window`` when the body says),
-    or the ``model`` name.  ``message`` is the server's own text."""
+    or the ``model`` name.  ``message`` is the server's own text; ``whole``: the server knows
+    no such parameter at all ("Unrecognized request argument"), rather than refusing a value."""
 
     kind: RefusalKind
     message: str
     param: str = ""
     prompt_tokens: int | None = None
     window: int | None = None
+    whole: bool = False  # the parameter itself is unknown to the server, not one of its values
 
 
 # ---------------------------------------------------------------------------- wordings
@@ -114,8 +116,10 @@ def classify(status: int, body: Any) -> Refusal | None:
         return None
     unrecognized = _UNRECOGNIZED.search(message)
     if unrecognized:
-        name = unrecognized.group(1).split(".")[0]
-        return Refusal("param", message, param="response_format" if name == "schema" else name)
+        name = unrecognized.group(1)
+        if name.split(".")[0] in ("schema", "response_format"):
+            return Refusal("param", message, param="response_format", whole=name == "response_format")
+        return Refusal("param", message, param=name.split(".")[0], whole=True)
     if param.split(".")[-1] in ("n", "seed", "stop", "logprobs", "top_logprobs"):
         return Refusal("param", message, param=param.split(".")[-1].removeprefix("top_"))
     for name, pattern in _PARAMS:

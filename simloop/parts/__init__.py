@@ -31,7 +31,7 @@ if _TYPE_CHECKING:
     )
     from .reply import current_utterance, grounded_reply
     from .retrieve import embedding_rerank, fit_passages, format_passage, multi_query, rrf_fuse
-    from .rewrite import heuristic_rewrite, is_dependent
+    from .rewrite import heuristic_rewrite, is_dependent, question_part
     from .rewrite_llm import iterative_rewrite, llm_rewrite, queries_from_answer, queries_per_ptkb
     from .stages import stage_note, timed_stage
 else:
@@ -49,7 +49,7 @@ else:
         ),
         "reply": ("current_utterance", "grounded_reply",),
         "retrieve": ("embedding_rerank", "fit_passages", "format_passage", "multi_query", "rrf_fuse",),
-        "rewrite": ("heuristic_rewrite", "is_dependent",),
+        "rewrite": ("heuristic_rewrite", "is_dependent", "question_part",),
         "rewrite_llm": ("iterative_rewrite", "llm_rewrite", "queries_from_answer", "queries_per_ptkb",),
         "stages": ("stage_note", "timed_stage",),
     })
@@ -59,7 +59,7 @@ __all__ = [
     "classify_ptkb_llm", "current_utterance", "draft_answer", "embedding_rerank", "fit_passages", "focused_answer",
     "format_passage", "grounded_reply", "heuristic_rewrite", "is_dependent", "iterative_rewrite", "lexical_matrix",
     "lexical_scores", "llm_rewrite", "multi_query", "order_scores", "queries_from_answer", "queries_per_ptkb",
-    "query_texts", "rank_ptkb", "rank_ptkb_by_embedding", "rank_ptkb_uses", "ranker_embedder", "rrf_fuse",
-    "score_ptkb_llm", "score_statements", "select_used", "similarities", "stage_note", "suggest_elements",
+    "query_texts", "question_part", "rank_ptkb", "rank_ptkb_by_embedding", "rank_ptkb_uses", "ranker_embedder",
+    "rrf_fuse", "score_ptkb_llm", "score_statements", "select_used", "similarities", "stage_note", "suggest_elements",
     "timed_stage", "union_ptkb", "used_only", "vote_ptkb",
 ]

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 if _TYPE_CHECKING:
     from .graders import EmbeddingGrader, Grader
-    from .llm import LLMGrader, LLMSimulator, LLMVoice
+    from .llm import LLMGrader, LLMSimulator, LLMVoice, invalid_reason
     from .offline import OfflineSimulator
     from .policy import Action, SimContext
     from .replay import ReplaySimulator
@@ -17,7 +17,7 @@ else:
 
     __getattr__, __dir__ = _lazy_face(__name__, {
         "graders": ("EmbeddingGrader", "Grader",),
-        "llm": ("LLMGrader", "LLMSimulator", "LLMVoice",),
+        "llm": ("LLMGrader", "LLMSimulator", "LLMVoice", "invalid_reason",),
         "offline": ("OfflineSimulator",),
         "policy": ("Action", "SimContext",),
         "replay": ("ReplaySimulator",),
@@ -28,4 +28,5 @@ else:
 __all__ = [
     "API_SCHEMES", "Action", "DEFAULT_TOKEN_ENV", "EmbeddingGrader", "Grader", "LLMGrader", "LLMSimulator",
     "LLMVoice", "OfflineSimulator", "ReplaySimulator", "SimApiSimulator", "SimContext", "TemplateVoice",
+    "invalid_reason",
 ]

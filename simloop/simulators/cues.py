@@ -1,21 +1,15 @@
 """What the simulated user reads in the dialogue: a clarifying question in the assistant's
-reply, a persona fact already said.  Built on the one text toolkit (``simloop.text``)."""
+reply, a persona fact already said.  Built on the one text toolkit (``simloop.text``, whose
+``is_asking`` is the one asking rule: re-exported here for the grader and the policy)."""
 
 from __future__ import annotations
 
 import re
 
-from ..text import content_terms, sentences
+from ..text import content_terms, is_asking, sentences
 
 __all__ = ["assistant_question", "is_asking", "mentions_statement"]
 
-# A request to the user written without a question mark ("Please tell me more about ...").
-_REQUEST = re.compile(
-    r"^(?:\W*)(?:please (?:tell|let|share|say|give|describe|specify|clarify)|let me know"
-    r"|tell me (?:more|what|which|how|if)"
-    r"|could you|can you|would you|will you|do you|are you|have you|did you)\b",
-    re.IGNORECASE,
-)
 
 # Offers that end a reply ("Do you want me to list ...?") are not clarifying questions:
 # iKAT reference responses end with them all the time and users simply go on.
@@ -24,13 +18,6 @@ _OFFER = re.compile(
     r"anything else|is there anything|let me know|may i help|can i assist)\b"
 )
 _YOU = re.compile(r"\b(you|your|yours|you're|you've)\b")
-
-
-def is_asking(sentence: str) -> bool:
-    """The sentence asks the user something (a question, or a request without "?").  The
-    one rule for both sides: the grader leaves such sentences out of the answer and the
-    policy takes them as the assistant asking back (``assistant_question``)."""
-    return sentence.rstrip().endswith("?") or bool(_REQUEST.match(sentence))
 
 
 def assistant_question(response: str) -> str | None:

@@ -16,7 +16,7 @@ import re
 
 from ..text import stem, words
 
-__all__ = ["clauses", "casual", "subject", "indirect", "elide_topic", "misspell", "sentence"]
+__all__ = ["clauses", "casual", "subject", "indirect", "elide_topic", "misspell", "sentence", "capital", "reframe"]
 
 _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9'-]*")
 _WH = "what|where|when|why|how|who|which"
@@ -24,8 +24,13 @@ _AUX = "is|are|was|were|does|do|did|can|could|should|has|have|will|would"
 # A clause starts where "and" or a comma is followed by a question word or an auxiliary:
 # "What is X and where does ..." / "Where does X come from, is it ...".
 _CLAUSE_BREAK = re.compile(rf",?\s+and\s+(?=(?:{_WH}|{_AUX})\b)|,\s+(?=(?:{_WH}|{_AUX})\b)", re.I)
-_CONTRACT = [(re.compile(rf"^({w}) is\b", re.I), r"\1's") for w in ("what", "who", "where", "how")]
-_FILLERS = re.compile(r"\s*(?:\b(?:exactly|really|actually|such(?! as))\b|,\s*biologically speaking)", re.I)
+_CONTRACT = [(re.compile(rf"^({w}) is\b", re.I), r"\1's") for w in ("what", "who", "where", "how")] + [
+    (re.compile(rf"\b{a}\b(?=\s+[A-Za-z])", re.I), b)
+    for a, b in (("I am", "I'm"), ("I have been", "I've been"), ("do not", "don't"),
+                 ("does not", "doesn't"), ("is not", "isn't"), ("it is", "it's"),
+                 ("I would", "I'd"), ("we are", "we're"), ("they are", "they're"))]
+_FILLERS = re.compile(r"\s*(?:\b(?:exactly|really|actually|also|still|ever|at all|such(?! as))\b"
+                      r"|,\s*biologically speaking)", re.I)
 # "What is X" / "Who was X": X must be a plain noun phrase, not "London like as a city".
 _WH_BE = re.compile(r"^(what|who|where)\s+(is|are|was|were)\s+(?P<np>[^,]+?)$", re.I)
 _NOT_NP = {"it", "they", "this", "that", "there", "he", "she", "its", "their"}
@@ -43,16 +48,23 @@ _DO_VERBS = {"come", "live", "eat", "work", "grow", "mean", "originate", "flow",
 _DETS = {"the", "a", "an", "my", "this", "that", "these", "those", "your", "our"}
 _PREPS = {"of", "for", "in", "about", "with", "on", "to", "at", "from", "into", "during", "regarding"}
 _AUX_WORDS = set(_AUX.split("|"))
-_LEAD_IT = _PREPS | {"take", "use", "learn", "visit", "play", "buy", "get", "try", "start", "find", "choose",
+_LEAD_IT = (_PREPS - {"to"}) | {"take", "use", "learn", "visit", "play", "buy", "get", "try", "start", "find", "choose",
                      "discovered", "invented", "founded", "built", "made", "make", "cook", "treat", "prevent"}
 _BOUNDARY = _PREPS | _AUX_WORDS | {"and", "or", "but", "if", "when", "so", "than", "as", "before", "after", "while"}
 _WH_WORDS = {"what", "who", "which", "where"}
+_NAME_LINKS = {"of", "de", "di", "del", "la", "van", "von"}
+_IRREGULAR_PLURALS = {"people", "children", "men", "women", "police", "cattle", "data", "teeth", "feet", "mice"}
 
 
 def sentence(text: str, mark: str = "?") -> str:
     """``text`` with one closing punctuation mark (its own if it has one)."""
     text = text.strip().rstrip(",;:")
     return text if text[-1:] in ".!?" else text + mark
+
+
+def capital(text: str) -> str:
+    """``text`` with its first letter upper-cased."""
+    return text[:1].upper() + text[1:]
 
 
 def clauses(question: str) -> list[str]:
@@ -69,7 +81,8 @@ def clauses(question: str) -> list[str]:
 
 
 def casual(text: str) -> str:
-    """Spoken forms: "What is" -> "What's", filler adverbs dropped."""
+    """Spoken forms: "What is" -> "What's", "I am" -> "I'm" (never at the end: "what it
+    is"), filler adverbs dropped."""
     out = _FILLERS.sub("", text)
     for pattern, repl in _CONTRACT:
         out = pattern.sub(repl, out, count=1)
@@ -117,11 +130,15 @@ def elide_topic(question: str, known_stems: set[str]) -> str | None:
     if span is None:
         return None
     i, j = span
+    opens_phrase = toks[i].group().lower() in _DETS and j < len(toks) and toks[j].group().lower() not in _BOUNDARY
+    if _cuts_a_name(toks, i, j) or _verb_like(toks[i].group()) or opens_phrase:
+        # "a rugby union side": the known words only qualify the noun after them.
+        return None  # "the University" of "the University of Toronto"; "finding a hotel" is no noun phrase
     start, end = toks[i].start(), toks[j - 1].end()
     rest = question[end:]
     before = toks[i - 1].group().lower() if i > 0 else ""
     after = toks[j].group().lower() if j < len(toks) else ""
-    if (not rest.strip(" ?.!") and before in _PREPS) or (before == "for" and after == "to"):
+    if (not rest.strip(" ?.!") and before in _PREPS - {"to"}) or (before == "for" and after == "to"):
         # "... of ibuprofen?" -> "...?";  "take for aspirin to work" -> "take to work"
         new = question[: toks[i - 1].start()].rstrip() + (" " + rest.strip() if rest.strip(" ?.!") else rest.strip())
     elif i >= 2 and before in {"is", "are", "was"} and toks[i - 2].group().lower() in _WH_WORDS:
@@ -152,6 +169,23 @@ def _known_span(toks: list[re.Match], known: set[str]) -> tuple[int, int] | None
     return span
 
 
+def _cuts_a_name(toks: list[re.Match], i: int, j: int) -> bool:
+    """The span ``toks[i:j]`` is part of a longer name: a capitalised word (not opening the
+    sentence) right before it, or right after it, possibly after "of"/"de"."""
+    def capital(k: int) -> bool:
+        return 0 <= k < len(toks) and toks[k].group()[:1].isupper()
+
+    if i > 0 and capital(i - 1) and capital(i):
+        return True
+    after = toks[j].group().lower() if j < len(toks) else ""
+    return capital(j) or (after in _NAME_LINKS and capital(j + 1))
+
+
+def _verb_like(word: str) -> bool:
+    """A lower-case -ing or -ed form starts a verb phrase, not a noun phrase ("finding a hotel")."""
+    return word[:1].islower() and len(word) > 4 and word.lower().endswith(("ing", "ed"))
+
+
 def _pronoun_fits(before: str, after: str) -> bool:
     """Whether the noun phrase between ``before`` and ``after`` is a whole phrase that
     "it" can stand for: the subject after an auxiliary ("Does X work"), or an object
@@ -165,7 +199,7 @@ def _pronoun_fits(before: str, after: str) -> bool:
 
 def _plural(word: str) -> bool:
     w = word.lower()
-    return w.endswith("s") and not w.endswith(("ss", "us", "is"))
+    return w in _IRREGULAR_PLURALS or (w.endswith("s") and not w.endswith(("ss", "us", "is")))
 
 
 def misspell(word: str, rng: random.Random) -> str:
@@ -179,3 +213,40 @@ def misspell(word: str, rng: random.Random) -> str:
     if op == 1:
         return word[:k] + word[k + 1 :]
     return word[:k] + word[k] + word[k:]
+
+
+# Request openers and other ways a user puts the same request ({x}: the rest of it).
+_REFRAMES: list[tuple[re.Pattern, tuple[str, ...]]] = [
+    (re.compile(r"^(?:can|could) you (?:please )?tell me (?:more )?about (?P<x>.+)$", re.I),
+     ("Tell me more about {x}.", "I'd like to know more about {x}.", "What can you tell me about {x}?",
+      "More about {x}, please.")),
+    (re.compile(r"^(?:can|could) you (?:please )?tell me (?P<x>.+)$", re.I),
+     ("Tell me {x}.", "I'd like to know {x}.", "Do you know {x}?")),
+    (re.compile(r"^(?:can|could) you (?:please )?(?:give|provide) me (?P<x>.+)$", re.I),
+     ("Give me {x}, please.", "I'd like {x}.", "Do you have {x}?")),
+    (re.compile(r"^(?:can|could) you (?:please )?(?:suggest|recommend) (?:me )?(?P<x>.+)$", re.I),
+     ("Any suggestions for {x}?", "What would you suggest for {x}?", "I'd like some ideas for {x}.")),
+    (re.compile(r"^(?:can|could) you (?:please )?help me (?:with )?(?P<x>.+)$", re.I),
+     ("I need help with {x}.", "Help me with {x}, please.", "Could you help with {x}?")),
+    (re.compile(r"^(?:are|is) there any (?P<x>.+)$", re.I), ("Any {x}?", "Do you know any {x}?")),
+    (re.compile(r"^what are some (?P<x>.+)$", re.I), ("Any {x}?", "Can you name a few {x}?")),
+    (re.compile(r"^(?:can|could) you (?:please )?(?P<verb>compare|explain|describe|list) (?P<x>.+)$", re.I),
+     ("Please {verb} {x}.", "I'd like you to {verb} {x}.", "How would you {verb} {x}?")),
+]
+
+
+def reframe(question: str) -> list[str]:
+    """Other ways to put a request: "Can you tell me about X?" -> "Tell me more about X.",
+    "Are there any X?" -> "Any X?" ([] when no opener is recognised)."""
+    body = question.strip().rstrip("?.! ")
+    for pattern, forms in _REFRAMES:
+        m = pattern.match(body)
+        if m:
+            x = m.group("x").strip()
+            verb = (m.groupdict().get("verb") or "").lower()
+            if len(x.split()) < 1 or x.lower() in ("it", "me"):
+                return []
+            bare = re.sub(r"^(?:any|some)\s+", "", x, flags=re.I)  # "ideas for any X" -> "ideas for X"
+            return [f.format(x=bare if " for {x}" in f else x, verb=verb) for f in forms]
+    return []
+

@@ -310,7 +310,9 @@ class RubricPolicy:
     ) -> Action:
         m.ending = end
         m.turns += 1
-        return Action(kind, rubric=rubric, turn=m.turns, grade=grade, mood=self._mood(m), end=end)
+        # The counts let the closing line say how it went (all answered, some, few).
+        return Action(kind, rubric=rubric, turn=m.turns, grade=grade, mood=self._mood(m), end=end,
+                      counts=self._counts(m))
 
     def _utter(
         self,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import random
 
-__all__ = ["LINES", "closing_line"]
+__all__ = ["LINES", "closing_line", "pick"]
 
 LINES: dict[str, list[str]] = {
     # Reactions before the next question (after an answer that passed).
@@ -45,14 +45,19 @@ LINES: dict[str, list[str]] = {
     # A re-ask: what the user is after, in words the user has (never the answer's).
     "spec": [
         "I need something on {kw}.", "What about {kw}?", "I mean {kw}.", "I'm after {kw}.",
-        "I was asking about {kw}.", "Anything about {kw}?", "Can you cover {kw}?", "Can you say something about {kw}?",
+        "I was asking about {kw}.", "Anything about {kw}?", "Cover {kw}, please.", "Say something about {kw}.",
         "I want details on {kw}.", "Does it mention {kw}?", "Could you focus on {kw}?", "How about {kw}?",
         "Shouldn't it mention {kw}?", "Is there anything on {kw}?", "And {kw}?",
+        "I'm interested in {kw}.", "Specifically {kw}.", "Just {kw}, please.", "Mainly {kw}.",
+        "The part about {kw}, please.", "Focus on {kw}.", "Does that cover {kw}?", "I care about {kw}.",
+        "Tell me about {kw} then.", "Only {kw}.", "I meant {kw}.", "Can we talk about {kw}?", "Any details on {kw}?",
+        "Let's stick to {kw}.", "What do you have on {kw}?",
     ],
     # A re-ask that puts the question again ({q}: the question, lower-cased first letter).
     "restate": [
         "My question was: {q}", "I asked: {q}", "Again, {q}", "Simply put, {q}", "I'm asking: {q}",
         "What I want to know is: {q}", "Let me put it again: {q}", "Just tell me: {q}", "Once more: {q}",
+        "In short: {q}", "Put simply, {q}", "So, {q}", "Really, {q}", "My point is: {q}", "Basically, {q}",
     ],
     # ... and as an embedded question ({x}: "where cinnamon comes from").
     "restate.indirect": [
@@ -64,11 +69,18 @@ LINES: dict[str, list[str]] = {
         "Hmm, not really.", "Not quite.", "That's a bit vague.", "That's not what I meant.", "It doesn't say that.",
         "You missed my point.", "I don't see the answer there.", "Close, but no.", "That's beside the point.",
         "That's not my question.", "Sorry, that isn't it.",
+        "Hmm, that's something else.", "That's not really my question.", "Not what I was after.",
+        "That doesn't help me much.", "I was hoping for something else.", "That's a different topic.", "Not exactly.",
+        "That's off the mark.", "Hmm, no.", "I don't think that answers it.",
     ],
     "complain.annoyed": [
         "That still doesn't answer it.", "That's still too vague.", "No, that's not it either.",
         "You're not answering me.", "Again, not what I asked.", "That misses it again.", "It still isn't there.",
         "Still not it.", "That's the same thing again.",
+        "Still nothing on my question.", "That's not it again.", "You keep missing it.", "Again, that's off.",
+        "Nope, still not it.", "That isn't what I need.", "Once again, no.", "That still misses the point.",
+        "Not that again.", "Still off topic.", "That doesn't get any closer.", "Hmm, still no.",
+        "I already said that isn't it.", "That's still beside the point.",
     ],
     "complain.frustrated": [
         "Come on, that's not it!", "Seriously, that's useless!", "Ugh, not again!", "That's not helpful at all!",
@@ -81,6 +93,9 @@ LINES: dict[str, list[str]] = {
     "skip.calm": [
         "OK, never mind.", "Let's leave that.", "Fine, skip it.", "Never mind that one.", "I'll look that up later.",
         "Moving on.", "Forget that part.", "Let's drop it.",
+        "OK, let's move on.", "No matter.", "Let's skip that.", "Fine, next thing.", "Leave that for now.",
+        "I'll find that elsewhere.", "Doesn't matter, then.", "OK, something else.", "That's fine, forget it.",
+        "Let's try another thing.",
     ],
     "skip.frustrated": [
         "Whatever, forget it.", "Forget it!", "This isn't going anywhere.", "Never mind, you don't know.",
@@ -95,7 +110,8 @@ LINES: dict[str, list[str]] = {
         "Not sure.", "No idea.",
     ],
     # How a volunteered persona fact is introduced (the fact itself is never reworded).
-    "fact": ["{fact}", "{fact}", "{fact}", "Background: {fact}", "Some context: {fact}"],
+    "fact": ["{fact}", "{fact}", "{fact}", "Background: {fact}", "Some context: {fact}", "For context, {fact}",
+             "FYI, {fact}", "Just so you know, {fact}"],
     # Small talk of chatty users (verbosity).
     "chatty": [
         "I'm really curious.", "It matters to me.", "Any detail helps.", "I keep reading mixed things.",
@@ -114,6 +130,14 @@ _CLOSING: dict[str, tuple[list[str], list[str], list[str]]] = {
         ["", "Bye.", "Bye!", "That's everything for now.", "I've got what I need.", "That covers it.",
          "See you.", "Have a good day.", "I learned a lot.", "Talk later."],
     ),
+    # Satisfied, but some questions were let go: thanks for what helped, nothing more.
+    "mostly": (
+        ["", "OK.", "Alright.", "Well,", "OK,", "Hmm, OK."],
+        ["thanks for the rest.", "most of that was useful, thanks.", "thanks, I'll look up the rest myself.",
+         "not all of it, but thanks.", "thanks for what you found.", "that's most of it, thanks.",
+         "thanks, the rest I'll ask elsewhere.", "thanks, partly useful."],
+        ["", "Bye.", "See you.", "Take care.", "That's it for now.", "Goodbye."],
+    ),
     "unhappy": (
         ["OK.", "Well.", "Hmm.", "", "Alright."],
         ["thanks anyway.", "I guess that's it.", "not everything was clear, but thanks.",
@@ -130,10 +154,15 @@ _CLOSING: dict[str, tuple[list[str], list[str], list[str]]] = {
 
 
 def closing_line(kind: str, rng: random.Random, verbosity: float) -> str:
-    """A closing line of ``kind`` (thanks, unhappy, give_up); terse users skip the tail."""
+    """A closing line of ``kind`` (thanks, mostly, unhappy, give_up); terse users skip the tail."""
     openers, cores, tails = _CLOSING[kind]
     opener, core = rng.choice(openers), rng.choice(cores)
     tail = rng.choice(tails) if verbosity >= 0.3 else ""
     if opener.endswith(".") or not opener:
         core = core[0].upper() + core[1:]
     return " ".join(p for p in (opener, core, tail) if p)
+
+
+def pick(rng: random.Random, key: str) -> str:
+    """One line of the pool ``key``."""
+    return rng.choice(LINES[key])

@@ -211,5 +211,8 @@ async def test_every_rubric_question_is_answerable_from_the_demo_corpus(shipped)
     best = [keyword_hits(q.keywords, [h.text for h in hits]) for (_, q), hits in zip(questions, results)]
     unanswerable = [f"{tid} {q.id}: {q.question}" for (tid, q), b in zip(questions, best) if b == 0]
     assert not unanswerable, "no keyword in the top 5:\n" + "\n".join(unanswerable)
-    # Most questions should be answered well, not just touched: two keywords in one passage.
-    assert sum(b >= 2 for b in best) >= 0.9 * len(best)
+    # Answered well, not just touched: two keywords in one passage, for every question (the
+    # questions are the persona's own need, "How far will I be running in my first marathon?",
+    # and still each finds the summary that answers it).
+    thin = [f"{tid} {q.id}: {q.question}" for (tid, q), b in zip(questions, best) if b < min(2, len(q.keywords))]
+    assert not thin, "fewer than two keywords in any top-5 passage:\n" + "\n".join(thin)

@@ -94,3 +94,40 @@ def test_a_passage_title_line_is_never_an_answer_sentence():
     assert "The history of computing hardware covers" in text and "abacus" in text
     assert "History of computing hardware\n" not in text and "History of computing hardware The" not in text
     assert "Early history of computing hardware" not in text  # a title line without a title field
+
+
+# --------------------------------------------------------------------------- no padding (issue 34)
+
+ANGLING = Hit(docid="Angling", score=9.0, title="Angling", text=(
+    "Angling\nAngling is a fishing technique that uses a fish hook attached to a fishing line to hold a fish by the "
+    "mouth. The fishing line is usually handled with a fishing rod and a reel."))
+BOWLING = Hit(docid="Tenpin_bowling", score=8.0, title="Tenpin bowling", text=(
+    "Tenpin bowling\nA hook is a bowling ball thrown with spin so that its line curves into the pins. Bowlers line "
+    "up the hook with arrows on the lane, not with a rod."))
+SUNDIAL = Hit(docid="Sundial", score=7.0, title="Sundial", text=(
+    "Sundial\nA sundial tells the time by the shadow of a rod, the gnomon, falling on a plate marked with hour "
+    "lines. The rod or line of the gnomon points to the celestial pole."))
+
+
+async def test_an_answer_about_angling_is_not_padded_with_bowling_or_sundials():
+    # Issue 34: "What is angling?" was answered with bowling and sundial sentences: they share
+    # the context words of the rewrite ("hook", "line", "rod") and nothing else.
+    query = "What is angling? fishing rod hook line"
+    text, used = await focused_answer(HashEmbedder(), query, [ANGLING, BOWLING, SUNDIAL], utterance="What is angling?")
+    assert "fishing technique" in text
+    assert "bowling" not in text.lower() and "sundial" not in text.lower() and "gnomon" not in text
+    assert used == ["Angling"]
+
+
+SALT = Hit(docid="Salt", score=6.0, title="Salt", text=(
+    "Salt\nSalt is a mineral made mostly of sodium chloride. Table salt is salt ground fine for use in food."))
+SOUP = Hit(docid="Soup", score=6.5, title="Soup", text=(
+    "Soup\nSoup is a warm liquid food made by cooking meat or vegetables in water. Palm nut soup is a soup made "
+    "from the fruit of the oil palm."))
+
+
+async def test_the_answer_is_to_what_was_asked_not_to_what_was_mentioned():
+    # The user's fact ("I love salty palm-nut soup.") is context: the answer is about table salt.
+    utterance = "I love my salty palm-nut soup. What is table salt made of?"
+    text, used = await focused_answer(HashEmbedder(), utterance, [SOUP, SALT], utterance=utterance)
+    assert "sodium chloride" in text and "Soup" not in text and used == ["Salt"]

@@ -79,6 +79,22 @@ def test_rewrite_does_not_repeat_terms_already_asked():
     assert words(out).count("cello") == 1
 
 
+def test_rewrite_carries_no_typo_or_stray_word_into_the_query():
+    # Issue 34: "baltic sea?" became "baltic sea? sure waht angling fihsing rod hook".
+    answer = "Angling is a fishing technique that uses a fish hook on a fishing line and a fishing rod."
+    history = [("sure, waht about angling with a fihsing rod and hook?", answer)]
+    out = heuristic_rewrite("baltic sea?", history, [])
+    added = words(out.removeprefix("baltic sea?"))
+    assert not {"sure", "waht", "fihsing"} & set(added), out
+    assert {"angling", "fishing", "rod", "hook"} <= set(added)  # the subject stays, spelt as the answer spells it
+    # Feedback and small talk are no search terms, in the utterance or from earlier turns.
+    out = heuristic_rewrite("That's still too vague. What do pike eat?",
+                            [("Still not it. Tell me about pike.", "")], [])
+    assert out == "What do pike eat?"
+    # Words the answers did not use, and real words one letter apart, stay as they are.
+    assert "movies" in heuristic_rewrite("and why?", [("Tell me about classic movies", "The moves of a dance ...")], [])
+
+
 # --------------------------------------------------------------------------- extractive answer
 
 

@@ -4,6 +4,7 @@ shaped like real iKAT users (short, reworded, referring back, not always a quest
 from __future__ import annotations
 
 import random
+import re
 import sys
 from collections import Counter
 
@@ -12,7 +13,7 @@ from simloop.inputs.personas import load_personas
 from simloop.schema import Behaviour, Persona, RubricQuestion, Scenario, Topic
 from simloop.simulators.cues import mentions_statement
 from simloop.simulators.paraphrase import casual, clauses, elide_topic, indirect, misspell, subject
-from simloop.simulators.policy import Action, Ending, SimContext
+from simloop.simulators.policy import Action, Ending, Observation, RubricPolicy, SimContext
 from simloop.simulators.voices import TemplateVoice
 from simloop.text import content_terms, words
 from tests.helpers.data import ROOT
@@ -365,3 +366,75 @@ def test_realism_statistics_follow_their_definitions():
     assert s["non_question_share"] == 4 / 8
     assert s["top_utterance_share"] == 2 / 8 and s["top_utterance"] == "thanks bye"
     assert s["words_per_utterance"] == round(sum(len(t.split()) for t, _ in utts) / 8, 3)
+
+
+# ---------------------------------------------------------------------------- whole sentences
+
+
+_LINE_POOLS = ("greet", "ack", "chatty", "complain.calm", "complain.annoyed", "complain.frustrated", "decline",
+               "skip.calm", "skip.frustrated", "confused", "no_answer")
+
+
+def _split(text: str) -> list[list[str]]:
+    return [words(sent) for sent in re.split(r"(?<=[.!?])\s+", text) if words(sent)]
+
+
+def _orphaned_tails(text: str) -> list[str]:
+    """Sentences of pool lines, three words or longer, of which a sentence of ``text`` is
+    all but the first word ("came up at dinner." for "It came up at dinner.")."""
+    from simloop.simulators.voice_lines import LINES
+
+    said = _split(text)
+    pool = [sent for key in _LINE_POOLS for line in LINES[key] for sent in _split(line)]
+    # "Makes sense." is a line of its own, not "That makes sense." cut short.
+    return sorted({" ".join(sent) for sent in pool if len(sent) >= 3 and sent[1:] in said and sent[1:] not in pool})
+
+
+async def test_a_template_line_never_loses_its_first_word():
+    # "That's the same thing again. came up at dinner.": a poorly spelt user's noise dropped
+    # the "It" of a small-talk line, leaving a fragment glued to the complaint before it.
+    v = voice()
+    orphans = []
+    for s in range(120):
+        sc = scenario(seed=s, language_skill=0.05, verbosity=1.0, reveal="never")
+        for action in (ask(1, 2), ask(0, 2, "reask", attempt=2, mood="annoyed"), ask(2, 3, "move_on"),
+                       ask(1, 3, "clarify"), ask(1, 3, "reask", attempt=2, mood="frustrated")):
+            text = await say(v, action, sc)
+            orphans += [(line, text) for line in _orphaned_tails(text)]
+    assert orphans == []
+
+
+def test_orphaned_tails_finds_the_reported_fragment():
+    assert _orphaned_tails("That's the same thing again. came up at dinner.") == ["it came up at dinner"]
+    assert _orphaned_tails("That's the same thing again. It came up at dinner.") == []
+
+
+async def _closing_after(grades: list[float], seed: int, questions: int = 5) -> tuple[str, str]:
+    """(stop reason, closing line) of a dialogue whose answers get ``grades`` in turn."""
+    rubric = [RubricQuestion(id=f"q{i}", question=f"What is thing number {i}?") for i in range(questions)]
+    sc = scenario(seed=seed, patience=20).model_copy(update={"topic": Topic(id="t", title="Things", rubric=rubric)})
+    policy, memory, v = RubricPolicy(rubric, sc.behaviour, seed), {}, voice()
+    action = policy.start(memory)
+    for grade in grades:
+        action = policy.step(memory, Observation(grade))
+        if action.end is not None:
+            break
+    assert action.kind == "farewell", action
+    return action.end.reason, await say(v, action, sc)
+
+
+_CLAIMS_ALL = ("everything", "all i needed", "was helpful", "that helps", "covers it", "got what i need",
+               "learned a lot", "perfect", "brilliant", "awesome")
+
+
+async def test_the_closing_line_agrees_with_how_the_dialogue_went():
+    # "That was helpful, thanks." closed a dialogue whose last three answers had failed:
+    # satisfied (most questions answered) is not the same as everything answered.
+    mixed = [4, 4, 4, 1, 1, 1, 1, 1, 1]  # three answered, the last two moved past after three tries each
+    for s in range(60):
+        reason, line = await _closing_after(mixed, s)
+        assert reason == "user_satisfied"
+        assert not any(claim in line.lower() for claim in _CLAIMS_ALL), line
+    happy = [await _closing_after([4] * 5, s) for s in range(60)]
+    assert all(reason == "user_satisfied" and "thank" in line.lower() for reason, line in happy)
+    assert any(any(claim in line.lower() for claim in _CLAIMS_ALL) for _, line in happy)  # the full thanks exists

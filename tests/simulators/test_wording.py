@@ -1,0 +1,118 @@
+"""How the template voice words a need: iKAT-style questions taken apart (needs.py), and
+re-asks that change approach instead of repeating the question (wording.py)."""
+
+from __future__ import annotations
+
+import re
+
+from simloop.fakes.seams import HashEmbedder
+from simloop.inputs import load_personas
+from simloop.run import Context, DialogueSpec
+from simloop.run.engine import run_dialogue
+from simloop.schema import AssistantReply, Behaviour, Persona, PluginRef, RubricQuestion, Scenario, Topic
+from simloop.simulators import OfflineSimulator
+from simloop.simulators.needs import condense, noun_phrases, split_need, trim
+from simloop.text import words
+from tests.helpers.data import ROOT
+
+# Resolved-utterance style questions, written for this test (as `personas from-ikat` makes them).
+LONG = Topic(id="trip", title="Visiting Lisbon", rubric=[
+    RubricQuestion(id="t1", question="I am flying to Lisbon in May with my two kids. "
+                                     "What can we do there in three days?"),
+    RubricQuestion(id="t2", question="I don't like crowded places, but my kids love animals. Is the Lisbon Oceanarium "
+                                     "worth a visit for children under ten, and how much are the tickets?"),
+    RubricQuestion(id="t3", question="Which of the Belém Tower, the Jerónimos Monastery, São Jorge Castle, and the "
+                                     "Santa Justa Lift is easiest to reach by tram from the city centre of Lisbon?"),
+    RubricQuestion(id="t4", question="Are there any good seafood restaurants near the river in Lisbon?"),
+])
+
+
+def test_split_need_separates_asks_from_statements():
+    need = split_need(LONG.rubric[1].question)
+    assert [a.text for a in need.asks] == [
+        "Is the Lisbon Oceanarium worth a visit for children under ten, and how much are the tickets?"]
+    assert need.asks[0].setup == "I don't like crowded places, but my kids love animals."
+    first = split_need(LONG.rubric[0].question)
+    assert first.asks[0].text == "What can we do there in three days?"
+    assert first.asks[0].setup.startswith("I am flying to Lisbon")
+    # A hand-written demo question comes back whole, as one ask.
+    demo = split_need("What is glycogen and where does the body store it?")
+    assert [a.text for a in demo.asks] == ["What is glycogen and where does the body store it?"] and not demo.context
+    # "If ..., which ...?" is one question, not a statement and a question.
+    assert len(split_need("If I visit just one or two malls in Porto, which should I visit").asks[0].setup) == 0
+
+
+def test_condense_drops_lists_asides_and_known_phrases():
+    q = LONG.rubric[2].question
+    assert condense(q, set()) == "Which of these is easiest to reach by tram from the city centre of Lisbon?"
+    assert condense("How does Geographic Information Systems (GIS) help farmers?", set()) == \
+        "How does Geographic Information Systems help farmers?"
+    assert condense("Are there any good seafood restaurants near the river in Lisbon?", {"lisbon"}) == \
+        "Are there any good seafood restaurants near the river?"
+    # A name is never cut, and a verb phrase never becomes "it".
+    assert condense("How about the program at the University of British Columbia?", {"university"}) == \
+        "How about the program at the University of British Columbia?"
+    assert condense("Can you help me with finding a hotel?", {"find", "hotel"}) == \
+        "Can you help me with finding a hotel?"
+    assert condense("I am going to Rome, Italy, in December.", set()) == "I am going to Rome, Italy, in December."
+
+
+def test_trim_and_noun_phrases():
+    assert trim("Can you tell me the fee for the master's program of computer science at Delft and Eindhoven?", 14) \
+        == "Can you tell me the fee for the master's program of computer science?"
+    assert trim("What is glycogen?", 14) == "What is glycogen?"
+    assert noun_phrases("How do people celebrate St. Valentine's Day?") == ["St Valentine's Day"]
+    assert "tuition fee" in noun_phrases("Can you tell me the tuition fee for the program?")
+
+
+class Unhelpful:
+    async def respond(self, state):
+        return AssistantReply(response="Trains run on rails and stop at stations along the line.")
+
+
+async def _talk(topic: Topic, seed: int, behaviour: Behaviour | None = None):
+    sim = OfflineSimulator(Context(config=None, overrides={"embedder": HashEmbedder()}))
+    spec = DialogueSpec(run_id="r", simulator=PluginRef(name="offline"), assistant=PluginRef(name="x"),
+                        max_turns=40, timeout_s=60)
+    persona = Persona(id="p", ptkb=["I work as a nurse in Porto.", "My kids are six and eight."])
+    sc = Scenario(dialogue_id="d", persona=persona, topic=topic, behaviour=behaviour or Behaviour(patience=20),
+                  seed=seed)
+    return await run_dialogue(sc, sim, Unhelpful(), spec)
+
+
+def _verbatim(utterance: str, question: str) -> bool:
+    u, q = words(utterance), words(question)
+    return any(u[i:i + len(q)] == q for i in range(len(u) - len(q) + 1))
+
+
+async def test_a_failing_user_never_loops_on_the_rubric_question():
+    # Issue 34: the user re-asked the same rubric question word for word turn after turn.
+    # Against an assistant that never answers, each question is asked three times: at most
+    # one of them word for word, and no request is said twice.
+    topics = [LONG] + [t for p in load_personas(ROOT / "personas") for t in p.topics[:1]]
+    checked = 0
+    for seed in range(6):
+        for topic in topics:
+            t = await _talk(topic, seed)
+            questions = {q.id: q.question for q in topic.rubric}
+            said: list[str] = []
+            for turn in t.turns:
+                u = turn.user.utterance
+                request = re.split(r"(?<=[.!?])\s+", u)[-1]  # the last sentence carries the request
+                if turn.user.intent == "reask":
+                    checked += 1
+                    assert not any(words(request) == words(re.split(r"(?<=[.!?])\s+", s)[-1]) for s in said), (u, said)
+                said.append(u)
+            for qid, question in questions.items():
+                asks = [turn.user.utterance for turn in t.turns if turn.user.rubric_id == qid]
+                assert sum(_verbatim(u, question) for u in asks) <= 1, asks
+    assert checked >= 100
+
+
+async def test_long_resolved_questions_come_out_short():
+    lengths = []
+    for seed in range(10):
+        t = await _talk(LONG, seed)
+        lengths += [len(turn.user.utterance.split()) for turn in t.turns]
+    assert sum(lengths) / len(lengths) <= 16, lengths  # the questions average 20 words; real users about 12
+    assert max(lengths) <= 40
