@@ -117,6 +117,14 @@ _ACTS: list[tuple[str, re.Pattern[str]]] = [
     ("offers its help", re.compile(r"\b(?:happy|glad|pleased|delighted|here|ready)\s+to\s+(?:help|assist)\b"
                                    r"|\bhow (?:can|may|might|could) (?:i|we) (?:help|assist)\b"
                                    r"|\banything else (?:i|we) can\b|\blet (?:me|us) (?:help|assist)\b", re.I)),
+    # "I can offer you another way", "we could share a few ideas": the assistant's options;
+    # a user offers facts about themselves ("I can give you more details"), not options,
+    # and shares ideas with others ("my sister and I want to share some ideas")
+    ("offers its help", re.compile(
+        r"\b(?:i|we)(?:'ll|'d| can| could| will| would| may| might| am happy to| are happy to)(?: also| gladly)? "
+        r"(?:offer|provide|give|share|show)\b(?: you)? (?:another|other|more|some|a few|"
+        r"several|an?) (?:\w+ )?(?:ways?|options?|ideas?|suggestions?|tips?|alternatives?|recommendations?)\b",
+        re.I)),
     # "If you have any other questions", "feel free to ask", "let me know if you ..."
     ("invites more questions", re.compile(
         r"\bfeel free to\b|\bdon'?t hesitate to\b|\b(?:let (?:me|us) know|tell me) (?:if|whether|when) you\b"
@@ -128,7 +136,8 @@ _ACTS: list[tuple[str, re.Pattern[str]]] = [
     # "You're welcome", "I'm glad you like it", "glad I could help", "Great question", "hope this helps"
     ("receives thanks", re.compile(
         r"\byou(?:'re| are) (?:very |most |so )?welcome\b"
-        r"|\b(?:glad|happy|pleased|delighted) (?:that )?you (?:like|liked|enjoy|enjoyed|found|find|love|loved)\b"
+        r"|\b(?:glad|happy|pleased|delighted) (?:to (?:hear|see|know) )?(?:that )?you(?:'re| are|'ve| have)? "
+        r"(?:\w+ )?(?:lik|enjoy|found|find|lov|understood|understand|appreciat)\w*"
         r"|\b(?:glad|happy|pleased) (?:i|we) (?:could|was able to|were able to) help\b"
         r"|\b(?:great|good|excellent|interesting) question\b"
         r"|\bhope (?:this|that|it|these|my answer) (?:helps|helped|was helpful|is helpful|answers)\b", re.I)),

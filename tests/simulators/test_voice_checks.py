@@ -36,6 +36,9 @@ ASSISTANT = [
     "OK, and the visa fee? That's an excellent question, the fee depends on your passport.",
     "What are your other questions about the route? I can guide you through them.",
     "The harbour is south of the centre. I apologise for the confusion in my last message.",
+    "Which lens for birds? I'm pleased to see you're finding the camera guide useful.",
+    "Fine, the 9:40 ferry. We can offer a few alternatives if that schedule does not suit.",
+    "Is rye bread better? Happy to hear you have enjoyed the recipes so far.",
 ]
 # A user's voice, including the words the assistant patterns are built from.
 USER = [
@@ -52,6 +55,9 @@ USER = [
     "You said the castle closes at five. What is the cheapest and what is the fastest way to get there?",
     "Welcome to my problem: my son is allergic to nuts. Which snacks are safe on the plane?",
     "Sorry for the confusion, I meant the old town. Is parking free there?",
+    "Glad to hear that! Do they open on Mondays?",
+    "I can give you more details about my diet if that helps. Which cereals are low in sugar?",
+    "My sister and I want to share some ideas for her wedding. Is a barn venue cheaper?",
 ]
 
 
