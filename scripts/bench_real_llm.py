@@ -9,7 +9,8 @@ was in flight, as the server saw it.  Then:
    ``real_llm_protocol_errors``, ``real_llm_invalid_outputs_recorded_as_utterances`` and
    ``real_llm_seconds_per_call`` (the server's time per request, from the proxy: one role
    at a time, so mostly without queueing);
-2. a run with the LLM simulator and GenAIus at ``--concurrency 4``:
+2. a run with the LLM simulator and GenAIus (k=5, as in the roles) at ``--concurrency 4``,
+   8 dialogues of 2 turns:
    ``real_llm_server_busy_share``, the union of the proxy's in-flight intervals over the
    run's wall time (``run.json`` started_at .. finished_at, warm-up included).  The server
    answers one request at a time, so the share says how often simloop left it idle.
@@ -35,7 +36,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from bench_common import ROOT, figure, info
-from real_llm_roles import MODEL, ROLES, RoleResult, run_role
+from real_llm_roles import GENAIUS, MODEL, ROLES, RoleResult, run_role
 
 READY_S = 300
 BUSY_CONCURRENCY = 4
@@ -63,6 +64,7 @@ class Proxy:
         self.upstream = f"{parts.scheme}://{parts.netloc}"  # requests keep their own path (/v1/...)
         self.intervals: list[tuple[float, float]] = []
         self.chat_s: list[float] = []
+        self.abandoned = 0  # requests whose client hung up before the answer (its timeout)
         self.url = ""
 
     @asynccontextmanager
@@ -77,11 +79,16 @@ class Proxy:
             body = await request.read()
             headers = {k: v for k, v in request.headers.items() if k.lower() not in hop}
             t0 = time.time()
-            async with session.request(request.method, self.upstream + request.path_qs, data=body,
-                                       headers=headers) as r:
-                data = await r.read()
-                out = {k: v for k, v in r.headers.items() if k.lower() not in hop}
-                status = r.status
+            try:
+                async with session.request(request.method, self.upstream + request.path_qs, data=body,
+                                           headers=headers) as r:
+                    data = await r.read()
+                    out = {k: v for k, v in r.headers.items() if k.lower() not in hop}
+                    status = r.status
+            except asyncio.CancelledError:  # the client gave up: in flight until then
+                self.intervals.append((t0, time.time()))
+                self.abandoned += 1
+                raise
             t1 = time.time()
             self.intervals.append((t0, t1))
             if request.path.endswith("/chat/completions"):
@@ -90,7 +97,10 @@ class Proxy:
 
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", forward)
-        runner = web.AppRunner(app, access_log=None)
+        # handler_cancellation: a client that gives up (its timeout) closes the proxy's upstream
+        # request too, as it would close its own connection to the server without the proxy
+        # (llama-cpp-python then drops a request still waiting for its lock).
+        runner = web.AppRunner(app, access_log=None, handler_cancellation=True)
         await runner.setup()
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))  # the kernel's free port, held from here on
@@ -138,10 +148,10 @@ def _iso_s(stamp: str) -> float:
 async def _busy_phase(proxy: Proxy, out: Path, quick: bool) -> dict[str, Any]:
     """The LLM simulator and GenAIus at concurrency 4; the server's busy share of the run."""
     limit = 4 if quick else 8
-    args = ["run", "--simulator", "llm", "--assistant", "genaius", "--concurrency", str(BUSY_CONCURRENCY),
-            "--limit", str(limit), "--max-turns", "3", "--base-url", proxy.url, "--model", MODEL,
+    args = ["run", "--simulator", "llm", *GENAIUS, "--concurrency", str(BUSY_CONCURRENCY),
+            "--limit", str(limit), "--max-turns", "2", "--base-url", proxy.url, "--model", MODEL,
             "--out", str(out), "--no-progress"]
-    first = len(proxy.intervals)
+    first, abandoned = len(proxy.intervals), proxy.abandoned
     p = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "simloop", *args], cwd=ROOT, text=True,
                                 capture_output=True, timeout=1800, stdin=subprocess.DEVNULL)
     run_dir = Path(p.stdout.strip().splitlines()[-1]) if p.stdout.strip() else None
@@ -158,7 +168,18 @@ async def _busy_phase(proxy: Proxy, out: Path, quick: bool) -> dict[str, Any]:
             "wall_s": round(hi - lo, 1), "busy_s": round(busy, 1), "busy_share": round(busy / (hi - lo), 4),
             "before_first_dialogue_s": round(d_lo - lo, 1), "after_last_dialogue_s": round(hi - d_hi, 1),
             "busy_share_while_dialogues_ran": round(union_s(mine, d_lo, d_hi) / max(1e-9, d_hi - d_lo), 4),
-            "stop_reasons": manifest.get("counts", {})}
+            "abandoned_requests": proxy.abandoned - abandoned, "stop_reasons": manifest.get("counts", {}),
+            "errors": _errors(run_dir), "capabilities": manifest.get("llm", {}).get("capabilities")}
+
+
+def _errors(run_dir: Path) -> dict[str, int]:
+    """The run's dialogue errors by type."""
+    seen: dict[str, int] = {}
+    for line in (run_dir / "dialogues.jsonl").read_text().splitlines():
+        error = json.loads(line).get("error")
+        if error:
+            seen[error["type"]] = seen.get(error["type"], 0) + 1
+    return seen
 
 
 async def run(quick: bool, out_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:

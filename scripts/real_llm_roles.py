@@ -46,7 +46,7 @@ NOT_A_COMPLETION = "did not answer with a chat completion"
 # need are shorter than this; a cut one is a botched output like any other.
 MAX_TOKENS = 256
 
-__all__ = ["Role", "ROLES", "RoleResult", "run_role", "check", "MODEL", "AGENTS"]
+__all__ = ["Role", "ROLES", "RoleResult", "run_role", "check", "MODEL", "AGENTS", "GENAIUS"]
 
 
 @dataclass(frozen=True)
@@ -60,19 +60,19 @@ class Role:
 _RUN = ("--limit", "1", "--no-progress")
 # GenAIus puts its top-k passages in one prompt; k=5 instead of 20 keeps that prompt near
 # 1,000 tokens (prompt processing is most of a call's time on 2 CPU cores).
-_GENAIUS = ("--assistant", "genaius", "--assistant-param", "k=5")
+GENAIUS = ("--assistant", "genaius", "--assistant-param", "k=5")
 ROLES: tuple[Role, ...] = (
     Role("simulator_llm", ("run", "--simulator", "llm", "--assistant", "bm25_extractive", "--max-turns", "3", *_RUN)),
-    *(Role(f"agent_{a}", ("run", "--simulator", "offline", *(_GENAIUS if a == "genaius" else ("--assistant", a)),
+    *(Role(f"agent_{a}", ("run", "--simulator", "offline", *(GENAIUS if a == "genaius" else ("--assistant", a)),
                           "--max-turns", "2", *_RUN)) for a in AGENTS),
-    Role("memory_summary", ("run", "--simulator", "offline", *_GENAIUS, "--assistant-param", "memory=summary",
+    Role("memory_summary", ("run", "--simulator", "offline", *GENAIUS, "--assistant-param", "memory=summary",
                             "--max-turns", "3", *_RUN)),
     # ACMS with the LLM compressor and a small budget, so that older turns fall out of the
     # window into blocks the LLM condenses.
     Role("memory_adaptive", ("run", "--simulator", "offline", "--assistant", "acms", "--assistant-param",
                              "compressor=llm", "--assistant-param", "token_budget=700", "--assistant-param",
                              "system_tokens=100", "--max-turns", "6", *_RUN)),
-    Role("memory_command", ("memory", *_GENAIUS, "--strategies", "summary", "--distances", "2",
+    Role("memory_command", ("memory", *GENAIUS, "--strategies", "summary", "--distances", "2",
                             "--persona", "aroha", "--facts-per-persona", "1", "--no-progress"), kind="memory"),
     Role("rehearse_llm_simulator", ("rehearse", "--assistant", "bm25_extractive", "--limit", "1"), kind="rehearse"),
     Role("eval_judge", ("eval",), kind="eval", judges="simulator_llm"),
