@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from ..run import Recorder
 
 __all__ = ["finished_code", "say_plain", "write_failed", "LLMCalls", "llm_calls", "llm_failed_code",
-           "llm_run_code"]
+           "llm_run_code", "what_to_check"]
 
 
 def say_plain(line: str) -> None:
@@ -102,6 +102,18 @@ def llm_calls(run_dir: Path) -> LLMCalls:
     return calls
 
 
+# Errors of a model that answered, but not in the form asked: the endpoint is fine.
+_MODEL_ERRORS = ("StructuredOutputError", "InvalidOutputError", "EmptyCompletionError")
+
+
+def what_to_check(kind: str, endpoint: str) -> str:
+    """The advice for the commonest error ``kind``: the model's answers when it answered
+    badly (a small model often does), else the endpoint (``endpoint``: its flags)."""
+    if kind.startswith(_MODEL_ERRORS):
+        return "the server answered, but the model's answers did not fit what was asked: try a stronger model"
+    return f"check the endpoint ({endpoint}, the API key variable)"
+
+
 def llm_failed_code(calls: LLMCalls, retry: str, say: Callable[[str], None]) -> int:
     """1, with one line naming the commonest error and ``retry`` (how to try again), when
     every one of ``calls`` failed; else 0."""
@@ -109,7 +121,7 @@ def llm_failed_code(calls: LLMCalls, retry: str, say: Callable[[str], None]) -> 
         return 0
     (kind, n), = calls.errors.most_common(1)
     say(f"every one of the {calls.calls} LLM calls failed; commonest ({n}x): {kind}; "
-        f"check the endpoint (--base-url/--model, the API key variable), then {retry}")
+        f"{what_to_check(kind, '--base-url/--model')}, then {retry}")
     return 1
 
 

@@ -63,3 +63,13 @@ def test_memory_exits_1_when_every_llm_call_failed(tmp_path):
     [line] = _error_lines(p.stderr)
     assert "HTTP 500" in line and "simloop memory again" in line
     assert os.path.exists(os.path.join(p.stdout.strip().splitlines()[-1], "memory.json"))
+
+
+def test_the_advice_points_at_the_model_when_the_server_answered_badly():
+    from simloop.cli.outcome import what_to_check
+
+    botched = what_to_check("StructuredOutputError: judge (m at http://127.0.0.1:1/v1): output does not match "
+                            "DialogueVerdict after one repair", "--judge-base-url/--judge-model")
+    assert "stronger model" in botched and "--judge-base-url" not in botched
+    down = what_to_check("LLMStatusError: judge: HTTP 500", "--judge-base-url/--judge-model")
+    assert "check the endpoint (--judge-base-url/--judge-model" in down
