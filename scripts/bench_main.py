@@ -46,6 +46,9 @@ BENCHES: dict[str, tuple[str, int, int]] = {
     # A fresh clone to the finished demo (venv set up, index built, 41 dialogues),
     # then the demo again; ~2 GB of venv and cache in a temporary folder, removed after.
     "demo": ("bench_demo", 1500, 900),
+    # Every LLM role against SmolLM2-135M on llama-cpp-python's server (simloop
+    # llm-server), then a concurrency-4 run for the server's busy share; ~1 s per short call.
+    "real-llm": ("bench_real_llm", 3600, 2400),
 }
 
 

@@ -104,6 +104,12 @@ LABELS: dict[str, tuple[str, str]] = {
     "voice_backreference_share": ("utterances leading with it/that/this/they/those", ""),
     "voice_non_question_share": ("utterances without a question mark", ""),
     "voice_top_utterance_share": ("share of the commonest utterance", ""),
+    # section real-llm: SmolLM2-135M on llama-cpp-python's server (simloop llm-server)
+    "real_llm_roles_ok": ("LLM roles that finished a dialogue without a protocol error", ""),
+    "real_llm_protocol_errors": ("errors caused by the protocol (refused parameters, non-completions)", ""),
+    "real_llm_invalid_outputs_recorded_as_utterances": ("recorded user utterances the voice's check rejects", ""),
+    "real_llm_seconds_per_call": ("the server's time per chat request, one role at a time", "s"),
+    "real_llm_server_busy_share": ("share of a concurrency-4 run's wall time with a request at the server", ""),
 }
 
 

@@ -41,6 +41,7 @@ if _TYPE_CHECKING:  # what static tools see; at run time the faces load these on
         LLMError,
         LLMStatusError,
         LLMTimeoutError,
+        LocalServerError,
         PluginNotFoundError,
         ResumeError,
         RetrievalError,
@@ -95,7 +96,8 @@ else:
             "ApiError", "BadInputError", "ConfigError", "ContextOverflowError", "ContractError", "DataFileError",
             "DialogueError",
             "EmptyCompletionError", "IndexMissingError", "InvalidOutputError", "LLMConnectionError", "LLMError",
-            "LLMStatusError", "LLMTimeoutError", "PluginNotFoundError", "ResumeError", "RetrievalError",
+            "LLMStatusError", "LLMTimeoutError", "LocalServerError", "PluginNotFoundError", "ResumeError",
+            "RetrievalError",
             "SimApiAuthError", "SimApiError", "SimloopError", "StructuredOutputError", "error_source",
         ),
         # what `simloop eval` and `simloop memory` write
@@ -115,14 +117,14 @@ else:
     })
 
 __all__ = [
-    "ApiError", "Assistant", "AssistantReply", "AssistantTurn", "BadInputError", "Behaviour", "ConfigError", "Context",
-    "ContextInfo", "ContextOverflowError", "ContractError", "DataFileError", "DialogueError", "DialogueScores",
-    "DialogueState", "Embedder", "EmptyCompletionError", "ErrorInfo", "GoldTurn", "Hit", "IndexMissingError",
-    "InvalidOutputError", "LLMCapabilities", "LLMConfig", "LLMConnectionError", "LLMError", "LLMRole",
-    "LLMRoleOverride", "LLMStatusError", "LLMTimeoutError", "MemoryResults", "MemoryStrategy", "Passage", "Persona",
-    "PluginNotFoundError", "PluginRef", "PluginSpec", "PtkbUse", "ResumeError", "RetrievalConfig", "RetrievalError",
-    "Retriever", "RubricQuestion", "Run", "RunConfig", "RunManifest", "RunSummary", "Scenario", "ScenarioRef",
-    "ScenarioSelection", "SimApiAuthError", "SimApiError", "SimloopError", "SimulatorTurn", "Stage", "Stop",
-    "StructuredOutputError", "Topic", "Transcript", "Turn", "Usage", "UserSimulator", "UserTurn", "arun",
-    "error_source", "evaluate", "read_transcripts", "run",
+    "ApiError", "Assistant", "AssistantReply", "AssistantTurn", "BadInputError", "Behaviour", "ConfigError",
+    "Context", "ContextInfo", "ContextOverflowError", "ContractError", "DataFileError", "DialogueError",
+    "DialogueScores", "DialogueState", "Embedder", "EmptyCompletionError", "ErrorInfo", "GoldTurn", "Hit",
+    "IndexMissingError", "InvalidOutputError", "LLMCapabilities", "LLMConfig", "LLMConnectionError", "LLMError",
+    "LLMRole", "LLMRoleOverride", "LLMStatusError", "LLMTimeoutError", "LocalServerError", "MemoryResults",
+    "MemoryStrategy", "Passage", "Persona", "PluginNotFoundError", "PluginRef", "PluginSpec", "PtkbUse",
+    "ResumeError", "RetrievalConfig", "RetrievalError", "Retriever", "RubricQuestion", "Run", "RunConfig",
+    "RunManifest", "RunSummary", "Scenario", "ScenarioRef", "ScenarioSelection", "SimApiAuthError", "SimApiError",
+    "SimloopError", "SimulatorTurn", "Stage", "Stop", "StructuredOutputError", "Topic", "Transcript", "Turn",
+    "Usage", "UserSimulator", "UserTurn", "arun", "error_source", "evaluate", "read_transcripts", "run",
 ]

@@ -21,6 +21,7 @@ and its children are the user's to fix: the CLI prints one line and exits 2.
     │   ├── StructuredOutputError     JSON that did not validate, even after one repair
     │   ├── InvalidOutputError        text the caller's check rejected (garbage, wrong role) on every attempt
     │   └── EmptyCompletionError
+    ├── LocalServerError              the local model server (llm-server) did not start, or stopped
     ├── DialogueError                 a plugin broke the contract during a dialogue
     ├── SimApiError                   a Sim.API server answered with an error
     └── ApiError                      the rehearsal server's HTTP errors (status + message)
@@ -53,6 +54,7 @@ __all__ = [
     "StructuredOutputError",
     "EmptyCompletionError",
     "InvalidOutputError",
+    "LocalServerError",
     "DialogueError",
     "ContractError",
     "ApiError",
@@ -151,6 +153,10 @@ class StructuredOutputError(LLMError):
 
 class EmptyCompletionError(LLMError):
     """The model returned no content."""
+
+
+class LocalServerError(SimloopError):
+    """The local model server (``simloop llm-server``) did not start, or stopped on its own."""
 
 
 class InvalidOutputError(LLMError):

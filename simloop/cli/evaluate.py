@@ -51,20 +51,25 @@ def cmd_eval(a: argparse.Namespace) -> int:
     partial = ev.summary.ptkb_reference.partial() if ev.summary.ptkb_reference is not None else None
     if partial:  # beside the official figures, a run over part of the topic file reads as a finding
         out.print(f"[yellow]PTKB vs the official 2023 runs:[/] {partial}")
-    judge = ev.summary.judge
-    if judge and judge.errors and not judge.rubric.get("n") and not judge.dialogue.get("n"):
-        # A warning, so stderr: stdout keeps the tables and the files written.
-        _console(stderr=True).print(f"[yellow]judge:[/] every call failed ({_first_judge_error(ev.scores)}); "
-                  "check --judge-base-url/--judge-model and the API key variable")
     out.print(f"wrote {scores} and {summary}")
-    return 0
+    return _judge_code(ev.scores, a.run_dir)
 
 
-def _first_judge_error(scores: list[DialogueScores]) -> str:
+def _judge_code(scores: list[DialogueScores], run_dir: Path) -> int:
+    """1 when --judge was asked for and every judge call failed (one line on stderr, after
+    the files: they record each failure); the scores then have no judge in them."""
+    from .outcome import LLMCalls, say_plain, what_to_check
+
+    calls = LLMCalls()
     for line in scores:
-        if line.judge is not None and line.judge.errors:
-            return line.judge.errors[0]
-    return "unknown error"
+        if line.judge is not None:  # a failed call's stage carries its error; a verdict's has none
+            calls.add_stages(line.judge.stages)
+    if not calls.all_failed:
+        return 0
+    (kind, n), = calls.errors.most_common(1)
+    say_plain(f"judge: every one of the {calls.calls} judge calls failed; commonest ({n}x): {kind}; "
+              f"{what_to_check(kind, '--judge-base-url/--judge-model')}, then run: simloop eval {run_dir} --judge")
+    return 1
 
 
 # ----------------------------------------------------------------------------- report

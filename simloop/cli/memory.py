@@ -17,6 +17,8 @@ from .args import parse_params
 from .flags import RUN_FLAGS, add_flags, check_params_named, config_from_flags
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from rich.progress import Progress
     from rich.table import Table
 
@@ -111,8 +113,23 @@ def cmd_memory(a: argparse.Namespace) -> int:
         left_out = ", ".join(s.name for s in test.strategies if not s.finished)
         err.print(f"[yellow]interrupted[/]: memory.json covers the strategies that finished "
                   f"({', '.join(memory.strategies) or 'none'}); left out: {left_out}", soft_wrap=True)
+    code = 130 if memory.status == "interrupted" else _llm_code(test.run_dir, memory)
     print(test.run_dir)
-    return 130 if memory.status == "interrupted" else 0
+    return code
+
+
+def _llm_code(run_dir: Path, memory: MemoryResults) -> int:
+    """1 when every LLM call failed: the dialogues' (an LLM assistant, the summaries) and,
+    with --judge, the probe judge's; memory.json then holds fallbacks' scores, not the model's."""
+    from .outcome import LLMCalls, llm_calls, llm_failed_code, say_plain
+
+    calls = llm_calls(run_dir) if run_dir.joinpath("dialogues.jsonl").exists() else LLMCalls()
+    if calls.calls and not calls.all_failed:
+        return 0
+    for probe in memory.probes:
+        if probe.scored_by == "judge" or probe.judge_error is not None:
+            calls.add(probe.judge_error)
+    return llm_failed_code(calls, "run simloop memory again", say_plain)
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:

@@ -4,22 +4,31 @@ Exit 1 when more than ``max_error_share`` of the run's dialogues (all of them, o
 resume: the counts in ``run.json``), or every one of them, ended in an error, naming the commonest error and how
 to retry; 0 otherwise.  An interrupted run is 130 whatever its errors.  Exit 1 as well when
 a dialogue line could not be written (a full disk): the run is resumable, and says how.
+
+Exit 1 too when every LLM call a command made failed (``LLMCalls``), even where no
+dialogue ended in an error (a memory strategy that fell back to its extractive summary,
+an assistant part that fell back to its offline twin): nothing a model should have
+written was written, so the output measures the fallbacks, not the model.  One line
+names the commonest error and how to retry.
 """
 
 from __future__ import annotations
 
 import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..run import INFRASTRUCTURE, ReadReport, read_manifest, read_transcripts
+from ..schema import Stage
 
 if TYPE_CHECKING:
     from ..run import Recorder
 
-__all__ = ["finished_code", "say_plain", "write_failed"]
+__all__ = ["finished_code", "say_plain", "write_failed", "LLMCalls", "llm_calls", "llm_failed_code",
+           "llm_run_code", "what_to_check"]
 
 
 def say_plain(line: str) -> None:
@@ -55,6 +64,74 @@ def finished_code(run_dir: Path, max_error_share: float, say: Callable[[str], No
     else:
         say(f"the errors come from the plugins, not the infrastructure; see: simloop show {run_dir}")
     return 1
+
+
+@dataclass
+class LLMCalls:
+    """How many LLM calls a command made and how many failed, with the errors counted."""
+
+    calls: int = 0
+    failed: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+
+    def add(self, error: str | None) -> None:
+        self.calls += 1
+        if error is not None:
+            self.failed += 1
+            self.errors[(error.splitlines() or [""])[0][:200]] += 1
+
+    def add_stages(self, stages: Iterable[Stage]) -> None:
+        for stage in stages:
+            if stage.is_llm_call():
+                self.add(stage.error)
+
+    @property
+    def all_failed(self) -> bool:
+        return self.calls > 0 and self.failed == self.calls
+
+
+def llm_calls(run_dir: Path) -> LLMCalls:
+    """The LLM calls of a run's dialogues (every stage that asked a model, those of a
+    failed step included); reading stops at the first call that succeeded, which is all
+    ``llm_failed_code`` needs to know."""
+    calls = LLMCalls()
+    for t in read_transcripts(run_dir, ReadReport(), log_problems=False):
+        calls.add_stages([*(s for turn in t.turns for s in turn.stages), *t.loose_stages])
+        if calls.failed < calls.calls:
+            break
+    return calls
+
+
+# Errors of a model that answered, but not in the form asked: the endpoint is fine.
+_MODEL_ERRORS = ("StructuredOutputError", "InvalidOutputError", "EmptyCompletionError")
+
+
+def what_to_check(kind: str, endpoint: str) -> str:
+    """The advice for the commonest error ``kind``: the model's answers when it answered
+    badly (a small model often does), else the endpoint (``endpoint``: its flags)."""
+    if kind.startswith(_MODEL_ERRORS):
+        return "the server answered, but the model's answers did not fit what was asked: try a stronger model"
+    return f"check the endpoint ({endpoint}, the API key variable)"
+
+
+def llm_failed_code(calls: LLMCalls, retry: str, say: Callable[[str], None]) -> int:
+    """1, with one line naming the commonest error and ``retry`` (how to try again), when
+    every one of ``calls`` failed; else 0."""
+    if not calls.all_failed:
+        return 0
+    (kind, n), = calls.errors.most_common(1)
+    say(f"every one of the {calls.calls} LLM calls failed; commonest ({n}x): {kind}; "
+        f"{what_to_check(kind, '--base-url/--model')}, then {retry}")
+    return 1
+
+
+def llm_run_code(run_dir: Path, say: Callable[[str], None], command: str = "simloop run") -> int:
+    """``llm_failed_code`` for a run directory: the retry is a resume when some dialogues
+    ended in an error (``--retry-errors`` re-runs those), else the command again."""
+    errors = read_manifest(run_dir).counts.get("errors", 0)
+    retry = (f"retry with: simloop run --resume {run_dir} --retry-errors" if errors and command == "simloop run"
+             else f"run {command} again")
+    return llm_failed_code(llm_calls(run_dir), retry, say)
 
 
 def write_failed(recorder: Recorder, resume: str) -> int:

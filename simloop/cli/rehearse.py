@@ -131,7 +131,7 @@ def cmd_rehearse(a: argparse.Namespace) -> int:
     from ..run import execute, prepare_run
     from ..simulators import SimApiSimulator
     from .console import err, live, out, progress_bar, run_events, summary_table
-    from .outcome import write_failed
+    from .outcome import llm_run_code, say_plain, write_failed
 
     _check_flags(a)
     a.run_id = a.run_id or "rehearse-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
@@ -163,8 +163,9 @@ def cmd_rehearse(a: argparse.Namespace) -> int:
     out.print(summary_table(stats, prep.run_dir))
     if stats.interrupted:
         print(f"interrupted: run the same command again to resume {prep.run_dir}", file=sys.stderr)
+    code = 130 if stats.interrupted else llm_run_code(prep.run_dir, say_plain, "simloop rehearse")
     print(prep.run_dir)
-    return 130 if stats.interrupted else 0
+    return code
 
 
 def add_commands(sub: argparse._SubParsersAction) -> None:

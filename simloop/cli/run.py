@@ -57,7 +57,7 @@ def run_local(cfg: RunConfig, resume: Path | None = None, retry_errors: bool = F
     """Run on this machine; returns the exit code (0 finished, 130 interrupted, 1 too many errors)."""
     from ..run import ReadReport, execute, prepare_run
     from .console import err, live, out, progress_bar, run_events, summary_table
-    from .outcome import finished_code, say_plain, write_failed
+    from .outcome import finished_code, llm_run_code, say_plain, write_failed
 
     prep = prepare_run(cfg, resume=resume, retry_errors=retry_errors, llm_flags=llm_flags)
     for line in (prep.repaired or ReadReport()).repair_notes(prep.run_dir, prep.recorder.retried):
@@ -90,6 +90,8 @@ def run_local(cfg: RunConfig, resume: Path | None = None, retry_errors: bool = F
         say_plain(f"stopped starting dialogues: {stats.halted}; fix the cause, then run the rest with: "
                   f"simloop run --resume {prep.run_dir} --retry-errors")
         code = code or 1
+    if code == 0:
+        code = llm_run_code(prep.run_dir, say_plain)
     print(prep.run_dir)
     return code
 
@@ -100,7 +102,7 @@ def run_ray(cfg: RunConfig, resume: Path | None = None, retry_errors: bool = Fal
     returns the exit code (0 finished, 130 interrupted, 1 failed or too many errors)."""
     from ..distributed import run_ray as drive
     from .console import err, out, progress_bar, summary_table
-    from .outcome import finished_code, say_plain
+    from .outcome import finished_code, llm_run_code, say_plain
 
     done = drive(cfg, resume=resume, retry_errors=retry_errors, llm_flags=llm_flags,
                  progress=progress_bar(cfg.progress), notice=lambda line: err.print(line, style="yellow", markup=False))
@@ -113,5 +115,7 @@ def run_ray(cfg: RunConfig, resume: Path | None = None, retry_errors: bool = Fal
     code = {"finished": 0, "interrupted": 130}.get(done.status, 1)
     if code == 0:
         code = finished_code(done.run_dir, cfg.max_error_share, say_plain)
+    if code == 0:
+        code = llm_run_code(done.run_dir, say_plain)
     print(done.run_dir)
     return code

@@ -8,6 +8,16 @@ if _TYPE_CHECKING:
     from .client import ChatModel, ChatResult
     from .config import LLMConfig, LLMRole, LLMRoleOverride, role_setting
     from .limits import Permit
+    from .local import (
+        INSTALL_HINT,
+        LOCAL_MODELS,
+        LocalModel,
+        LocalServer,
+        default_threads,
+        local_model,
+        model_file,
+        server_missing,
+    )
     from .meter import metered
     from .pool import LLMPool
     from .preflight import check_endpoints, check_judge_llm
@@ -19,6 +29,8 @@ else:
         "client": ("ChatModel", "ChatResult",),
         "config": ("LLMConfig", "LLMRole", "LLMRoleOverride", "role_setting",),
         "limits": ("Permit",),
+        "local": ("INSTALL_HINT", "LOCAL_MODELS", "LocalModel", "LocalServer", "default_threads",
+                  "local_model", "model_file", "server_missing",),
         "meter": ("metered",),
         "pool": ("LLMPool",),
         "preflight": ("check_endpoints", "check_judge_llm",),
@@ -26,6 +38,7 @@ else:
     })
 
 __all__ = [
-    "ChatModel", "ChatResult", "LLMConfig", "LLMPool", "LLMRole", "LLMRoleOverride", "Permit",
-    "check_endpoints", "check_judge_llm", "metered", "role_setting", "transport_name",
+    "ChatModel", "ChatResult", "INSTALL_HINT", "LLMConfig", "LLMPool", "LLMRole", "LLMRoleOverride", "LOCAL_MODELS",
+    "LocalModel", "LocalServer", "Permit", "check_endpoints", "check_judge_llm",
+    "default_threads", "local_model", "metered", "model_file", "role_setting", "server_missing", "transport_name",
 ]

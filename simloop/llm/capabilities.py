@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any
 
 from ..schema import LearntBy, LLMCapabilities
@@ -34,6 +35,7 @@ SCHEMA_IN_PROMPT = (
     "fences. The object must satisfy this JSON Schema:\n{schema}"
 )
 _ORDER = ("json_schema", "json_object", "text")
+_UNBOUNDED = nullcontext()
 _SHAPED_MAX = 512
 
 
@@ -66,13 +68,14 @@ class Negotiated:
     """One (endpoint, model): its ``LLMCapabilities`` record (updated in place, as the run's
     record in ``run.json``), what is still to learn, and the lock the learning call holds."""
 
-    __slots__ = ("record", "unsettled", "_lock", "_shaped")
+    __slots__ = ("record", "unsettled", "_lock", "_gate", "_shaped")
 
     def __init__(self, record: LLMCapabilities):
         self.record = record
         learnt = record.learnt
         self.unsettled = {name for name in ("structured", "n", "seed") if getattr(learnt, name) == "assumed"}
         self._lock: asyncio.Lock | None = None
+        self._gate: asyncio.Semaphore | None = None
         # id(json_schema format) -> (that format, its json_object form): shaping a request reads
         # one dict; the format itself is kept so that its id cannot be reused while cached.
         self._shaped: dict[int, tuple[dict[str, Any], dict[str, Any]]] = {}
@@ -84,6 +87,16 @@ class Negotiated:
         if self._lock is None:
             self._lock = asyncio.Lock()
         return self._lock
+
+    def in_flight(self) -> AbstractAsyncContextManager[Any]:
+        """Held while a request is with the server: at most ``record.parallel`` at once (a
+        server that works on one request at a time gets one), unbounded when unknown."""
+        n = self.record.parallel
+        if not n:
+            return _UNBOUNDED
+        if self._gate is None:
+            self._gate = asyncio.Semaphore(n)
+        return self._gate
 
     def touches(self, request: dict[str, Any]) -> bool:
         """Does ``request`` use a capability not learnt yet?"""

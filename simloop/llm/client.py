@@ -327,7 +327,8 @@ class ChatModel:
         tally.sent += 1
         # The answer is read as plain JSON: building openai's ChatCompletion models for the
         # few values read here cost a tenth of the client's CPU per call.
-        raw = await self._client.complete(send)
+        async with self._caps.in_flight():  # waits here, not in the server's queue (probe.py)
+            raw = await self._client.complete(send)
         try:
             response = json.loads(raw.content)
         except ValueError:  # not JSON (a proxy's HTML page); UnicodeDecodeError is a ValueError

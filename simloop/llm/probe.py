@@ -15,6 +15,12 @@ Why a probe for some capabilities and not for others:
   ``max_model_len``, llama-server's ``meta.n_ctx``; else llama-server's ``GET /props``), so
   a role whose ``max_tokens`` leaves no room for a prompt is refused before the run.
   llama-cpp-python reports it nowhere: the first refusal of an over-long prompt tells it.
+- how many requests the server works on at once (``parallel``): read off the same answers
+  (``/props`` ``total_slots``; llama-cpp-python's listing, whose server takes one at a
+  time).  Requests beyond that wait in simloop, not in the server's queue, where their
+  wait would count against their timeout: at concurrency 4 on a server that takes a call
+  at a time, the fourth in line waited three calls' time and timed out, was sent again,
+  and the server still worked on the abandoned one.
 - ``n`` > 1: not probed.  Few roles ask for several choices and a probe would generate
   them all; the first such call learns it (one choice back: the rest asked one by one).
 
@@ -65,16 +71,41 @@ def window_of(listing: Any, model: str) -> int | None:
     return None
 
 
-def _props_window(base: str, client: httpx.Client, headers: dict[str, str]) -> int | None:
-    """llama-server's ``GET /props`` (at the server's root): ``default_generation_settings.n_ctx``."""
+def _props(base: str, client: httpx.Client, headers: dict[str, str]) -> dict[str, Any]:
+    """llama-server's ``GET /props`` (at the server's root), or {} where there is none."""
     root = base[: -len("/v1")] if base.endswith("/v1") else base
     try:
         resp = client.get(root + "/props", headers=headers)
-        settings = resp.json().get("default_generation_settings") if resp.status_code == 200 else None
-    except (httpx.HTTPError, ValueError, AttributeError):
-        return None
-    n_ctx = settings.get("n_ctx") if isinstance(settings, dict) else None
-    return n_ctx if isinstance(n_ctx, int) and not isinstance(n_ctx, bool) and n_ctx > 0 else None
+        props = resp.json() if resp.status_code == 200 else None
+    except (httpx.HTTPError, ValueError):
+        return {}
+    return props if isinstance(props, dict) else {}
+
+
+def _positive(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
+
+
+def _props_window(props: dict[str, Any]) -> int | None:
+    """llama-server's ``/props``: ``default_generation_settings.n_ctx``."""
+    settings = props.get("default_generation_settings")
+    return _positive(settings.get("n_ctx")) if isinstance(settings, dict) else None
+
+
+def parallel_of(listing: Any, props: dict[str, Any]) -> int | None:
+    """How many requests the server works on at once, when it says or is known: llama-server's
+    ``/props`` ``total_slots``; llama-cpp-python's server runs one request at a time behind a
+    lock (``llama_cpp/server/app.py``: ``get_llama_proxy``) and is known by its listing, whose
+    entries it writes as ``owned_by: "me"`` with a ``permissions`` list."""
+    slots = _positive(props.get("total_slots"))
+    if slots is not None:
+        return slots
+    entries = listing.get("data") if isinstance(listing, dict) else None
+    if isinstance(entries, list) and entries and all(
+            isinstance(e, dict) and e.get("owned_by") == "me" and isinstance(e.get("permissions"), list)
+            for e in entries):
+        return 1
+    return None
 
 
 def _is_json_object(text: str) -> bool:
@@ -228,9 +259,17 @@ def probe(role: LLMRole, client: httpx.Client, names: str, listing: Any) -> LLMC
     offered = [str(e.get("id")) for e in (listing.get("data") or []) if isinstance(e, dict)] \
         if isinstance(listing, dict) and isinstance(listing.get("data"), list) else []
     p = _Probe(role, client, names, offered)
-    window = window_of(listing, role.model) or _props_window(role.endpoint(), client, p.headers)
+    window = window_of(listing, role.model)
+    # /props: where the listing has no window, or is llama-server's (its slots are there only)
+    cpp = isinstance(listing, dict) and isinstance(listing.get("data"), list) and any(
+        isinstance(e, dict) and e.get("owned_by") == "llamacpp" for e in listing["data"])
+    props = _props(role.endpoint(), client, p.headers) if window is None or cpp else {}
+    window = window or _props_window(props)
     if window is not None:
         p.record.context_window, p.record.learnt.context_window = window, "probe"
+    parallel = parallel_of(listing, props)
+    if parallel is not None:
+        p.record.parallel, p.record.learnt.parallel = parallel, "probe"
     try:
         p.structured()
     except (_GiveUp, httpx.HTTPError) as exc:

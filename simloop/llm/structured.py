@@ -7,6 +7,7 @@ the ChatModel sends, and so the mock server's schema handling can be checked aga
 from __future__ import annotations
 
 import functools
+import json
 import re
 from typing import Any, TypeVar
 
@@ -43,11 +44,34 @@ def validate_json(schema: type[M], text: str) -> tuple[M | None, str]:
         return schema.model_validate_json(body), ""
     except ValidationError as exc:
         start, end = body.find("{"), body.rfind("}")
+        candidates = [body]
         if 0 <= start < end and (start > 0 or end < len(body.rstrip()) - 1):
+            candidates.append(body[start:end + 1])
             try:
-                return schema.model_validate_json(body[start:end + 1]), ""
+                return schema.model_validate_json(candidates[-1]), ""
             except ValidationError:
                 pass
+        problem = _problem(exc)
+        for candidate in candidates:
+            obj, lenient = _with_raw_controls(schema, candidate)
+            if obj is not None:
+                return obj, ""
+            problem = lenient or problem
+        return None, problem
+
+
+def _with_raw_controls(schema: type[M], body: str) -> tuple[M | None, str]:
+    """``body`` read with raw newlines and tabs allowed inside strings (JSON forbids them;
+    llama.cpp's JSON grammar lets a model write them, and SmolLM2 does), then validated:
+    (the object, ""), or (None, what the schema says is wrong), or (None, "") when even
+    this reading finds no JSON."""
+    try:
+        data = json.loads(body, strict=False)
+    except ValueError:
+        return None, ""
+    try:
+        return schema.model_validate(data), ""
+    except ValidationError as exc:
         return None, _problem(exc)
 
 

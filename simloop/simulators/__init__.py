@@ -9,7 +9,7 @@ if _TYPE_CHECKING:
     from .cues import is_asking
     from .evidence import Thresholds, check_evidence, focus_share, pieces_of, prepare
     from .graders import EmbeddingGrader, Grader
-    from .llm import LLMGrader, LLMSimulator, LLMVoice
+    from .llm import LLMGrader, LLMSimulator, LLMVoice, invalid_reason
     from .offline import OfflineSimulator
     from .policy import Action, SimContext
     from .replay import ReplaySimulator
@@ -20,7 +20,7 @@ else:
 
     __getattr__, __dir__ = _lazy_face(__name__, {
         "graders": ("EmbeddingGrader", "Grader",),
-        "llm": ("LLMGrader", "LLMSimulator", "LLMVoice",),
+        "llm": ("LLMGrader", "LLMSimulator", "LLMVoice", "invalid_reason",),
         "offline": ("OfflineSimulator",),
         "policy": ("Action", "SimContext",),
         "replay": ("ReplaySimulator",),
@@ -35,4 +35,5 @@ __all__ = [
     "API_SCHEMES", "Action", "DEFAULT_TOKEN_ENV", "EmbeddingGrader", "Grader", "LLMGrader", "LLMSimulator",
     "LLMVoice", "OfflineSimulator", "ReplaySimulator", "SimApiSimulator", "SimContext", "TemplateVoice", "Thresholds",
     "check_evidence", "entities", "focus_share", "is_asking", "name_terms", "name_words", "pieces_of", "prepare",
+    "invalid_reason",
 ]

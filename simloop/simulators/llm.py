@@ -9,16 +9,19 @@ ours too.
 
 Validated output: every choice the model writes is checked before it is used
 (``invalid_reason``): empty, not language (``text.looks_like_language``: "#@! &&&& ~~~"),
-the assistant's role instead of the user's, an explanation instead of a question, or a
-copy of the prompt is rejected.  The check runs inside the ChatModel's retry layer (the
-one retry layer), so a rejected answer is asked for again like an empty one,
-counted in the stage's ``retries``, never cached and never written.  When every attempt
-fails the voice raises ``DialogueError`` and the engine records ``stop.reason = error``.
+a copy of the prompt, the assistant's voice anywhere in it, one of the user's earlier
+messages again or a copy of an assistant's reply, a message that says something twice
+(``voice_checks``), one far too long, or an explanation instead of a question is rejected.
+The check runs inside the ChatModel's retry layer (the one retry layer), so a
+rejected answer is asked for again like an empty one, counted in the stage's ``retries``,
+never cached and never written.  When every attempt fails the voice raises
+``DialogueError`` and the engine records ``stop.reason = error`` with the last reason.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -29,16 +32,12 @@ from ..schema import Behaviour, RubricQuestion, Stage
 from ..text import looks_like_language, words
 from .offline import RubricSimulator
 from .policy import Action, SimContext
+from .voice_checks import assistant_voice, repeats_earlier, repeats_itself
 from .voices import EmbedderSource, known_keywords
 
 __all__ = ["LLMVoice", "LLMGrader", "LLMSimulator", "second_person", "invalid_reason", "GradeReply"]
 
 _OPENER = "Hi! What can I help you find today?"  # the assistant's turn 0, seen by the role-swapped model
-_ASSISTANT_LIKE = re.compile(
-    r"^(as an ai|as a language model|i am an ai|i'm an ai|assistant\s*:|sure[,!]? here|certainly[,!]|"
-    r"here (is|are) |how (may|can) i (help|assist)|i'?d be happy to help)",
-    re.I,
-)
 _LABEL = re.compile(r"^\s*(\*\*)?(user|me|you|simulated user)(\*\*)?\s*:\s*", re.I)
 _ASKING = ("ask", "reask", "clarify", "answer_clarification", "move_on")
 
@@ -170,9 +169,12 @@ def prompt_scaffold(action: Action, context: SimContext, system: str) -> set[tup
     return runs
 
 
-def invalid_reason(text: str, action: Action, scaffold: set[tuple[str, ...]] | None = None) -> str | None:
+def invalid_reason(text: str, action: Action, scaffold: set[tuple[str, ...]] | None = None,
+                   earlier: Sequence[str] = (), replies: Sequence[str] = ()) -> str | None:
     """Why ``text`` cannot be the user's message, or None when it can.  ``scaffold``: the
-    prompt's own word runs (``prompt_scaffold``), for the copy check."""
+    prompt's own word runs (``prompt_scaffold``), for the copy check; ``earlier`` and
+    ``replies``: the user's messages and the assistant's replies so far in this dialogue,
+    for the repeat checks."""
     if not text.strip():
         return "it was empty"
     if not looks_like_language(text):
@@ -181,14 +183,38 @@ def invalid_reason(text: str, action: Action, scaffold: set[tuple[str, ...]] | N
         w = words(text)
         if any(tuple(w[i:i + _COPY_WORDS]) in scaffold for i in range(len(w) - _COPY_WORDS + 1)):
             return "it copied the instructions instead of writing the message"
-    if _ASSISTANT_LIKE.search(text) or "as an ai language model" in text.lower():
-        return "it spoke as the assistant, not as the user"
+    voice = assistant_voice(text)
+    if voice:
+        return f"it spoke as the assistant, not as the user ({voice})"
+    copied = repeats_earlier(text, earlier)
+    if copied:
+        return f"it repeated the user's message of {copied}"
+    copied = repeats_earlier(text, replies)
+    if copied:
+        return f"it copied the assistant's reply of {copied}"
+    doubled = repeats_itself(text)
+    if doubled:
+        return f"it said the same thing twice ({doubled})"
     n = len(text.split())
-    if n > 120:
+    if n > _MAX_WORDS:
         return f"it was far too long for a chat message ({n} words)"
     if action.kind in _ASKING and "?" not in text and n > 60:
         return "it explained things instead of asking"
     return None
+
+
+# A message longer than _MAX_WORDS words is rejected whatever it says: the tokens past
+# that (about 1.3 a word) are never used, and a small model fills a 512-token budget
+# (seconds of generation) once it starts explaining.
+_MAX_WORDS = 120
+_VOICE_MAX_TOKENS = 200
+
+
+def _voice_max_tokens(model: object) -> int:
+    """``_VOICE_MAX_TOKENS``, or the role's own ``max_tokens`` when that is smaller (a
+    ChatModel has settings; a scripted stand-in may not)."""
+    configured = getattr(getattr(model, "settings", None), "max_tokens", None)
+    return min(configured, _VOICE_MAX_TOKENS) if isinstance(configured, int) else _VOICE_MAX_TOKENS
 
 
 def _request_seed(context: SimContext, action: Action) -> int:
@@ -211,12 +237,14 @@ class LLMVoice:
         model = self.ctx.chat("simulator")
         messages = build_messages(action, context)
         scaffold = prompt_scaffold(action, context, messages[0]["content"])
+        earlier, replies = context.user_utterances, [reply for _, reply in context.history]
         try:
             # The scenario seed makes repeats of one persona x topic sample (and cache)
             # apart, and a rerun of the same scenario reproducible.
             res = await model.chat(messages, stage="simulator.voice", n=self.candidates, temperature=self.temperature,
+                                   max_tokens=_voice_max_tokens(model),
                                    seed=_request_seed(context, action),
-                                   check=lambda raw: invalid_reason(_clean(raw), action, scaffold))
+                                   check=lambda raw: invalid_reason(_clean(raw), action, scaffold, earlier, replies))
         except (EmptyCompletionError, InvalidOutputError) as exc:  # the ChatModel already retried it
             raise DialogueError(f"simulator voice: no usable user message ({exc})") from exc
         return await self._closest([_clean(t) for t in res.texts], action), [res.stage]

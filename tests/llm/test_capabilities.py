@@ -205,3 +205,26 @@ def test_requests_are_shaped_to_what_the_server_takes():
         assert "response_format" not in shaped and MSGS[-1]["content"] == request["messages"][-1]["content"]
         said = shaped["messages"][-1]["content"]
         assert said.startswith(MSGS[-1]["content"]) and json.dumps(schema, separators=(",", ":")) in said
+
+
+async def test_a_server_that_works_on_one_request_at_a_time_gets_one_and_the_wait_is_not_timed():
+    """llama-cpp-python's server takes one request at a time (the probe learns ``parallel``
+    = 1): concurrent calls wait in simloop, each sent when the one before it is answered,
+    and a call's timeout counts the server's time on it only.  Ten calls of 0.3 s each
+    take 3 s or more in all, past the 2 s timeout every one of them still meets."""
+    from simloop.llm import LLMPool, check_endpoints
+
+    async with MockLLM(profile="llama-cpp-python", latency_ms=300) as mock:
+        config = LLMConfig(default=LLMRole(base_url=mock.url, model="mock-model", timeout_s=2.0, max_attempts=1))
+        [caps] = await asyncio.to_thread(check_endpoints, config, ["judge"])
+        assert caps.parallel == 1
+        pool = LLMPool(config, capabilities=[caps])
+        first = len(mock.log)
+        try:
+            answers = await asyncio.gather(*(pool.model("judge").chat(MSGS, stage="t") for _ in range(10)))
+        finally:
+            await pool.aclose()
+        arrived = sorted(t for t, _ in list(mock.log)[first:])
+    assert len(answers) == 10 and len(arrived) == 10
+    # Each request arrived after the one before it was answered (0.3 s after it arrived).
+    assert all(b - a >= 0.29 for a, b in zip(arrived, arrived[1:]))

@@ -45,6 +45,15 @@ async def test_the_probe_learns_each_server_once_for_every_role(options, structu
     assert caps.usage and caps.learnt.usage == "probe" and caps.learnt.n == "assumed"
 
 
+@pytest.mark.parametrize("profile, parallel", [("llama-cpp-python", 1), ("llama-server", 4),
+                                               ("llama-server-legacy", 1), ("vllm", None), ("ollama", None),
+                                               ("openai", None), ("stub", None)])
+async def test_the_probe_learns_how_many_requests_the_server_works_on_at_once(profile, parallel):
+    async with MockLLM(profile=profile) as mock:
+        [caps] = await preflight(mock)
+    assert (caps.parallel, caps.learnt.parallel) == (parallel, "probe" if parallel else "assumed")
+
+
 @pytest.mark.parametrize("profile", ["vllm", "ollama", "openai"])
 async def test_an_unknown_model_is_bad_input_naming_what_the_server_offers(profile):
     async with MockLLM(profile=profile, model="served-model") as mock:

@@ -240,7 +240,11 @@ def test_second_person_and_invalid_reason():
     ask = Action("ask", rubric=RUBRIC[0], turn=1)
     assert invalid_reason("Does it hurt?", ask) is None
     assert "assistant" in invalid_reason("As an AI, I think", ask)
-    assert "instead of asking" in invalid_reason(" ".join(["word"] * 70), ask)
+    lecture = ("Ibuprofen belongs to a class of drugs that reduce fever and pain by blocking enzymes which make "
+               "prostaglandins. Most people tolerate it well at normal doses for short periods, although stomach "
+               "upset, heartburn and nausea are common complaints. Taking it with food tends to reduce these "
+               "problems, while long use raises the risk of ulcers and kidney damage for older patients.")
+    assert "instead of asking" in invalid_reason(lecture, ask)
     assert invalid_reason("   ", ask) == "it was empty"
     assert invalid_reason("xkqt zzrv bnm", ask) == "it was not language"
     assert invalid_reason("ok?", ask) is None
