@@ -286,6 +286,21 @@ class Transcript(_Open):
     error: ErrorInfo | None = None
 
 
+class ValiditySummary(_Open):
+    """The validity card of a simulator configuration, in short (``simloop validate``,
+    DESIGN §5): what ``run.json`` records under ``validity`` and ``report`` shows.  The
+    card itself is at ``path``."""
+
+    digest: str  # the simulator configuration's digest (run/manifest.py simulator_digest)
+    path: str
+    created_at: datetime
+    grader: Literal["valid", "not valid", "not measured"]
+    voice: Literal["valid", "not valid", "not measured"]
+    failing: list[str] = Field(default_factory=list)  # the criteria that failed
+    sample: int | None = None  # items per criterion (None: every item)
+    line: str = ""  # the card's closing line
+
+
 class RunManifest(_Open):
     """``run.json``: what ran, with what, and how far it got."""
 
@@ -300,6 +315,7 @@ class RunManifest(_Open):
     finished_at: datetime | None = None
     status: RunStatus = "running"
     counts: dict[str, int] = Field(default_factory=dict)
+    validity: ValiditySummary | None = None  # the simulator configuration's validity card, when one exists
 
 
 # --------------------------------------------------------------------------- plugin I/O

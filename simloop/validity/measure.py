@@ -1,0 +1,116 @@
+"""``simloop validate``'s measurement: a simulator configuration's validity card (DESIGN §5).
+
+Grader criteria run the configured simulator's own grader (the embedding grader, or the
+LLM grader on its endpoint) on the labelled iKAT sets; voice and adversary criteria run
+dialogues of the configured simulator (dialogues.py).  ``sample`` caps the items of every
+criterion (turns for the grader, dialogues per run for the voice and the adversaries),
+drawn with a fixed seed from the data alone, so two configurations are measured on the
+same items.  Without it every item is measured: the offline simulator's card is then the
+bench's grader, evidence and realism figures (``bench/results.json``).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from ..config import RunConfig
+from ..errors import BadInputError
+from ..schema import PluginRef
+from .card import DataFile, SimulatorConfig, ValidityCard, file_digest, summarise
+from .grading import measure_grader, sample_turns
+from .labelled import SEED, SETS
+from .speaking import measure_adversaries, measure_voice, sample_topics
+from .stats import RESAMPLES
+from .voice import REAL_FILES
+
+__all__ = ["DATA_ENV", "LLM_SAMPLE", "NEEDED", "find_data", "simulator_config", "validate"]
+
+DATA_ENV = "SIMLOOP_IKAT_DATA"
+# The default --sample for a simulator that calls an LLM: SmolLM2-135M on two busy CPU
+# cores grades about one candidate a second, and a turn has about 17 candidates over both
+# evidence modes, so 12 turns and 12 dialogues per run keep a card near ten minutes.
+LLM_SAMPLE = 12
+NEEDED = tuple(dict.fromkeys((*SETS.values(), *REAL_FILES, "2023/2023_test_topics_psg_text.jsonl")))
+
+
+def find_data(given: Path | None = None, *, start: Path | None = None) -> Path:
+    """The iKAT data folder: ``given`` (``--data``), else ``$SIMLOOP_IKAT_DATA``, else the first
+    ``shared/data/ikat`` beside the current folder or one of its parents.  A BadInputError
+    saying where it looked when none holds every needed file."""
+    env = os.environ.get(DATA_ENV)
+    here = (start or Path.cwd()).resolve()
+    if given is not None:
+        looked = [given]
+    elif env:
+        looked = [Path(env)]
+    else:
+        looked = [p / "shared" / "data" / "ikat" for p in (here, *here.parents)]
+    for folder in looked:
+        if all((folder / f).is_file() for f in NEEDED):
+            return folder
+    where = str(looked[0]) if len(looked) == 1 else f"shared/data/ikat beside {here} and its parents"
+    missing = next((f for f in NEEDED if not (looked[0] / f).is_file()), NEEDED[0])
+    raise BadInputError(f"iKAT data not found: looked in {where} (first missing: {missing}); "
+                        f"give the folder with --data DIR or {DATA_ENV}")
+
+
+def simulator_config(cfg: RunConfig, simulator: object) -> SimulatorConfig:
+    """The measured configuration: name, effective parameters, LLM roles, digest."""
+    from ..run import effective_params, llm_roles, simulator_digest, simulator_identity
+
+    ref = PluginRef(name=cfg.simulator.name, params=effective_params(simulator, cfg.simulator.params))
+    identity = simulator_identity(cfg, ref, llm_roles(simulator))
+    return SimulatorConfig(name=ref.name, params=ref.params, llm=identity["llm"], digest=simulator_digest(identity))
+
+
+async def validate(cfg: RunConfig, data: Path, *, personas: Path, sample: int | None = None,
+                   resamples: int = RESAMPLES, parts: Sequence[str] = ("grader", "voice", "adversaries"),
+                   info: Callable[[str], None] = lambda _: None) -> ValidityCard:
+    """Measure ``cfg``'s simulator; the card (not yet written)."""
+    from ..run import Context, close_plugins, llm_roles, load_plugin, versions
+    from ..search import open_embedder
+
+    t0 = time.perf_counter()
+    embedder = await open_embedder()
+    ctx = Context(cfg, overrides={"embedder": embedder})
+    criteria, notes, files = [], [], []
+    try:
+        simulator = load_plugin("simulator", cfg.simulator.name, cfg.simulator.params, ctx)
+        sim = simulator_config(cfg, simulator)
+        calls_llm = bool(llm_roles(simulator))
+        grader = getattr(simulator, "grader", None)
+        if "grader" in parts:
+            if grader is None:
+                notes.append(f"the simulator {sim.name!r} has no grader: the grader criteria are not measured")
+            else:
+                keep = sample_turns(data, sample) if sample else None
+                found = await measure_grader(grader, data, embedder, keep=keep, resamples=resamples, info=info,
+                                             batch=min(cfg.concurrency, 8) if calls_llm else 64)
+                criteria += found.criteria
+                notes += found.notes
+                files += found.files
+        topics = sample_topics(personas, sample, SEED) if sample else ()
+        with tempfile.TemporaryDirectory(prefix="simloop-validate-") as tmp:
+            if "voice" in parts:
+                voice = await measure_voice(cfg, data, Path(tmp) / "voice", personas=personas, topics=topics,
+                                            repeat=1 if sample else 2, ikat_sample=sample, resamples=resamples,
+                                            info=info)
+                criteria += voice.criteria
+                files += voice.files
+            if "adversaries" in parts:
+                adv = await measure_adversaries(cfg, Path(tmp) / "adversaries", personas=personas, topics=topics,
+                                                resamples=resamples, info=info)
+                criteria += adv.criteria
+        await close_plugins(simulator)
+    finally:
+        await ctx.aclose()
+        await embedder.aclose()
+    data_files: list[DataFile] = [file_digest(f) for f in dict.fromkeys(files)]
+    summary = summarise(criteria, sim, sample)
+    return ValidityCard(simulator=sim, sample=sample, seed=SEED, resamples=resamples, criteria=criteria,
+                        summary=summary, data=data_files, versions=versions(), notes=notes,
+                        took_s=round(time.perf_counter() - t0, 1))
