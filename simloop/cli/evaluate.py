@@ -66,7 +66,7 @@ def _first_judge_error(scores: list[DialogueScores]) -> str:
 
 # ----------------------------------------------------------------------------- report
 def cmd_report(a: argparse.Namespace) -> int:
-    from ..evaluate import load_views, rich_compare, rich_memory, rich_reference, write_report
+    from ..evaluate import load_views, rich_compare, rich_memory, rich_reference, validity_line, write_report
 
     for d in a.run_dirs:
         check_run_dir(d)
@@ -87,6 +87,7 @@ def cmd_report(a: argparse.Namespace) -> int:
             out.print(rich_memory(v.name, v.memory, kept=True))
         if v.memory_note:
             out.print(f"[yellow]{v.name}:[/] {v.memory_note}")
+        out.print(f"{v.name}: {validity_line(v.validity)}", markup=False)
     path = write_report(views, out_path)
     out.print(f"wrote {path}")
     return 0

@@ -7,7 +7,14 @@ from typing import TYPE_CHECKING as _TYPE_CHECKING
 if _TYPE_CHECKING:
     from .engine import Engine, Event, RunStats, gather_until_cancelled
     from .interrupt import INTERRUPTED, at_hard_exit, exit_now, sigterm_as_sigint, until_signalled
-    from .manifest import find_validity, new_manifest, simulator_digest, simulator_identity, validity_card_path
+    from .manifest import (
+        find_validity,
+        new_manifest,
+        simulator_digest,
+        simulator_identity,
+        validity_card_path,
+        versions,
+    )
     from .plugins import (
         Assistant,
         ChecksSources,
@@ -33,7 +40,9 @@ else:
     __getattr__, __dir__ = _lazy_face(__name__, {
         "engine": ("Engine", "Event", "RunStats", "gather_until_cancelled",),
         "interrupt": ("INTERRUPTED", "at_hard_exit", "exit_now", "sigterm_as_sigint", "until_signalled",),
-        "manifest": ("find_validity", "new_manifest", "simulator_digest", "simulator_identity", "validity_card_path",),
+        "manifest": (
+            "find_validity", "new_manifest", "simulator_digest", "simulator_identity", "validity_card_path", "versions",
+        ),
         "plugins": (
             "Assistant", "ChecksSources", "ChoosesScenarios", "Closable", "Context", "UserSimulator", "available",
             "close_plugins", "effective_params", "load_plugin", "plugin_llm_roles", "plugin_needs",
@@ -52,5 +61,5 @@ __all__ = [
     "effective_params", "execute", "exit_now", "find_validity", "gather_until_cancelled", "iter_scenarios",
     "llm_roles", "load_plugin", "load_sources", "new_manifest", "new_run_id", "occupied", "plugin_llm_roles",
     "plugin_needs", "prepare_run", "read_manifest", "read_transcripts", "resume_config", "sigterm_as_sigint",
-    "simulator_digest", "simulator_identity", "until_signalled", "validity_card_path",
+    "simulator_digest", "simulator_identity", "until_signalled", "validity_card_path", "versions",
 ]
