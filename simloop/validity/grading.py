@@ -3,9 +3,11 @@
 The figures are measured on the pooled report sets (2023 test + 2024 test); 2023 train,
 where the offline grader's parameters were chosen, is graded only for the details
 (``details=True``, the bench).  Every figure comes with a bootstrap interval over turns: a
-turn is drawn with all its candidates.  ``keep`` picks the turns graded (the bench's quick
-mode, or ``--sample``); evidence candidates are built on every turn of a file and then
-picked, so a sampled turn's candidates are the ones the full card grades.
+turn is drawn with all its candidates.  ``keep`` picks the turns graded (``--sample``);
+the labelled candidates of a kept turn are the ones the full card grades, while evidence
+candidates are built among the kept turns only (names to swap and neighbour text come from
+them, and MiniLM encodes a sample's text, not a whole file's), the same for every
+configuration measured on that sample.
 """
 
 from __future__ import annotations
@@ -170,15 +172,12 @@ async def _evidence(grader: Any, data: Path, embedder: Any, names: list[str], ke
     errors = 0
     for name in names:
         turns = ev.load_turns(data / SETS[name])
-        if quick:
-            turns = turns[::3]
+        turns = turns[::3] if quick else [t for t in turns if t.key in kept[name]]
         pool = ev.passage_pool(data / SETS[PASSAGES[name]])
         cases, skipped = await ev.build(turns, pool, embedder)
         cases += ev.earlier_cases(turns)
-        if not quick:
-            cases = [c for c in cases if c.turn in kept[name]]
         turn_of = {t.key: t for t in turns}
-        row: dict[str, Any] = {"turns": sum(quick or t.key in kept[name] for t in turns), "skipped": skipped}
+        row: dict[str, Any] = {"turns": len(turns), "skipped": skipped}
         for mode in ev.MODES:
             todo = [c for c in cases if turn_of[c.turn].refs[mode]]
             got = await ev.grade(grader, turns, cases, mode, batch=batch)
