@@ -6,8 +6,8 @@ where the offline grader's parameters were chosen, is graded only for the detail
 turn is drawn with all its candidates.  ``keep`` picks the turns graded (``--sample``);
 the labelled candidates of a kept turn are the ones the full card grades, while evidence
 candidates are built among the kept turns only (names to swap and neighbour text come from
-them, and MiniLM encodes a sample's text, not a whole file's), the same for every
-configuration measured on that sample.
+them and from a seeded share of the passages, so MiniLM encodes a sample's text, not a whole
+file's), the same for every configuration measured on that sample.
 """
 
 from __future__ import annotations
@@ -124,7 +124,8 @@ async def measure_grader(grader: Any, data: Path, embedder: Any, *, keep: Keep |
             ci = bootstrap_ci(units, partial(_auc_units, neg=kind), resamples=resamples, seed=name)
             n, value = len(mine), report[f"auc_true_vs_{kind}"]
         criteria.append(criterion(name, "grader", value, ci, n, "turns", target, "higher", meaning))
-    evidence, ev_units, ev_errors = await _evidence(grader, data, embedder, names, kept, quick, det, batch, info)
+    evidence, ev_units, ev_errors = await _evidence(grader, data, embedder, names, kept, quick, keep is not None, det,
+                                                    batch, info)
     errors += ev_errors
     for name, group, mode, bound, meaning in EVIDENCE:
         criteria.append(_ev_criterion(name, group, mode, bound, meaning, evidence, ev_units, resamples))
@@ -163,7 +164,7 @@ def _ev_criterion(name: str, group: str, mode: str, target: float | None, meanin
 
 
 async def _evidence(grader: Any, data: Path, embedder: Any, names: list[str], kept: dict[str, set[str]], quick: bool,
-                    det: dict[str, Any], batch: int, info: Callable[[str], None],
+                    sampled: bool, det: dict[str, Any], batch: int, info: Callable[[str], None],
                     ) -> tuple[dict[str, Any], dict[str, list[dict[str, float]]], int]:
     """The evidence kinds of every set, graded in both modes; pooled over the report sets
     (``{mode: {kind or kind/generator: {n, pass_rate, auc_true_vs}}}``), with the units
@@ -174,6 +175,10 @@ async def _evidence(grader: Any, data: Path, embedder: Any, names: list[str], ke
         turns = ev.load_turns(data / SETS[name])
         turns = turns[::3] if quick else [t for t in turns if t.key in kept[name]]
         pool = ev.passage_pool(data / SETS[PASSAGES[name]])
+        if sampled:  # neighbour passages: a seeded share of the pool, as many as a sample needs
+            ids = sorted(pool)
+            chosen = random.Random(f"{SEED}|passages|{name}").sample(ids, min(len(ids), 40 + 4 * len(turns)))
+            pool = {pid: pool[pid] for pid in sorted(chosen)}
         cases, skipped = await ev.build(turns, pool, embedder)
         cases += ev.earlier_cases(turns)
         turn_of = {t.key: t for t in turns}
