@@ -30,6 +30,7 @@ if _TYPE_CHECKING:  # what static tools see; at run time the faces load these on
         ApiError,
         BadInputError,
         ConfigError,
+        ContextOverflowError,
         ContractError,
         DataFileError,
         DialogueError,
@@ -63,6 +64,7 @@ if _TYPE_CHECKING:  # what static tools see; at run time the faces load these on
         ErrorInfo,
         GoldTurn,
         Hit,
+        LLMCapabilities,
         Passage,
         Persona,
         PluginRef,
@@ -90,7 +92,8 @@ else:
         "llm": ("LLMConfig", "LLMRole", "LLMRoleOverride"),
         # the error tree: every class of errors.py, and error_source (the transcript's error field)
         "errors": (
-            "ApiError", "BadInputError", "ConfigError", "ContractError", "DataFileError", "DialogueError",
+            "ApiError", "BadInputError", "ConfigError", "ContextOverflowError", "ContractError", "DataFileError",
+            "DialogueError",
             "EmptyCompletionError", "IndexMissingError", "InvalidOutputError", "LLMConnectionError", "LLMError",
             "LLMStatusError", "LLMTimeoutError", "PluginNotFoundError", "ResumeError", "RetrievalError",
             "SimApiAuthError", "SimApiError", "SimloopError", "StructuredOutputError", "error_source",
@@ -105,19 +108,21 @@ else:
         # inputs, the transcript and the plugin I/O
         "schema": (
             "AssistantReply", "AssistantTurn", "Behaviour", "ContextInfo", "DialogueState", "ErrorInfo", "GoldTurn",
-            "Hit", "Passage", "Persona", "PluginRef", "PtkbUse", "RubricQuestion", "RunManifest", "Scenario",
-            "ScenarioRef", "SimulatorTurn", "Stage", "Stop", "Topic", "Transcript", "Turn", "Usage", "UserTurn",
+            "Hit", "LLMCapabilities", "Passage", "Persona", "PluginRef", "PtkbUse", "RubricQuestion", "RunManifest",
+            "Scenario", "ScenarioRef", "SimulatorTurn", "Stage", "Stop", "Topic", "Transcript", "Turn", "Usage",
+            "UserTurn",
         ),
     })
 
 __all__ = [
     "ApiError", "Assistant", "AssistantReply", "AssistantTurn", "BadInputError", "Behaviour", "ConfigError", "Context",
-    "ContextInfo", "ContractError", "DataFileError", "DialogueError", "DialogueScores", "DialogueState", "Embedder",
-    "EmptyCompletionError", "ErrorInfo", "GoldTurn", "Hit", "IndexMissingError", "InvalidOutputError", "LLMConfig",
-    "LLMConnectionError", "LLMError", "LLMRole", "LLMRoleOverride", "LLMStatusError", "LLMTimeoutError",
-    "MemoryResults", "MemoryStrategy", "Passage", "Persona", "PluginNotFoundError", "PluginRef", "PluginSpec",
-    "PtkbUse", "ResumeError", "RetrievalConfig", "RetrievalError", "Retriever", "RubricQuestion", "Run", "RunConfig",
-    "RunManifest", "RunSummary", "Scenario", "ScenarioRef", "ScenarioSelection", "SimApiAuthError", "SimApiError",
-    "SimloopError", "SimulatorTurn", "Stage", "Stop", "StructuredOutputError", "Topic", "Transcript", "Turn", "Usage",
-    "UserSimulator", "UserTurn", "arun", "error_source", "evaluate", "read_transcripts", "run",
+    "ContextInfo", "ContextOverflowError", "ContractError", "DataFileError", "DialogueError", "DialogueScores",
+    "DialogueState", "Embedder", "EmptyCompletionError", "ErrorInfo", "GoldTurn", "Hit", "IndexMissingError",
+    "InvalidOutputError", "LLMCapabilities", "LLMConfig", "LLMConnectionError", "LLMError", "LLMRole",
+    "LLMRoleOverride", "LLMStatusError", "LLMTimeoutError", "MemoryResults", "MemoryStrategy", "Passage", "Persona",
+    "PluginNotFoundError", "PluginRef", "PluginSpec", "PtkbUse", "ResumeError", "RetrievalConfig", "RetrievalError",
+    "Retriever", "RubricQuestion", "Run", "RunConfig", "RunManifest", "RunSummary", "Scenario", "ScenarioRef",
+    "ScenarioSelection", "SimApiAuthError", "SimApiError", "SimloopError", "SimulatorTurn", "Stage", "Stop",
+    "StructuredOutputError", "Topic", "Transcript", "Turn", "Usage", "UserSimulator", "UserTurn", "arun",
+    "error_source", "evaluate", "read_transcripts", "run",
 ]

@@ -15,6 +15,7 @@ and its children are the user's to fix: the CLI prints one line and exits 2.
     ├── RetrievalError                the search backend (JVM, index, embedder) at run time
     ├── LLMError                      a chat call failed after the retry layer; .stage says what it cost
     │   ├── LLMStatusError            an HTTP error status (.status)
+    │   │   └── ContextOverflowError  a prompt longer than the context window (.role, .prompt_tokens, .window)
     │   ├── LLMTimeoutError
     │   ├── LLMConnectionError
     │   ├── StructuredOutputError     JSON that did not validate, even after one repair
@@ -46,6 +47,7 @@ __all__ = [
     "RetrievalError",
     "LLMError",
     "LLMStatusError",
+    "ContextOverflowError",
     "LLMTimeoutError",
     "LLMConnectionError",
     "StructuredOutputError",
@@ -120,6 +122,19 @@ class LLMStatusError(LLMError):
     def __init__(self, message: str, status: int | None = None, *, stage: Stage | None = None):
         super().__init__(message, stage=stage)
         self.status = status
+
+
+class ContextOverflowError(LLMStatusError):
+    """The server refused a prompt too long for the model's context window.  Never retried:
+    the same prompt is as long the next time.  ``prompt_tokens`` and ``window`` are the
+    server's counts when it gave them (None when it did not)."""
+
+    def __init__(self, message: str, *, role: str = "", prompt_tokens: int | None = None, window: int | None = None,
+                 status: int | None = 400, stage: Stage | None = None):
+        super().__init__(message, status, stage=stage)
+        self.role = role
+        self.prompt_tokens = prompt_tokens
+        self.window = window
 
 
 class LLMTimeoutError(LLMError):

@@ -186,6 +186,12 @@ def folder_problem(path: Path | str) -> str | None:
         return f"{probe} is a file, not a folder"
     if not os.access(probe, os.W_OK | os.X_OK):
         return f"cannot write in {probe} ({_why_not_writable(probe)})"
+    made = probe / f".simloop-probe-{uuid.uuid4().hex[:8]}"
+    try:  # access() says yes to root anywhere; /proc, or a disk with no room, refuse only a real try
+        made.mkdir()
+        made.rmdir()
+    except OSError as exc:
+        return f"cannot create anything in {probe} ({exc.strerror or exc})"
     return None
 
 

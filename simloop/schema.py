@@ -286,6 +286,53 @@ class Transcript(_Open):
     error: ErrorInfo | None = None
 
 
+StructuredMode = Literal["json_schema", "json_object", "text"]
+# How a capability became known: a request sent at preflight to find out (``probe``), an
+# error answer that named it (``refusal``), an ordinary answer that showed it (``response``),
+# or not yet at all (``assumed``: the OpenAI behaviour, until something says otherwise).
+LearntBy = Literal["probe", "refusal", "response", "assumed"]
+
+
+class LearntHow(_Open):
+    """How each capability of an ``LLMCapabilities`` record was learnt."""
+
+    structured: LearntBy = "assumed"
+    n: LearntBy = "assumed"
+    seed: LearntBy = "assumed"
+    usage: LearntBy = "assumed"
+    context_window: LearntBy = "assumed"
+
+
+class LLMCapabilities(_Open):
+    """What one server accepts for one model (DESIGN §7): ``run.json`` ``llm.capabilities``.
+
+    ``structured``: how a JSON answer is asked for (``json_schema``; ``json_object`` with the
+    schema next to it; ``text``: the schema described in the prompt).  ``n``: more than one
+    choice per request honoured (else n single requests).  ``seed``: accepted (else dropped).
+    ``usage``: token counts reported (else estimated).  ``context_window``: tokens, when the
+    server said.  ``overflows``: role -> the prompt size (tokens) the server refused as too
+    long for the window.  ``probe_requests``: requests the preflight sent to learn these
+    (not in the run's usage)."""
+
+    endpoint: str
+    model: str
+    structured: StructuredMode = "json_schema"
+    n: bool = True
+    seed: bool = True
+    usage: bool = True
+    context_window: int | None = None
+    answers_as: str | None = None  # the model name the server answers with, when it is another
+    overflows: dict[str, int] = Field(default_factory=dict)
+    probe_requests: int = 0
+    learnt: LearntHow = Field(default_factory=LearntHow)
+
+
+class RunLLM(_Open):
+    """``run.json`` ``llm``: what the run learnt about its LLM servers."""
+
+    capabilities: list[LLMCapabilities] = Field(default_factory=list)
+
+
 class ValiditySummary(_Open):
     """The validity card of a simulator configuration, in short (``simloop validate``,
     DESIGN §5): what ``run.json`` records under ``validity`` and ``report`` shows.  The
@@ -315,6 +362,7 @@ class RunManifest(_Open):
     finished_at: datetime | None = None
     status: RunStatus = "running"
     counts: dict[str, int] = Field(default_factory=dict)
+    llm: RunLLM = Field(default_factory=RunLLM)
     validity: ValiditySummary | None = None  # the simulator configuration's validity card, when one exists
 
 

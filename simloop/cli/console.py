@@ -13,7 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rich.console import Console
+from rich.console import Console, RenderableType
+from rich.measure import Measurement
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -22,10 +23,22 @@ from ..run import at_hard_exit
 if TYPE_CHECKING:
     from ..run import Event, RunStats
 
-__all__ = ["out", "err", "progress_bar", "CountingBar", "run_events", "live", "summary_table"]
+__all__ = ["out", "err", "progress_bar", "CountingBar", "run_events", "live", "summary_table", "print_whole"]
 
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False)
+
+
+def print_whole(renderable: RenderableType) -> None:
+    """Print on stdout at the width ``renderable`` needs when that is more than the
+    terminal's: rich would otherwise cut or drop the cells of no-wrap columns (ids, which
+    must stay whole to be copied); the terminal then wraps the long lines itself."""
+    wide = Measurement.get(out, out.options.update(max_width=1 << 16), renderable).maximum
+    if wide <= out.width:
+        out.print(renderable)
+    else:
+        Console(file=out.file, width=wide, highlight=False, soft_wrap=True, force_terminal=out.is_terminal,
+                no_color=out.no_color).print(renderable)
 
 
 def summary_table(stats: RunStats, run_dir: Path) -> Table:
@@ -89,6 +102,8 @@ def run_events(progress: Progress, todo: int | None) -> Callable[[Event], None]:
             progress.update(task, description=f"stopping ({ev.detail})")
             err.print(f"[yellow]{ev.detail}[/]: stopping; dialogues in flight are dropped and will re-run on "
                       "resume (press Ctrl-C again to exit at once)", soft_wrap=True)
+        elif ev.kind == "halted":  # the reason is said once the run ends (cli/run.py)
+            progress.update(task, description="finishing (no new dialogues)")
         elif ev.kind == "turn":
             counters["turns"] += 1
             progress.update(task, turns=counters["turns"])

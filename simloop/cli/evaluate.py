@@ -48,6 +48,9 @@ def cmd_eval(a: argparse.Namespace) -> int:
         out.print(table)
     if ev.summary.passages is not None and ev.summary.passages.note:
         out.print(f"[yellow]passages:[/] {ev.summary.passages.note}")
+    partial = ev.summary.ptkb_reference.partial() if ev.summary.ptkb_reference is not None else None
+    if partial:  # beside the official figures, a run over part of the topic file reads as a finding
+        out.print(f"[yellow]PTKB vs the official 2023 runs:[/] {partial}")
     judge = ev.summary.judge
     if judge and judge.errors and not judge.rubric.get("n") and not judge.dialogue.get("n"):
         # A warning, so stderr: stdout keeps the tables and the files written.
@@ -66,18 +69,35 @@ def _first_judge_error(scores: list[DialogueScores]) -> str:
 
 # ----------------------------------------------------------------------------- report
 def cmd_report(a: argparse.Namespace) -> int:
-    from ..evaluate import load_views, rich_compare, rich_memory, rich_reference, validity_line, write_report
+    from ..evaluate import (
+        load_views,
+        rich_compare,
+        rich_memory,
+        rich_outliers,
+        rich_reference,
+        scenario_warning,
+        validity_line,
+        write_report,
+    )
 
     for d in a.run_dirs:
         check_run_dir(d)
     out_path = check_out_file(a.out or Path(a.run_dirs[0]) / "report.html")
     views = load_views(a.run_dirs)
+    warn = _console(stderr=True)
     for v in views:  # a warning, so stderr: the scores shown are not the ones in summary.json
         if v.stale:
-            _console(stderr=True).print(f"[yellow]{v.name}:[/] {v.stale}")
+            warn.print(f"[yellow]{v.name}:[/] {v.stale}")
+    differ = scenario_warning(views)
+    if differ:
+        warn.print(f"simloop: warning: {differ}", style="yellow", markup=False)
     out = _console()
     diags = [v.diag for v in views if v.diag is not None]  # each view diagnoses its run when made
-    out.print(rich_compare([v.name for v in views], [v.summary for v in views], diags))
+    out.print(rich_compare([v.name for v in views], [v.summary for v in views], diags, colour=differ is None))
+    for v in views:  # what the means hide, a few lines each (the HTML links each to its dialogue)
+        table = rich_outliers(v.name, v.diag.outliers)
+        if table is not None:
+            out.print(table)
     for v in views:
         ref = rich_reference(v.summary)
         if ref is not None:
@@ -109,8 +129,7 @@ def cmd_export(a: argparse.Namespace) -> int:
     out, err = _console(), _console(stderr=True)
     for note in res.notes:  # notes are logs: stderr (stdout keeps the count and, last, the file)
         err.print(f"[yellow]note:[/] {note}")
-    out.print(f"{res.rows} {res.unit} from {res.dialogues} dialogues"
-              + (f" ({res.skipped} skipped)" if res.skipped else ""))
+    out.print(res.summary())
     print(res.path)  # last line: the file, for scripts (tail -n 1)
     return 0
 
@@ -118,7 +137,7 @@ def cmd_export(a: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------- parsers
 def _add_eval(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("eval", help="score a run: stats, PTKB and passage provenance, LLM judge")
-    p.add_argument("run_dir", type=Path)
+    p.add_argument("run_dir", type=Path, help="the run directory to score (summary.json and scores.jsonl go there)")
     p.add_argument("--qrels", type=Path, help="iKAT passage qrels (qid 0 docid grade)")
     p.add_argument("--ptkb-qrels", type=Path,
                    help="PTKB qrels (2023: qid 0 <1-based key> grade; 2025: ptkb-<topic>-<i>)")
@@ -131,7 +150,8 @@ def _add_eval(sub: argparse._SubParsersAction) -> None:
 
 def _add_report(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="one self-contained HTML file comparing runs")
-    p.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR")
+    p.add_argument("run_dirs", type=Path, nargs="+", metavar="RUN_DIR",
+                   help="one run directory, or several to compare with the first")
     p.add_argument("--out", type=Path, help="HTML file (default RUN_DIR/report.html of the first run)")
     p.set_defaults(func=cmd_report)
 
@@ -139,7 +159,7 @@ def _add_report(sub: argparse._SubParsersAction) -> None:
 def _add_export(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help="iKAT topics, the iKAT 2025 run format, TREC runs, chat fine-tuning JSONL, "
                                       "ShareGPT or parquet")
-    p.add_argument("run_dir", type=Path)
+    p.add_argument("run_dir", type=Path, help="the run directory to export")
     p.add_argument("--format", required=True, metavar="FORMAT",
                    help="ikat | ikat25-run | trec-run | ptkb-run | openai-chat | sharegpt | parquet")
     p.add_argument("--out", type=Path, help="output file (default RUN_DIR/export.<ext>)")

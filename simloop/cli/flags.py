@@ -12,10 +12,13 @@ import os
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
+from pydantic.fields import FieldInfo
 
 from ..config import RunConfig, apply_overrides, config_diff, load_config, merge_trees, with_absolute_paths
-from ..errors import BadInputError, ConfigError, ResumeError
+from ..errors import BadInputError, ConfigError, ResumeError, first_error
 from ..llm import role_setting
 from ..traits import check_trait
 from .args import parse_param, parse_params
@@ -68,14 +71,16 @@ _OPTIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "concurrency": ("--concurrency", {"type": int, "help": "dialogues at once (default 8)"}),
     "max_turns": ("--max-turns", {"type": int, "help": "safety cap on turns per dialogue (default 30)"}),
     "timeout": ("--timeout", {"type": float, "help": "seconds per dialogue (default 600)"}),
-    "seed": ("--seed", {"type": int}),
+    "seed": ("--seed", {"type": int, "help": "base seed: each dialogue's seed (and the draws of behaviour ranges) "
+                                             "comes from it and the dialogue's persona, topic and repeat (default 0)"}),
     "index": ("--index", {"type": Path, "help": "Lucene index dir (default: the demo Wikipedia index)"}),
     "k": ("--k", {"type": int, "help": "passages retrieved per turn (default: the assistant's own k)"}),
     # A string, made a Path by the config: Path('') would already be '.', and '' must be refused.
     "out": ("--out", {"help": "output folder (default transcripts/)"}),
-    "run_id": ("--run-id", {}),
+    "run_id": ("--run-id", {"help": "name of the run directory under --out (default: run-<UTC time>-<4 hex>)"}),
     "cache": ("--cache", {"type": Path, "help": "sqlite file caching LLM calls"}),
-    "backend": ("--backend", {"choices": ["local", "ray"]}),
+    "backend": ("--backend", {"choices": ["local", "ray"],
+                              "help": "local: this process (default); ray: shard the dialogues over a Ray cluster"}),
     "address": ("--address", {"help": "Ray cluster address (with --backend ray)"}),
     "progress": ("--no-progress", {"action": "store_false", "default": None, "help": "no progress bar"}),
     "max_error_share": ("--max-error-share", {"type": float, "metavar": "SHARE",
@@ -142,8 +147,58 @@ def _put(tree: dict[str, Any], path: str, value: Any) -> None:
     tree[leaf] = value
 
 
+def _flag(dest: str) -> str:
+    """How the user typed the flag of ``dest``."""
+    return _OPTIONS[dest][0] if dest in _OPTIONS else "--" + dest.replace("_", "-")
+
+
+def _config_field(path: str) -> FieldInfo | None:
+    """The RunConfig field at a dotted path; None below a mapping (a plugin's params)."""
+    model: type[BaseModel] = RunConfig
+    *sections, leaf = path.split(".")
+    for name in sections:
+        field = model.model_fields.get(name)
+        kind = field.annotation if field is not None else None
+        if not (isinstance(kind, type) and issubclass(kind, BaseModel)):
+            return None
+        model = kind
+    return model.model_fields.get(leaf)
+
+
+def _check_flag_value(dest: str, path: str, value: Any) -> None:
+    """A flag's value checked against its config field's type and bounds, so that the line
+    names the flag the user typed (``--timeout -5``), not the field it sets
+    (``dialogue_timeout_s``).  What only the whole config can tell (``--address`` without
+    ``--backend ray``) is left to its validation, whose lines name the flags themselves."""
+    field = _config_field(path)
+    if field is None or field.annotation is None:
+        return
+    kind: Any = Annotated[(field.annotation, *field.metadata)] if field.metadata else field.annotation
+    try:  # as the config section validates: no inf or nan
+        TypeAdapter(kind, config=ConfigDict(allow_inf_nan=False)).validate_python(value)
+    except ValidationError as exc:
+        shown = f"{value:g}" if isinstance(value, float) else repr(value) if isinstance(value, str) else value
+        raise BadInputError(f"{_flag(dest)} {shown}: {first_error(exc)[1]}") from None
+
+
+def _named_by_flag(exc: ConfigError, args: argparse.Namespace, mapping: Mapping[str, str]) -> ConfigError:
+    """A config line about a field a flag set (``config: out: an empty path``, from a
+    validator the per-flag check does not run) names the flag and its value instead: the
+    flag's value is the one that won.  Any other line is kept as it is."""
+    text = str(exc)
+    for dest, path in mapping.items():
+        value = getattr(args, dest, None)
+        marker = f": {path}: "
+        if value not in (None, [], CLEAR) and marker in text and not path.startswith(EVERY_ROLE):
+            why, flag = text.split(marker, 1)[1], _flag(dest)
+            shown = repr(value) if isinstance(value, str) else value
+            return ConfigError(why if why.startswith(flag) else f"{flag} {shown}: {why}")
+    return exc
+
+
 def flag_overrides(args: argparse.Namespace, mapping: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(nested overrides, settings for every LLM role) from the flags that were given."""
+    """(nested overrides, settings for every LLM role) from the flags that were given.  A
+    value its config field refuses is a ``BadInputError`` naming the flag."""
     tree: dict[str, Any] = {}
     every: dict[str, Any] = {}
     for dest, path in mapping.items():
@@ -153,12 +208,14 @@ def flag_overrides(args: argparse.Namespace, mapping: Mapping[str, str]) -> tupl
         if value == CLEAR:
             value = None
         elif path.endswith(".params"):
-            value = parse_params(value, "--" + dest.replace("_", "-"))
+            value = parse_params(value, _flag(dest))
         elif path == "scenarios.behaviour":
             value = _behaviour(value)
+        else:
+            _check_flag_value(dest, path, value)
         if path.startswith(EVERY_ROLE):  # checked here, so that a bad value is named by its flag
             key = path[len(EVERY_ROLE):]
-            every[key] = role_setting(_OPTIONS[dest][0], key, value)
+            every[key] = role_setting(_flag(dest), key, value)
         else:
             _put(tree, path, value)
     return tree, every
@@ -197,12 +254,12 @@ def config_from_flags(args: argparse.Namespace, mapping: Mapping[str, str], *, c
         section = tree.get(kind) or {}
         named_elsewhere = base is not None or config is not None or f"SIMLOOP_{kind.upper()}__NAME" in env
         check_params_named(kind, "params" in section, "name" in section or named_elsewhere)
-    if base is not None:
-        if config is not None:
-            raise BadInputError("a config file cannot be combined with a resumed run's config")
-        cfg = apply_overrides(base, tree)
-    else:
-        cfg = load_config(config, tree, environ)
+    if base is not None and config is not None:
+        raise BadInputError("a config file cannot be combined with a resumed run's config")
+    try:
+        cfg = apply_overrides(base, tree) if base is not None else load_config(config, tree, environ)
+    except ConfigError as exc:
+        raise _named_by_flag(exc, args, mapping) from None
     if every:
         cfg = cfg.model_copy(update={"llm": cfg.llm.with_every_role(**every)})
     return cfg
@@ -236,7 +293,10 @@ def resumed_config(args: argparse.Namespace, mapping: Mapping[str, str], run_dir
                 tree = tree.get(part) if isinstance(tree, dict) else None
             return tree
 
-        shown = "; ".join(f"{k} (run: {_shown(at(old, k))}, now: {_shown(at(new, k))})" for k in differ[:6])
+        # A field a flag set is named by that flag (``--limit``), as the user typed it.
+        by_flag = {path: _flag(d) for d, path in mapping.items() if getattr(given, d, None) not in (None, [])}
+        shown = "; ".join(f"{by_flag.get(k, k)} (run: {_shown(at(old, k))}, now: {_shown(at(new, k))})"
+                          for k in differ[:6])
         more = f" and {len(differ) - 6} more" if len(differ) > 6 else ""
         raise ResumeError(f"{run_dir}: a resumed run keeps its config, but {shown}{more} differ; "
                           "drop those flags, or start a new run")

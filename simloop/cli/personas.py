@@ -9,6 +9,7 @@ import argparse
 from pathlib import Path
 
 from ..errors import BadInputError
+from ..files import folder_problem
 
 __all__ = ["add_commands", "cmd_from_ikat"]
 
@@ -19,6 +20,9 @@ def cmd_from_ikat(a: argparse.Namespace) -> int:
     if not a.out.strip():  # Path('') is the current folder: an unset shell variable would write there
         raise BadInputError("--out '': an empty path; give a folder for the persona files ('.' for the current folder)")
     a.out = Path(a.out)
+    problem = folder_problem(a.out)  # before the topics are read: /proc/x fails only when written
+    if problem is not None:
+        raise BadInputError(f"--out {a.out}: {problem}; give a folder for the persona files")
     personas = personas_from_ikat(a.topics, prefix=a.prefix)
     written = write_personas(personas, a.out, source=a.topics.name)
     questions = sum(len(t.rubric) for p in personas for t in p.topics)

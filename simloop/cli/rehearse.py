@@ -131,6 +131,7 @@ def cmd_rehearse(a: argparse.Namespace) -> int:
     from ..run import execute, prepare_run
     from ..simulators import SimApiSimulator
     from .console import err, live, out, progress_bar, run_events, summary_table
+    from .outcome import write_failed
 
     _check_flags(a)
     a.run_id = a.run_id or "rehearse-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
@@ -150,8 +151,13 @@ def cmd_rehearse(a: argparse.Namespace) -> int:
     # sessions there are, so the bar counts them without a total).
     progress = progress_bar(err.is_terminal)
     on_event = run_events(progress, None)
-    with live(progress):
-        stats = run_loop(execute(prep, events=on_event))
+    try:
+        with live(progress):
+            stats = run_loop(execute(prep, events=on_event))
+    except OSError:
+        if prep.recorder.write_error is None:  # not the run's own files: main() says it
+            raise
+        return write_failed(prep.recorder, "the same command again")
     if isinstance(prep.simulator, SimApiSimulator):  # it is: the command sets the simulator
         _print_lanes(prep.simulator)
     out.print(summary_table(stats, prep.run_dir))

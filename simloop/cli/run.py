@@ -57,7 +57,7 @@ def run_local(cfg: RunConfig, resume: Path | None = None, retry_errors: bool = F
     """Run on this machine; returns the exit code (0 finished, 130 interrupted, 1 too many errors)."""
     from ..run import ReadReport, execute, prepare_run
     from .console import err, live, out, progress_bar, run_events, summary_table
-    from .outcome import finished_code, say_plain
+    from .outcome import finished_code, say_plain, write_failed
 
     prep = prepare_run(cfg, resume=resume, retry_errors=retry_errors, llm_flags=llm_flags)
     for line in (prep.repaired or ReadReport()).repair_notes(prep.run_dir, prep.recorder.retried):
@@ -67,8 +67,13 @@ def run_local(cfg: RunConfig, resume: Path | None = None, retry_errors: bool = F
         say_plain(f"resuming {prep.run_dir}: {len(prep.done)} recorded, {todo} to go")
     progress = progress_bar(cfg.progress)
     on_event = run_events(progress, todo)
-    with live(progress):
-        stats = run_loop(execute(prep, events=on_event))
+    try:
+        with live(progress):
+            stats = run_loop(execute(prep, events=on_event))
+    except OSError:
+        if prep.recorder.write_error is None:  # not the run's own files: main() says it
+            raise
+        return write_failed(prep.recorder, f"simloop run --resume {prep.run_dir}")
     if resume is not None and todo == 0 and not stats.interrupted:
         out.print(f"nothing to do: {len(prep.done)} dialogues already recorded")
     else:
@@ -81,6 +86,10 @@ def run_local(cfg: RunConfig, resume: Path | None = None, retry_errors: bool = F
         err.print(f"[yellow]interrupted[/]: {prep.recorder.written} dialogues recorded; "
                   f"resume with: simloop run --resume {prep.run_dir}", soft_wrap=True)  # one line to copy
     code = 130 if stats.interrupted else finished_code(prep.run_dir, cfg.max_error_share, say_plain)
+    if stats.halted and not stats.interrupted:  # scenarios left unstarted: the run did not do its work
+        say_plain(f"stopped starting dialogues: {stats.halted}; fix the cause, then run the rest with: "
+                  f"simloop run --resume {prep.run_dir} --retry-errors")
+        code = code or 1
     print(prep.run_dir)
     return code
 

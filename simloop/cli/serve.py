@@ -142,8 +142,8 @@ def cmd_serve(a: argparse.Namespace) -> int:
 def add_commands(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="an iKAT Sim.API-compatible rehearsal server")
     p.add_argument("config", nargs="?", type=Path, help="a run config TOML file (simulator, llm, scenarios)")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8088)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8088, help="port to listen on (default 8088)")
     p.add_argument("--token", action="append", metavar="TEAM=TOKEN", help=f"a team's bearer token (repeatable; "
                    f"prefer --tokens-file or {TOKENS_ENV}: flags show in the process list)")
     p.add_argument("--tokens-file", type=Path, help="file with one TEAM=TOKEN per line (# comments)")
@@ -157,5 +157,5 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prefix", default="", help="serve under this path, e.g. /simulation")
     p.add_argument("--max-body", type=int, default=1 << 20, metavar="BYTES",
                    help="largest request body; larger ones get 413 (default 1 MiB)")
-    p.add_argument("--no-access-log", action="store_true")
+    p.add_argument("--no-access-log", action="store_true", help="do not log one line per HTTP request")
     p.set_defaults(func=cmd_serve)

@@ -8,12 +8,13 @@ from pathlib import Path
 from statistics import mean
 from typing import TYPE_CHECKING
 
+from rich import box
 from rich.panel import Panel
 from rich.table import Table
 
 from ..config import ScenarioSelection
 from ..errors import BadInputError
-from .console import err, out
+from .console import err, out, print_whole
 
 if TYPE_CHECKING:
     from ..schema import Persona, Transcript
@@ -30,8 +31,8 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("show", help="a readable view of a run or one dialogue")
-    p.add_argument("run_dir", type=Path)
-    p.add_argument("--dialogue", help="dialogue id")
+    p.add_argument("run_dir", type=Path, help="a run directory (transcripts/<run id>)")
+    p.add_argument("--dialogue", help="show this dialogue turn by turn (ids are in the overview)")
     p.set_defaults(func=cmd_show)
 
 
@@ -95,14 +96,21 @@ def _trait(value: object) -> str:
 
 
 def _overview(ts: list[Transcript]) -> Table:
-    t = Table(title=f"{len(ts)} dialogues")
-    for col in ("dialogue", "turns", "stop", "by", "mean grade", "PTKB used", "calls"):
-        t.add_column(col, overflow="fold")
+    """One row per dialogue, narrow enough for 80 columns with iKAT-length ids: no cell
+    wraps (an id split over lines cannot be copied into `--dialogue`); print it with
+    ``print_whole``."""
+    t = Table(title=f"{len(ts)} dialogues", title_justify="left", box=box.SIMPLE_HEAD, show_edge=False,
+              pad_edge=False, padding=(0, 1, 0, 0))
+    t.add_column("dialogue", no_wrap=True)
+    for col in ("turns", "stop", "by", "grade", "PTKB", "calls"):
+        t.add_column(col, no_wrap=True, justify="left" if col in ("stop", "by") else "right")
     for tr in ts:
         grades = [x.user.grade for x in tr.turns if x.user.grade is not None]
         ptkb = sum(p.used for x in tr.turns for p in x.assistant.ptkb_provenance)
         t.add_row(tr.dialogue_id, str(len(tr.turns)), tr.stop.reason, tr.stop.by,
                   f"{mean(grades):.1f}" if grades else "-", str(ptkb), str(tr.usage.calls))
+    t.caption = "grade: mean user grade; PTKB: statements used; calls: LLM calls"
+    t.caption_justify = "left"
     return t
 
 
@@ -146,12 +154,14 @@ def show_run(run_dir: Path, dialogue: str | None) -> int:
     if dialogue is None:
         out.print(f"run {manifest.run_id}: {manifest.status}, assistant {manifest.assistant.name}, "
                   f"simulator {manifest.simulator.name}")
-        out.print(_overview(ts))
+        print_whole(_overview(ts))
     else:
         match = [t for t in ts if t.dialogue_id == dialogue]
         if not match:
             raise BadInputError(f"no dialogue {dialogue!r} in {run_dir} (see `simloop show {run_dir}`)")
         _dialogue(match[0])
+    if report.newer:  # read all the same: what the newer version added is not shown
+        err.print(f"simloop: warning: {report.newer}", style="yellow", markup=False, highlight=False, soft_wrap=True)
     for note in report.notes(run_dir / "dialogues.jsonl"):  # a corrupt line is never skipped without a word
         err.print(f"simloop: warning: {note}; resume the run to move it to dialogues.rejected.jsonl",
                   style="yellow", markup=False, highlight=False, soft_wrap=True)

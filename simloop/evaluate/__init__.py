@@ -14,8 +14,9 @@ if _TYPE_CHECKING:
     from .export_job import RunTag
     from .export_select import ExportFilter
     from .formats import DialogueScores, RunSummary
+    from .outliers import rich_outliers
     from .provenance import ptkb_scores, read_ptkb_qrels, turn_key
-    from .report import load_views, validity_line, write_report
+    from .report import load_views, scenario_warning, validity_line, write_report
     from .summary import EvalOptions, check_options, evaluate_run, write_evaluation
     from .tables import fmt, rich_compare, rich_memory, rich_reference, rich_summary
 else:
@@ -27,13 +28,15 @@ else:
         "export_select": ("ExportFilter",),
         "formats": ("DialogueScores", "RunSummary",),
         "provenance": ("ptkb_scores", "read_ptkb_qrels", "turn_key",),
-        "report": ("load_views", "validity_line", "write_report",),
+        "report": ("load_views", "scenario_warning", "validity_line", "write_report",),
         "summary": ("EvalOptions", "check_options", "evaluate_run", "write_evaluation",),
         "tables": ("fmt", "rich_compare", "rich_memory", "rich_reference", "rich_summary",),
+        "outliers": ("rich_outliers",),
     })
 
 __all__ = [
     "DialogueScores", "EvalOptions", "ExportFilter", "FORMATS", "RunSummary", "RunTag", "check_options",
     "evaluate_run", "export_run", "fmt", "load_views", "ptkb_scores", "read_ptkb_qrels", "rich_compare",
-    "rich_memory", "rich_reference", "rich_summary", "turn_key", "validity_line", "write_evaluation", "write_report",
+    "rich_memory", "rich_outliers", "rich_reference", "rich_summary", "scenario_warning", "turn_key",
+    "validity_line", "write_evaluation", "write_report",
 ]

@@ -1,6 +1,6 @@
 """What the report reads off a run's transcripts beyond summary.json: latency with the
-start-up excluded, and how dialogues ended (with their length and grades) per persona and
-per topic.
+start-up excluded, how dialogues ended (with their length and grades) per persona and
+per topic, and the outliers (``outliers.py``).
 
 Start-up: the first turns of a session (a ``simloop run``, or each ``--resume`` of it) wait
 for the JVM, the index, MiniLM and the PTKB ranker's all-mpnet-base-v2 to load (tens of
@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from ..schema import Transcript
+from .outliers import Outliers, find_outliers
 from .stats import dialogue_latency_ms, mean_grade, percentiles
 
 __all__ = ["Group", "RunDiagnostics", "diagnose", "sessions", "startup_dialogues", "SESSION_GAP"]
@@ -49,6 +50,7 @@ class RunDiagnostics:
     startup_turns: list[float]  # the start-up turns' latencies
     by_persona: dict[str, Group] = field(default_factory=dict)
     by_topic: dict[str, Group] = field(default_factory=dict)
+    outliers: Outliers = field(default_factory=Outliers)
 
     @property
     def startup_max(self) -> float | None:
@@ -95,4 +97,5 @@ def diagnose(transcripts: Sequence[Transcript]) -> RunDiagnostics:
     for t in transcripts:
         by_persona[t.scenario.persona_id].add(t)
         by_topic[t.scenario.topic_id].add(t)
-    return RunDiagnostics(percentiles(warm), percentiles(walls), warm, cold, dict(by_persona), dict(by_topic))
+    return RunDiagnostics(percentiles(warm), percentiles(walls), warm, cold, dict(by_persona), dict(by_topic),
+                          find_outliers(transcripts, startup))

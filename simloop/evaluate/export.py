@@ -33,12 +33,30 @@ FORMATS: dict[str, ExportFormat] = {f.name: f for f in (IKAT, IKAT25_RUN, TREC_R
 
 @dataclass
 class ExportResult:
+    """What an export wrote: ``rows`` of ``unit`` from ``dialogues`` (the ones the filters
+    kept) of the run's ``read`` dialogues; ``filtered`` counts what each filter flag left
+    out (``read == dialogues + sum(filtered.values())``); ``skipped`` rows the format
+    could not write (each with a note)."""
+
     path: Path
     rows: int
     unit: str
     dialogues: int
     skipped: int = 0
     notes: list[str] = field(default_factory=list)
+    read: int = 0
+    filtered: dict[str, int] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        """One line: ``120 turns from 30 of the run's 41 dialogues (11 filtered out: 7 by --stop-reason, ...)``."""
+        source = f"{self.dialogues} of the run's {self.read}" if self.filtered else str(self.dialogues)
+        parts = []
+        if self.filtered:
+            by = ", ".join(f"{n} by {flag}" for flag, n in self.filtered.items())
+            parts.append(f"{sum(self.filtered.values())} filtered out: {by}")
+        if self.skipped:
+            parts.append(f"{self.skipped} skipped")
+        return f"{self.rows} {self.unit} from {source} dialogues" + (f" ({'; '.join(parts)})" if parts else "")
 
 
 def export_run(run_dir: Path, fmt: str, out: Path | None = None, filt: ExportFilter | None = None,
@@ -53,7 +71,9 @@ def export_run(run_dir: Path, fmt: str, out: Path | None = None, filt: ExportFil
     filt = filt or ExportFilter()
     check_filter(transcripts, filt)
     judge = judge_scores(run_dir, transcripts) if filt.min_judge is not None else None
-    job = ExportJob(run_dir, manifest, select(transcripts, filt, judge), filt, tag or RunTag(), personas_dir, topics)
+    kept, dropped = select(transcripts, filt, judge)
+    job = ExportJob(run_dir, manifest, kept, filt, tag or RunTag(), personas_dir, topics)
     rows = form.write(job, out)
     skipped = sum(n.startswith("skipped ") for n in job.notes)
-    return ExportResult(out, rows, form.unit, len(job.transcripts), skipped, job.notes)
+    return ExportResult(out, rows, form.unit, len(job.transcripts), skipped, job.notes, read=len(transcripts),
+                        filtered=dict(dropped))

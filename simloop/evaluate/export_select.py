@@ -9,6 +9,7 @@ scores older than the run's transcripts.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -19,7 +20,7 @@ from ..schema import StopReason, Transcript
 from .stats import mean_grade
 from .summary import load_scores, load_summary, stale_reason
 
-__all__ = ["ExportFilter", "GRADE_SCALE", "check_filter", "judge_scores", "select"]
+__all__ = ["ExportFilter", "GRADE_SCALE", "check_filter", "judge_scores", "left_out_by", "select"]
 
 # The simulator's grade of an answer (schema.UserTurn.grade).
 GRADE_SCALE = (0.0, 5.0)
@@ -94,17 +95,32 @@ def _natural(value: str) -> list[int | str]:
     return [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", value)]
 
 
-def select(transcripts: Sequence[Transcript], f: ExportFilter, judge: JudgeScores | None = None) -> list[Transcript]:
-    def keep(t: Transcript) -> bool:
-        grade = mean_grade(t)
-        return all((
-            not f.stop_reasons or t.stop.reason in f.stop_reasons,
-            f.min_grade is None or (grade is not None and grade >= f.min_grade),
-            f.min_turns is None or len(t.turns) >= f.min_turns,
-            not f.personas or t.scenario.persona_id in f.personas,
-            not f.topics or t.scenario.topic_id in f.topics,
-            f.repeat is None or _repeat_of(t) == f.repeat,
-            f.min_judge is None or _passes(judge, t.dialogue_id, f.min_judge),
-        ))
+def left_out_by(t: Transcript, f: ExportFilter, judge: JudgeScores | None = None) -> str | None:
+    """The first filter flag that leaves ``t`` out, in the order `simloop export --help`
+    lists them; None when every filter keeps it."""
+    grade = mean_grade(t)
+    tests = (
+        ("--stop-reason", not f.stop_reasons or t.stop.reason in f.stop_reasons),
+        ("--min-grade", f.min_grade is None or (grade is not None and grade >= f.min_grade)),
+        ("--min-turns", f.min_turns is None or len(t.turns) >= f.min_turns),
+        ("--persona", not f.personas or t.scenario.persona_id in f.personas),
+        ("--topic", not f.topics or t.scenario.topic_id in f.topics),
+        ("--min-judge", f.min_judge is None or _passes(judge, t.dialogue_id, f.min_judge)),
+        ("--repeat", f.repeat is None or _repeat_of(t) == f.repeat),
+    )
+    return next((flag for flag, keeps in tests if not keeps), None)
 
-    return [t for t in transcripts if keep(t)]
+
+def select(transcripts: Sequence[Transcript], f: ExportFilter, judge: JudgeScores | None = None
+           ) -> tuple[list[Transcript], Counter[str]]:
+    """The dialogues every filter keeps, in run order, and how many each flag left out
+    (each dialogue counted once, under the first flag that leaves it out)."""
+    kept: list[Transcript] = []
+    dropped: Counter[str] = Counter()
+    for t in transcripts:
+        flag = left_out_by(t, f, judge)
+        if flag is None:
+            kept.append(t)
+        else:
+            dropped[flag] += 1
+    return kept, dropped

@@ -148,11 +148,24 @@ class PassageMetrics(_Record):
 
 
 class PtkbReference(_Record):
-    """Official iKAT 2023 PTKB figures a replay of 2023 topics is shown against."""
+    """Official iKAT 2023 PTKB figures a replay of 2023 topics is shown against, and how
+    much of its topic file the run covered: the official runs were scored over all of it,
+    so a run over part of it (``--limit``, ``--topic``, an interrupted run) compares only
+    partly (``partial``)."""
 
     baseline: dict[str, float]
     best: dict[str, float]
     source: str
+    conversations: int | None = None  # the run's conversations with scored PTKB turns
+    conversations_total: int | None = None  # the replayed topic file's conversations (None: not readable)
+
+    def partial(self) -> str | None:
+        """Why the comparison is partial, in a few words; None when it is not (or unknown)."""
+        n, total = self.conversations, self.conversations_total
+        if n is None or total is None or n >= total:
+            return None
+        return (f"partial: only {n} of the topic file's {total} conversations were scored; "
+                "the official runs were scored over all of them")
 
 
 # ----------------------------------------------------------------------------- judge

@@ -9,7 +9,8 @@ written into its directory.
 
 Sections (each an ``id`` the browser test checks): runs, side by side (differences to
 the first run with their sign), PTKB against the official 2023 runs, passage coverage,
-stop reasons per persona and topic, the memory test, plots, and every dialogue.
+stop reasons per persona and topic, outliers (each linked to its dialogue), the memory
+test, plots, and every dialogue.
 """
 
 from __future__ import annotations
@@ -30,17 +31,18 @@ from ..memorytest import MemoryResults
 from ..schema import Transcript, ValiditySummary
 from .diagnostics import RunDiagnostics, diagnose
 from .formats import RunSummary
-from .report_dialogues import dialogues_html
+from .report_dialogues import dialogue_anchor, dialogues_html
 from .report_plots import memory_plot, run_plots
 from .summary import evaluate_transcripts, load_run, load_summary, reeval_options, stale_reason
 from .tables import cell_html as _e
-from .tables import compare_header, compare_rows, memory_rows, reference_rows, reference_title, signed, stop_rows
+from .tables import compare_header, compare_rows, memory_rows, reference_rows, reference_title, stop_rows
 
-__all__ = ["RunView", "load_view", "load_views", "render_html", "write_report", "validity_line", "MEMORY", "SECTIONS"]
+__all__ = ["RunView", "load_view", "load_views", "render_html", "write_report", "scenario_warning", "validity_line",
+           "MEMORY", "SECTIONS"]
 
 MEMORY = "memory.json"
-# Section ids in page order; "reference", "passages" and "memory" appear only when a run has them.
-SECTIONS = ("runs", "compare", "reference", "passages", "stops", "memory", "plots", "dialogues")
+# Section ids in page order; "reference", "passages", "outliers" and "memory" appear only when a run has them.
+SECTIONS = ("runs", "compare", "reference", "passages", "stops", "outliers", "memory", "plots", "dialogues")
 
 
 @dataclass
@@ -147,10 +149,8 @@ def _scores_from(v: RunView) -> str:
     return "evaluated now (no judge)" if v.evaluated_now else "summary.json"
 
 
-def _delta_cell(delta: float | None, better: int) -> str:
-    good = None if delta in (None, 0) or not better else (delta > 0) == (better > 0)
-    cls = "" if good is None else ("gain" if good else "loss")
-    return f'<td class="delta {cls}">{_e(signed(delta))}</td>'
+def _delta_cell(shown: str, tone: str | None) -> str:
+    return f'<td class="delta {tone or ""}">{_e(shown)}</td>'
 
 
 # Why the report's latency differs from summary.json's (which counts every turn as it was).
@@ -159,15 +159,35 @@ _STARTUP = ("Start-up turns (the first turns of each session, waiting for the in
             "summary.json and `simloop eval` count every turn as it was.")
 
 
+def scenario_warning(views: Sequence[RunView]) -> str | None:
+    """One line when the runs cover different scenarios (persona x topic pairs, repeats
+    aside): their differences are then not the runs' alone, and none is coloured."""
+    pairs = [{(t.scenario.persona_id, t.scenario.topic_id) for t in v.transcripts} for v in views]
+    if all(p == pairs[0] for p in pairs[1:]):
+        return None
+    first = views[0].name
+    others = "; ".join(f"{v.name}: {len(p)}, {len(p & pairs[0])} of them in {first}"
+                       for v, p in zip(views[1:], pairs[1:]) if p != pairs[0])
+    return (f"the runs cover different scenarios ({first}: {len(pairs[0])} persona x topic pairs; {others}): "
+            "their differences are not the runs' alone, so none is coloured; compare runs over the same "
+            "scenarios (the same --limit, --persona, --topic)")
+
+
 def _compare_html(views: Sequence[RunView]) -> str:
     names = [v.name for v in views]
     rows = compare_rows([v.summary for v in views], [v.diag for v in views])
+    differ = scenario_warning(views)
     head = "".join(f"<th>{_e(h)}</th>" for h in compare_header(names))
     body = "".join(
-        f"<tr><td>{_e(r.label)}</td>{''.join(f'<td class=num>{_e(v)}</td>' for v in r.values)}"
-        f"{''.join(_delta_cell(d, r.better) for d in r.deltas())}</tr>" for r in rows)
-    note = ('<p class="note">Differences are each run minus the first; green is better, red is worse. '
-            f"{_STARTUP}</p>" if len(views) > 1 else f'<p class="note">{_STARTUP}</p>')
+        f"<tr><td>{_e(r.label)}</td>{''.join(f'<td class=num>{_e(v)}</td>' for v in r.cells())}"
+        f"{''.join(_delta_cell(d, None if differ else t) for d, t in zip(r.delta_cells(), r.tones()))}</tr>"
+        for r in rows)
+    colours = ("" if differ else "green is better, red is worse (counts have no colour: a share of the "
+               "dialogues stands beside each one that would); ")
+    note = (f'<p class="note">Differences are each run minus the first; {colours}shares differ in '
+            f"percentage points (pp). {_STARTUP}</p>" if len(views) > 1 else f'<p class="note">{_STARTUP}</p>')
+    if differ:
+        note = f'<p class="note warn">{_e(differ[0].upper() + differ[1:])}.</p>' + note
     golds = {v.name: v.summary.ptkb.gold_label() for v in views if v.summary.ptkb is not None}
     if len(set(golds.values())) > 1:
         note += ('<p class="note">PTKB metrics were scored against different gold ('
@@ -213,6 +233,16 @@ def _stops_html(views: Sequence[RunView]) -> str:
     return "".join(parts)
 
 
+def _outliers_html(views: Sequence[RunView]) -> str:
+    parts = []
+    for run, v in enumerate(views):
+        for title, items in v.diag.outliers.lists():
+            links = "".join(f'<li><a href="#{_e(dialogue_anchor(run, o.dialogue_id))}">{_e(o.dialogue_id)}</a> '
+                            f'<span class="dim">{_e(o.why)}</span></li>' for o in items)
+            parts.append(f"<h3>{_e(v.name)}: {_e(title)}</h3><ul>{links}</ul>")
+    return "".join(parts)
+
+
 def _memory_html(views: Sequence[RunView]) -> str:
     parts = []
     for v in views:
@@ -246,6 +276,7 @@ td,th{border:1px solid #d0d7de;padding:3px 8px;text-align:left}th{background:#f0
 td.num,td.delta{text-align:right;font-variant-numeric:tabular-nums}
 td.gain{color:#1a7f37;font-weight:600}td.loss{color:#cf222e;font-weight:600}
 .note{color:#7d4e00;background:#fff8c5;padding:.3em .6em;border-radius:4px;font-size:13px}
+.note.warn{color:#82071e;background:#ffebe9;font-weight:600}
 figure{display:inline-block;margin:.5em 1em .5em 0;vertical-align:top}figcaption{font-size:12px;color:#57606a}
 img{max-width:100%}.scroll{max-height:26em;overflow:auto;display:inline-block}
 .dlgs{font-size:13px;border:1px solid #d0d7de;border-radius:6px}
@@ -265,14 +296,20 @@ ul.inline{display:inline;padding:0;margin:0 0 0 .5em}ul.inline li{display:inline
 """  # noqa: E501 (one CSS rule set per line)
 _TITLES = {"runs": "runs", "compare": "side by side", "reference": "PTKB against the official 2023 runs",
            "passages": "passage metrics coverage", "stops": "how dialogues ended, per persona and topic",
+           "outliers": "outliers: what the means hide",
            "memory": "memory stress test", "plots": "plots", "dialogues": "dialogues"}
 
 
 def _bodies(views: Sequence[RunView]) -> dict[str, str]:
     return {"runs": _runs_html(views), "compare": _compare_html(views), "reference": _reference_html(views),
-            "passages": _passages_html(views), "stops": _stops_html(views), "memory": _memory_html(views),
-            "plots": _plots_html(views),
-            "dialogues": "".join(dialogues_html(v.name, v.transcripts) for v in views)}
+            "passages": _passages_html(views), "stops": _stops_html(views), "outliers": _outliers_html(views),
+            "memory": _memory_html(views), "plots": _plots_html(views),
+            "dialogues": "".join(dialogues_html(v.name, v.transcripts, run, _linked(v)) for run, v in enumerate(views))}
+
+
+def _linked(v: RunView) -> set[str]:
+    """The dialogues the outliers section links to: shown even past ``MAX_DIALOGUES``."""
+    return {o.dialogue_id for _, items in v.diag.outliers.lists() for o in items}
 
 
 def render_html(views: Sequence[RunView]) -> str:

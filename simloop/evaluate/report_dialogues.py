@@ -5,14 +5,15 @@ closing line or the error that ended it."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from urllib.parse import quote
 
 from ..schema import Transcript, Turn
 from .stats import dialogue_latency_ms, mean_grade
 from .tables import cell_html as _e
 from .tables import fmt
 
-__all__ = ["MAX_DIALOGUES", "dialogues_html"]
+__all__ = ["MAX_DIALOGUES", "dialogues_html", "dialogue_anchor"]
 
 MAX_DIALOGUES = 200  # per run: beyond that the file gets heavy; `simloop show` reads the rest
 _PASSAGES_SHOWN = 10
@@ -71,22 +72,29 @@ def _ending(t: Transcript) -> str:
     return f'{closing}{error}<div class="stop">stop: {_e(t.stop.reason)} by {_e(t.stop.by)} — {_e(t.stop.detail)}</div>'
 
 
-def _row(t: Transcript) -> str:
+def dialogue_anchor(run: int, dialogue_id: str) -> str:
+    """The fragment id of a dialogue's row (the ``run``-th run's), safe in an attribute and a link."""
+    return f"dlg-{run}-{quote(dialogue_id, safe='')}"
+
+
+def _row(t: Transcript, run: int) -> str:
     g = mean_grade(t)
     cells = [_e(t.dialogue_id), _e(t.scenario.persona_id), _e(t.scenario.topic_id),
              f'<span class="badge {_e(t.stop.reason)}">{_e(t.stop.reason)}</span>', str(len(t.turns)),
              "-" if g is None else f"{g:.2f}", f"{dialogue_latency_ms(t) / 1000:,.1f}"]
     summary = "".join(f"<span>{c}</span>" for c in cells)  # every cell escaped above
-    return (f'<details class="dlg"><summary>{summary}</summary>'
+    return (f'<details class="dlg" id="{_e(dialogue_anchor(run, t.dialogue_id))}"><summary>{summary}</summary>'
             f'<div class="body">{"".join(_turn(x) for x in t.turns)}{_ending(t)}</div></details>')
 
 
-def dialogues_html(name: str, transcripts: Sequence[Transcript]) -> str:
-    shown = transcripts[:MAX_DIALOGUES]
+def dialogues_html(name: str, transcripts: Sequence[Transcript], run: int = 0, also: Collection[str] = ()) -> str:
+    """The ``run``-th run's dialogues, the first ``MAX_DIALOGUES`` and any named in ``also``
+    (the outliers the report links to), each row with its ``dialogue_anchor``."""
+    shown = [t for i, t in enumerate(transcripts) if i < MAX_DIALOGUES or t.dialogue_id in also]
     head = "".join(f"<span>{h}</span>"
                    for h in ("dialogue", "persona", "topic", "ended", "turns", "mean grade", "wall s"))
     more = "" if len(transcripts) <= len(shown) else (
         f'<p class="note">{len(transcripts) - len(shown)} more dialogues not shown; '
         "read them with <code>simloop show RUN_DIR --dialogue ID</code>.</p>")
     return (f'<h3>{_e(name)}: {len(transcripts)} dialogues (click one to read it)</h3>'
-            f'<div class="dlgs"><div class="dlghead">{head}</div>{"".join(_row(t) for t in shown)}</div>{more}')
+            f'<div class="dlgs"><div class="dlghead">{head}</div>{"".join(_row(t, run) for t in shown)}</div>{more}')

@@ -18,6 +18,7 @@ from ..memorytest import MemoryResults
 from ..schema import Transcript
 from .diagnostics import RunDiagnostics
 from .formats import RunSummary
+from .outliers import DEFAULT_THRESHOLD
 from .stats import percentiles
 
 __all__ = ["Plot", "run_plots", "memory_plot"]
@@ -96,6 +97,63 @@ def _boxplot(title: str, ylabel: str, names: Sequence[str], data: Sequence[list[
     return _png(fig)
 
 
+_GRADE_BINS = [i / 2 for i in range(11)]  # 0, 0.5, ... 5: iKAT's 0-5 scale in half steps
+
+
+def _turn_grades(runs: Sequence[Sequence[Transcript]]) -> list[list[float]]:
+    return [[x.user.grade for t in ts for x in t.turns if x.user.grade is not None] for ts in runs]
+
+
+def _grade_histogram(names: Sequence[str], runs: Sequence[Sequence[Transcript]]) -> str | None:
+    """How the answers' grades spread, per run as shares of its graded turns (runs of
+    different sizes compare), a step outline of its own style each."""
+    grades = _turn_grades(runs)
+    if not any(grades):
+        return None
+    fig, ax = _figure()
+    for i, (name, gs) in enumerate(zip(names, grades)):
+        if not gs:
+            continue
+        ls, _, _, hatch = _style(i)
+        ax.hist(gs, bins=_GRADE_BINS, weights=[1 / len(gs)] * len(gs), histtype="step", linestyle=ls,
+                linewidth=1.6, hatch=hatch, label=f"{name} ({len(gs)} turns)")
+    ax.axvline(DEFAULT_THRESHOLD, color="grey", linewidth=0.8, linestyle=":", label="pass threshold (default)")
+    ax.set_xticks(range(6))
+    ax.set_xlabel("grade of the answer (0-5)")
+    ax.set_ylabel("share of graded turns")
+    ax.set_title("grades")
+    ax.legend(fontsize=7)
+    return _png(fig)
+
+
+def _grade_by_turn(names: Sequence[str], runs: Sequence[Sequence[Transcript]]) -> str | None:
+    """Mean grade at each turn index, per run: does the assistant get better or worse as a
+    dialogue goes on?  A point needs 3 graded turns; fewer are too noisy to draw."""
+    series = []
+    for ts in runs:
+        at: dict[int, list[float]] = {}
+        for x in (x for t in ts for x in t.turns):
+            if x.user.grade is not None:
+                at.setdefault(x.index, []).append(x.user.grade)
+        series.append(sorted((k, sum(v) / len(v)) for k, v in at.items() if len(v) >= 3))
+    if not any(series):
+        return None
+    fig, ax = _figure()
+    for i, (name, pts) in enumerate(zip(names, series)):
+        if pts:
+            ls, marker, size, _ = _style(i)
+            ax.plot([k for k, _ in pts], [m for _, m in pts], linestyle=ls, marker=marker, markersize=size,
+                    markerfacecolor="none" if i % 2 else None, label=name)
+    ax.axhline(DEFAULT_THRESHOLD, color="grey", linewidth=0.8, linestyle=":", label="pass threshold (default)")
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.set_xlabel("turn")
+    ax.set_ylabel("mean grade")
+    ax.set_ylim(0, 5.2)
+    ax.set_title("grade per turn")
+    ax.legend(fontsize=7)
+    return _png(fig)
+
+
 def _latency_plot(names: Sequence[str], diags: Sequence[RunDiagnostics]) -> str | None:
     """Turn latency percentiles per run, start-up turns left out (they are tens of seconds
     and would flatten everything else)."""
@@ -129,6 +187,8 @@ def run_plots(names: Sequence[str], summaries: Sequence[RunSummary], runs: Seque
         f"; {len(cold)} start-up turns left out (up to {max(cold) / 1000:,.1f} s)" if cold else "")
     plots = [("PTKB, passage and judge scores, each in [0, 1]", _score_plot(names, summaries)),
              ("dialogues per stop reason", _stop_plot(names, runs)),
+             ("grades of the answers, as shares of each run's graded turns", _grade_histogram(names, runs)),
+             ("mean grade at each turn (turns graded in at least 3 dialogues)", _grade_by_turn(names, runs)),
              (latency, _latency_plot(names, diags)),
              ("user turns per dialogue", _boxplot("turns per dialogue", "turns", names, turns)),
              ("tokens of real LLM calls per turn", _boxplot("LLM tokens per turn", "tokens", names, tokens))]

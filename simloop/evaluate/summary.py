@@ -100,17 +100,24 @@ def resolve_source(path: str | Path, run_dir: Path) -> Path | None:
     return next((cand for cand in cands if cand.exists()), None)
 
 
-def _topic_file_year(path: Path) -> int | None:
-    """2023, 2024 or 2025 from the shape of an iKAT topic file (see data/ikat/README.md)."""
+def _topic_file(path: Path | None) -> tuple[int | None, int | None]:
+    """(year: 2023, 2024 or 2025 from its shape, conversations in it) of an iKAT topic file
+    (see data/ikat/README.md); None for what cannot be told."""
     try:
-        first = json.loads(path.read_text(encoding="utf-8"))[0]
-    except (OSError, ValueError, IndexError, KeyError, TypeError):
-        return None
-    if not isinstance(first, dict):
-        return None
-    if "responses" in first:
-        return 2025
-    return 2024 if isinstance(first.get("number"), int) else 2023 if "turns" in first else None
+        entries = json.loads(path.read_text(encoding="utf-8")) if path is not None else None
+    except (OSError, ValueError):
+        return None, None
+    if not isinstance(entries, list) or not entries or not isinstance(entries[0], dict):
+        return None, None
+    first = entries[0]
+    year = 2025 if "responses" in first else 2024 if isinstance(first.get("number"), int) else \
+        2023 if "turns" in first else None
+    return year, len(entries) if year == 2023 else None  # a 2023 entry is one conversation
+
+
+def _replayed_topic_file(manifest: RunManifest | None, run_dir: Path | None) -> Path | None:
+    topics = ((manifest.config.get("scenarios") or {}).get("topics") if manifest is not None else None)
+    return resolve_source(topics, run_dir or Path(".")) if topics else None
 
 
 def is_ikat2023_run(transcripts: Sequence[Transcript], manifest: RunManifest | None = None,
@@ -120,10 +127,17 @@ def is_ikat2023_run(transcripts: Sequence[Transcript], manifest: RunManifest | N
     replayed = bool(transcripts) and all(
         _IKAT23_TOPIC.match(t.scenario.topic_id) and any(x.gold is not None for x in t.turns) for t in transcripts
     )
-    topics = ((manifest.config.get("scenarios") or {}).get("topics") if manifest is not None else None)
-    source = resolve_source(topics, run_dir or Path(".")) if topics else None
-    year = _topic_file_year(source) if source is not None else None
+    year, _ = _topic_file(_replayed_topic_file(manifest, run_dir))
     return replayed and year in (None, 2023)
+
+
+def _ptkb_reference(transcripts: Sequence[Transcript], scored: PerTurn, manifest: RunManifest | None,
+                    run_dir: Path | None) -> PtkbReference:
+    """The official figures, with how many of the topic file's conversations the run scored."""
+    conversations = {t.scenario.topic_id for t in transcripts if any(turn_key(t, x) in scored for x in t.turns)}
+    _, total = _topic_file(_replayed_topic_file(manifest, run_dir))
+    return PtkbReference.model_validate({**IKAT23_PTKB, "conversations": len(conversations),
+                                         "conversations_total": total})
 
 
 PerTurn = dict[str, dict[str, float]]  # turn_key -> metric -> value
@@ -218,7 +232,7 @@ async def evaluate_transcripts(transcripts: Sequence[Transcript], opts: EvalOpti
     if ptkb.summary is not None:
         summary.ptkb = PtkbMetrics.model_validate({**ptkb.summary, "gold": _ptkb_gold_name(opts, manifest)})
         if is_ikat2023_run(transcripts, manifest, run_dir):
-            summary.ptkb_reference = PtkbReference.model_validate(IKAT23_PTKB)
+            summary.ptkb_reference = _ptkb_reference(transcripts, ptkb.per_turn, manifest, run_dir)
     psg_per: PerTurn = {}
     if opts.qrels is not None:
         psg = passage_scores(transcripts, read_passage_qrels(opts.qrels))
@@ -260,8 +274,9 @@ def load_run(run_dir: Path) -> tuple[RunManifest | None, list[Transcript], ReadR
     """Manifest (None when run.json is missing: a copied dialogues file still evaluates)."""
     check_run_dir(run_dir)
     report = ReadReport()
-    transcripts = list(read_transcripts(run_dir, report))
+    # run.json first: a run of another schema version is refused by its name there.
     manifest = read_manifest(run_dir) if (Path(run_dir) / "run.json").exists() else None
+    transcripts = list(read_transcripts(run_dir, report))
     return manifest, transcripts, report
 
 

@@ -13,6 +13,7 @@ from typing import Any, get_args
 
 from pydantic import BaseModel
 from rich.table import Table
+from rich.text import Text
 
 from ..memorytest import MemoryResults
 from ..schema import OFFLINE_MODEL_PREFIX, StopReason
@@ -102,11 +103,18 @@ def sections(summary: RunSummary) -> list[tuple[str, list[Row]]]:
 
 
 def reference_rows(summary: RunSummary) -> list[tuple[str, Any, Any, Any]] | None:
-    """(metric, this run, 2023 baseline, 2023 best) when the run replayed iKAT 2023 topics."""
+    """(metric, this run, 2023 baseline, 2023 best) when the run replayed iKAT 2023 topics,
+    and how many conversations each was scored over (the official runs: all of them)."""
     ref = summary.ptkb_reference
     if ref is None or summary.ptkb is None:
         return None
-    return [(m, summary.lookup("ptkb", m), ref.baseline[m], ref.best[m]) for m in ("nDCG@3", "P@3", "R@3")]
+    rows: list[tuple[str, Any, Any, Any]] = [(m, summary.lookup("ptkb", m), ref.baseline[m], ref.best[m])
+                                             for m in ("nDCG@3", "P@3", "R@3")]
+    if ref.conversations is not None:
+        total = ref.conversations_total
+        ours = f"{ref.conversations} of {total}" if total is not None else f"{ref.conversations} (topic file unread)"
+        rows.append(("conversations scored", ours, "all", "all"))
+    return rows
 
 
 def rich_summary(summary: RunSummary) -> list[Table]:
@@ -128,7 +136,9 @@ def reference_title(summary: RunSummary) -> str:
     """The reference table's title, naming both golds: the official runs were scored against
     NIST's PTKB qrels, which a replay's topic file need not equal."""
     gold = summary.ptkb.gold_label() if summary.ptkb is not None else None
-    return (f"PTKB vs official iKAT 2023 runs (NII paper, Table II; they were scored against the NIST PTKB qrels, "
+    partial = summary.ptkb_reference.partial() if summary.ptkb_reference is not None else None
+    return ((f"{partial.upper()}. " if partial else "")
+            + f"PTKB vs official iKAT 2023 runs (NII paper, Table II; they were scored against the NIST PTKB qrels, "
             f"this run against {gold or 'unknown gold'})")
 
 
@@ -180,16 +190,48 @@ def rich_memory(name: str, memory: MemoryResults, kept: bool = False) -> Table:
 @dataclass
 class CompareRow:
     """One row of the side-by-side table: a value per run and which direction is better
-    (+1 higher, -1 lower, 0 neither), so a difference can be read as a gain or a loss."""
+    (+1 higher, -1 lower, 0 neither), so a difference can be read as a gain or a loss.
+
+    Only values that compare between runs of different sizes have a direction: shares,
+    means, rates and metrics.  Counts (dialogues, turns, calls) have none: more dialogues
+    is neither better nor worse, so a share stands in for each count that would read as
+    one (``counts`` keeps the count, shown beside the share: ``40.0% (4)``)."""
 
     label: str
     values: list[Any]
     better: int = 0
+    counts: list[int] | None = None  # the values are shares of the run's dialogues; these their counts
 
     def deltas(self) -> list[float | None]:
         """Each later run minus the first (None where either is not a number)."""
         base = self.values[0]
         return [v - base if _number(v) and _number(base) else None for v in self.values[1:]]
+
+    def cells(self) -> list[str]:
+        """The values as the tables show them."""
+        if self.counts is None:
+            return [fmt(v) for v in self.values]
+        return [f"{v:.1%} ({n})" if _number(v) else "-" for v, n in zip(self.values, self.counts)]
+
+    def delta_cells(self) -> list[str]:
+        """The differences as the tables show them: shares in percentage points."""
+        if self.counts is None:
+            return [signed(d) for d in self.deltas()]
+        return [_points(d) for d in self.deltas()]
+
+    def tones(self) -> list[str | None]:
+        """Per difference "gain", "loss" or None (no direction, no difference, no number)."""
+        return [None if d in (None, 0) or not self.better else "gain" if (d > 0) == (self.better > 0) else "loss"
+                for d in self.deltas()]
+
+
+def _points(delta: float | None) -> str:
+    """A difference of shares in percentage points: +12.5 pp, −3.0 pp, ±0."""
+    if delta is None:
+        return "-"
+    if round(delta * 100, 1) == 0:
+        return "±0"
+    return ("+" if delta > 0 else "\u2212") + f"{abs(delta) * 100:.1f} pp"
 
 
 def _number(v: Any) -> bool:
@@ -227,12 +269,21 @@ _METRICS: list[tuple[str, list[str]]] = [
 ]
 
 
+def _share(label: str, counts: list[int], totals: list[int], better: int) -> CompareRow:
+    return CompareRow(label, [n / t if t else None for n, t in zip(counts, totals)], better, counts=counts)
+
+
+def _per(numerators: Sequence[float | None], denominators: Sequence[int]) -> list[float | None]:
+    return [n / d if n is not None and d else None for n, d in zip(numerators, denominators)]
+
+
 def _stat_rows(summaries: Sequence[RunSummary], diags: Sequence[RunDiagnostics] | None) -> list[CompareRow]:
     st = [s.stats for s in summaries]
-    rows = [CompareRow("dialogues", [s.dialogues for s in st]), CompareRow("turns mean", [s.turns.mean for s in st]),
+    totals = [s.dialogues for s in st]
+    rows = [CompareRow("dialogues", totals), CompareRow("turns mean", [s.turns.mean for s in st]),
             CompareRow("mean user grade", [s.grades.mean for s in st], 1)]
     reasons = sorted({r for s in st for r in s.stop_reasons}, key=_reason_order)
-    rows += [CompareRow(f"stopped: {r}", [s.stop_reasons.get(r, 0) for s in st], _STOP_BETTER.get(r, 0))
+    rows += [_share(f"stopped: {r}", [s.stop_reasons.get(r, 0) for s in st], totals, _STOP_BETTER.get(r, 0))
              for r in reasons]
     if diags is not None:  # start-up excluded (the report reads the transcripts)
         rows += [CompareRow(f"turn latency {p} ms (start-up excluded)", [d.turn_latency[p] for d in diags], -1)
@@ -248,10 +299,12 @@ def _stat_rows(summaries: Sequence[RunSummary], diags: Sequence[RunDiagnostics] 
                  CompareRow("LLM calls", [s.llm_calls for s in st]),
                  CompareRow("cached calls", [s.cached_calls for s in st])]
     if any(s.retries for s in st):
-        rows.append(CompareRow("retries", [s.retries for s in st], -1))
+        rows += [CompareRow("retries", [s.retries for s in st]),
+                 CompareRow("retries per LLM call", _per([s.retries for s in st], [s.llm_calls for s in st]), -1)]
     if any(s.cost_usd is not None for s in st):
-        rows.append(CompareRow("cost USD", [s.cost_usd for s in st], -1))
-    rows.append(CompareRow("dialogues with errors", [sum(s.errors.values()) for s in st], -1))
+        rows += [CompareRow("cost USD", [s.cost_usd for s in st]),
+                 CompareRow("cost USD per dialogue", _per([s.cost_usd for s in st], totals), -1)]
+    rows.append(_share("dialogues with errors", [sum(s.errors.values()) for s in st], totals, -1))
     return rows
 
 
@@ -277,13 +330,20 @@ def compare_header(names: Sequence[str]) -> list[str]:
     return ["", *names, *(f"\u0394 {n} \u2212 {names[0]}" for n in names[1:])]
 
 
+_TONE_STYLE = {"gain": "green", "loss": "red", None: ""}
+
+
 def rich_compare(names: Sequence[str], summaries: Sequence[RunSummary],
-                 diags: Sequence[RunDiagnostics] | None = None) -> Table:
+                 diags: Sequence[RunDiagnostics] | None = None, *, colour: bool = True) -> Table:
+    """The side-by-side table for a terminal; ``colour`` False leaves every difference
+    plain (runs over different scenarios: a difference is not the runs' alone)."""
     t = Table(title="runs side by side", title_justify="left")
     for col in compare_header(names):
         t.add_column(col)
     for row in compare_rows(summaries, diags):
-        t.add_row(row.label, *(fmt(v) for v in row.values), *(signed(d) for d in row.deltas()))
+        deltas = [Text(d, style=_TONE_STYLE[tone] if colour else "")
+                  for d, tone in zip(row.delta_cells(), row.tones())]
+        t.add_row(row.label, *row.cells(), *deltas)
     return t
 
 

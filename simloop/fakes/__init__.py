@@ -8,7 +8,8 @@ if _TYPE_CHECKING:
     from .adversaries import clarifying_question, restate
     from .chat import CpuMeter, ScriptedChat
     from .falsify import NegationStyle, change_numbers, negate, swap_entities
-    from .mockllm import MockLLM, add_arguments, main_from_args
+    from .mockcli import add_arguments, main_from_args
+    from .mockllm import MockLLM
     from .seams import MemoryRetriever
 else:
     from ..lazy import lazy_face as _lazy_face
@@ -16,7 +17,8 @@ else:
     __getattr__, __dir__ = _lazy_face(__name__, {
         "adversaries": ("clarifying_question", "restate",),
         "chat": ("CpuMeter", "ScriptedChat",),
-        "mockllm": ("MockLLM", "add_arguments", "main_from_args",),
+        "mockcli": ("add_arguments", "main_from_args",),
+        "mockllm": ("MockLLM",),
         "seams": ("MemoryRetriever",),
         "falsify": ("negate", "swap_entities", "change_numbers", "NegationStyle",),
     })

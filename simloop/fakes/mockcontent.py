@@ -17,7 +17,7 @@ from typing import Any
 
 from ..text import TOKENS_PER_WORD
 
-__all__ = ["Composer"]
+__all__ = ["Composer", "schema_in_prompt"]
 
 _ID = re.compile(r"\[([A-Za-z0-9][A-Za-z0-9_:.#/\-]{0,80})\]")
 _WORD = re.compile(r"[A-Za-z][A-Za-z'\-]{2,}")
@@ -43,6 +43,27 @@ def _content(message: dict[str, Any]) -> str:
     if isinstance(content, list):  # multi-part content: keep the text parts
         return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
     return "" if content is None else str(content)
+
+
+def schema_in_prompt(messages: list[Any]) -> dict[str, Any] | None:
+    """The JSON schema the last user message asks the answer to follow, if it shows one (a
+    client that cannot send ``response_format`` writes it into the prompt; a capable model
+    follows it).  Looked for in the message's last 8,000 characters, at most 64 braces."""
+    users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+    text = _content(users[-1])[-8000:] if users else ""
+    decoder = json.JSONDecoder()
+    start = text.find("{")
+    for _ in range(64):
+        if start < 0:
+            return None
+        try:
+            value, _end = decoder.raw_decode(text, start)
+        except ValueError:
+            value = None
+        if isinstance(value, dict) and (value.get("type") == "object" or "properties" in value):
+            return value
+        start = text.find("{", start + 1)
+    return None
 
 
 class Composer:
@@ -110,6 +131,10 @@ class Composer:
         if response_format.get("type") == "json_schema":
             spec = response_format.get("json_schema") or {}
             schema = spec.get("schema") if isinstance(spec, dict) else None
+        return self.json_for(schema)
+
+    def json_for(self, schema: Any) -> str:
+        """A JSON object valid against ``schema``; without one, any plausible object."""
         if not isinstance(schema, dict):
             value: Any = {"response": self.text(), "references": self.ids[:3]}
         else:

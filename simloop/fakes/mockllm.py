@@ -11,16 +11,18 @@ released on shutdown), ``cut`` (connection closed mid-response), ``badjson`` (20
 not valid JSON), ``garbage`` (200, plain text that is no language, JSON wanted or not:
 "#@! &&&& ~~~ 42", "xkqt zzrv"), ``empty`` (200, empty content).  ``rpm_limit`` makes the server itself
 answer 429 to a client (per Authorization header) above that many requests per minute.
+
+``profile`` makes it answer as a real server does (``mockservers.py``: llama-cpp-python,
+llama-server, vLLM, Ollama, OpenAI): what it refuses and how, ``n``, the context window
+(``context_window``) and where it reports it.  The CLI is in ``mockcli.py``.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import math
 import random
-import signal
 import time
 from collections import Counter, deque
 from collections.abc import Iterable
@@ -28,12 +30,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import BadInputError, check_port, listen_error
-from ..loop import run as run_loop
-from ..text import count_tokens
-from .mockcontent import Composer
+from ..text import clip_to_tokens, count_tokens
+from .mockcontent import Composer, schema_in_prompt
 from .mockhttp import Connection, Request, error, response
+from .mockprofiles import Plan, Refused
+from .mockservers import PROFILES, make_profile
 
-__all__ = ["FAULT_KINDS", "MockOptions", "MockLLM", "serve", "add_arguments", "main_from_args"]
+__all__ = ["FAULT_KINDS", "PROFILES", "MockOptions", "MockLLM"]
 
 FAULT_KINDS = ("429", "500", "timeout", "cut", "badjson", "garbage", "empty")
 _EXTRA_KINDS = ("400",)  # opt-in only: a non-retryable client error, for tests of "fail at once"
@@ -55,8 +58,21 @@ class MockOptions:
     hang_s: float = 300.0
     model: str = "mock-model"
     script: list[str] = field(default_factory=list)  # outcomes ("ok" or a fault) for the next requests
+    profile: str = "stub"  # whose contract to answer with (mockprofiles.PROFILES)
+    context_window: int | None = None  # tokens (None: the profile's default; the stub has none)
+    refuse: Iterable[str] | str = ()  # stub: parameters refused as OpenAI refuses unknown ones
+    no_json: bool = False  # stub: the model writes prose whatever it is asked
 
     def __post_init__(self) -> None:
+        if isinstance(self.refuse, str):
+            self.refuse = [r.strip() for r in self.refuse.split(",") if r.strip()]
+        self.refuse = tuple(self.refuse)
+        if self.profile not in PROFILES:
+            raise BadInputError(f"mock-llm: unknown profile {self.profile!r}; known: {', '.join(PROFILES)}")
+        if self.context_window is not None and self.context_window < 16:
+            raise BadInputError(f"mock-llm: --context-window must be at least 16 tokens, got {self.context_window}")
+        if (self.refuse or self.no_json) and self.profile != "stub":
+            raise BadInputError("mock-llm: --refuse and --no-json shape the stub; a server profile has its own rules")
         if isinstance(self.faults, str):
             self.faults = [f.strip() for f in self.faults.split(",") if f.strip()]
         self.faults = tuple(self.faults)
@@ -138,6 +154,9 @@ class MockLLM:
         self._script: deque[str] = deque(self.options.script)
         self._composed: dict[bytes, tuple[list[str], int, int]] = {}  # see _compose
         self._windows: dict[str, deque[float]] = {}
+        o = self.options
+        self._profile = make_profile(o.profile, o.model, o.context_window, tuple(o.refuse), o.no_json)
+        self._plain = self._profile.plain  # the stub with nothing to check: its benchmarked path
         self._connections: set[Connection] = set()
         self._server: asyncio.base_events.Server | None = None
         self.url = ""
@@ -200,10 +219,11 @@ class MockLLM:
             if req.method != "POST":
                 return conn.send(error(405, "use POST", "invalid_request_error", req.keep_alive), req.keep_alive)
             return self._chat(conn, req)
-        body: dict[str, Any]
+        body: dict[str, Any] | None
         if req.method == "GET" and path in ("/v1/models", "/models"):
-            body = {"object": "list", "data": [{"id": self.options.model, "object": "model", "created": 0,
-                                                "owned_by": "simloop-mock"}]}
+            body = self._profile.models()
+        elif req.method == "GET" and path == "/props" and (body := self._profile.props()) is not None:
+            pass
         elif req.method == "GET" and path in ("/stats", "/v1/stats"):
             body = self.stats()
         elif req.method == "POST" and path in ("/stats/reset", "/v1/stats/reset"):
@@ -263,6 +283,10 @@ class MockLLM:
             self._stats.outcome(now, 429, None)
             msg = f"rate limit reached: {self.options.rpm_limit} requests per minute"
             return conn.send(error(429, msg, "rate_limit_exceeded", keep, self._retry_headers(wait)), keep)
+        plan = None if self._plain else self._profile.admit(body)
+        if isinstance(plan, Refused):  # the request itself is refused, as that server would
+            self._stats.outcome(now, plan.status, None)
+            return conn.send(response(plan.status, json.dumps(plan.payload).encode(), keep), keep)
         fault = self._pick_fault()
         if fault == "429":
             self._stats.outcome(now, 429, fault)
@@ -279,7 +303,7 @@ class MockLLM:
         if fault == "timeout":
             self._stats.outcome(now, None, fault)
             return conn.hang(self.options.hang_s)
-        payload, usage = self._completion(body, req.body, fault, keep)
+        payload, usage = self._completion(body, req.body, fault, keep, plan)
         if fault == "cut":
             self._stats.outcome(now, None, fault)
             head = payload.index(b"\r\n") + 2
@@ -289,7 +313,8 @@ class MockLLM:
         self._stats.billed.update(usage)
         conn.respond(payload, keep, delay)
 
-    def _compose(self, body: dict[str, Any], raw: bytes, fault: str | None) -> tuple[list[str], int, int]:
+    def _compose(self, body: dict[str, Any], raw: bytes, fault: str | None,
+                 plan: Plan | None) -> tuple[list[str], int, int]:
         """(choices' texts, prompt hash, prompt tokens): a pure function of (seed, body, fault).
         Fault-free answers to small bodies are kept: benchmarks send the same few prompts
         thousands of times, and composing one was two thirds of the mock's CPU per request
@@ -297,11 +322,23 @@ class MockLLM:
         cacheable = fault in (None, "cut") and len(raw) <= _COMPOSED_MAX_BODY
         if cacheable and raw in self._composed:
             return self._composed[raw]
+        if plan is None:  # the plain stub: what the request's own fields ask for
+            given = body.get("response_format")
+            fmt: dict[str, Any] = given if isinstance(given, dict) else {}
+            n, wants_json = max(1, min(int(body.get("n") or 1), 16)), fmt.get("type") in ("json_object", "json_schema")
+            spec = fmt.get("json_schema")
+            schema = fmt.get("schema") if fmt.get("type") == "json_object" else \
+                spec.get("schema") if isinstance(spec, dict) else None
+            if not wants_json and (schema := schema_in_prompt(body["messages"])) is not None:
+                wants_json = True  # a schema written into the prompt is followed
+            tokens = None
+        else:
+            n, wants_json, schema, tokens = plan.n, plan.json, plan.schema, plan.prompt_tokens
+            if not wants_json and not self._profile.no_json:
+                found = schema_in_prompt(plan.messages)
+                wants_json, schema = found is not None, found
+            body = {**body, "messages": plan.messages}
         composer = Composer(body, raw, self.options.seed)
-        given = body.get("response_format")
-        fmt: dict[str, Any] = given if isinstance(given, dict) else {}
-        wants_json = fmt.get("type") in ("json_object", "json_schema")
-        n = max(1, min(int(body.get("n") or 1), 16))
         if fault == "empty":
             texts = [""] * n
         elif fault == "badjson":
@@ -309,8 +346,10 @@ class MockLLM:
         elif fault == "garbage":
             texts = [composer.garbage() for _ in range(n)]
         else:
-            texts = [composer.json_text(fmt) if wants_json else composer.text() for _ in range(n)]
-        composed = (texts, composer.prompt_hash, count_tokens(composer.prompt) + 3 * len(body["messages"]))
+            texts = [composer.json_for(schema) if wants_json else composer.text() for _ in range(n)]
+        if tokens is None:
+            tokens = count_tokens(composer.prompt) + 3 * len(body["messages"])
+        composed = (texts, composer.prompt_hash, tokens)
         if cacheable:
             if len(self._composed) >= _COMPOSED_MAX:
                 del self._composed[next(iter(self._composed))]  # the oldest
@@ -318,67 +357,25 @@ class MockLLM:
         return composed
 
     def _completion(self, body: dict[str, Any], raw: bytes, fault: str | None,
-                    keep: bool) -> tuple[bytes, dict[str, int]]:
-        texts, prompt_hash, prompt_tokens = self._compose(body, raw, fault)
+                    keep: bool, plan: Plan | None = None) -> tuple[bytes, dict[str, int]]:
+        texts, prompt_hash, prompt_tokens = self._compose(body, raw, fault, plan)
+        limit = plan.max_tokens if plan is not None else None
+        finish = ["stop"] * len(texts)
+        if limit is not None:  # a longer answer stops at the token limit, mid-word or mid-JSON
+            cut = [count_tokens(t) > limit for t in texts]
+            texts = [clip_to_tokens(t, max(2, limit)) if c else t for t, c in zip(texts, cut)]  # a word at least
+            finish = ["length" if c else "stop" for c in cut]
         completion_tokens = sum(count_tokens(t) for t in texts)
-        out = {
+        out: dict[str, Any] = {
             "id": f"chatcmpl-mock-{prompt_hash:016x}", "object": "chat.completion",
             "created": int(time.time()), "model": body.get("model") or self.options.model,
-            "choices": [{"index": i, "message": {"role": "assistant", "content": t}, "finish_reason": "stop",
-                         "logprobs": None} for i, t in enumerate(texts)],
+            "choices": [{"index": i, "message": {"role": "assistant", "content": t}, "finish_reason": f,
+                         "logprobs": None} for i, (t, f) in enumerate(zip(texts, finish))],
             "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                       "total_tokens": prompt_tokens + completion_tokens},
         }
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
+        if plan is not None:
+            self._profile.decorate(out, body)
+        reported = out["usage"]  # billed as reported (llama-server reports the first of n choices only)
+        usage = {"prompt_tokens": reported["prompt_tokens"], "completion_tokens": reported["completion_tokens"]}
         return response(200, json.dumps(out, ensure_ascii=False).encode(), keep), usage
-
-
-# ----------------------------------------------------------------------------- CLI
-
-
-async def _serve_forever(options: MockOptions, host: str, port: int) -> None:
-    mock = MockLLM(options)
-    await mock.start(host, port)
-    print(f"mock-llm listening on {mock.url}", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(sig, stop.set)
-        except (NotImplementedError, RuntimeError):  # not the main thread, or no signals here
-            pass
-    try:
-        await stop.wait()
-    finally:
-        await mock.aclose()
-
-
-def serve(options: MockOptions | None = None, host: str = "127.0.0.1", port: int = 8089) -> None:
-    """Run the server until SIGINT/SIGTERM (blocking)."""
-    run_loop(_serve_forever(options or MockOptions(), host, port))
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8089)
-    parser.add_argument("--latency-ms", type=float, default=0.0, help="fixed latency per response")
-    parser.add_argument("--latency-jitter-ms", type=float, default=0.0, help="extra uniform latency, 0..N ms")
-    parser.add_argument("--fault-rate", type=float, default=0.0, help="share of requests that fail (0..1)")
-    parser.add_argument("--faults", default=",".join(FAULT_KINDS), help="fault kinds drawn uniformly")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--retry-after-s", type=float, default=1.0, help="Retry-After of injected 429s")
-    parser.add_argument("--rpm-limit", type=int, default=None, help="answer 429 above N requests/min per client")
-    parser.add_argument("--hang-s", type=float, default=300.0, help="how long a 'timeout' fault hangs")
-    parser.add_argument("--model", default="mock-model", help="model id listed by /v1/models")
-
-
-def main_from_args(args: argparse.Namespace) -> int:
-    options = MockOptions(
-        latency_ms=args.latency_ms, latency_jitter_ms=args.latency_jitter_ms, seed=args.seed,
-        fault_rate=args.fault_rate, faults=args.faults, retry_after_s=args.retry_after_s,
-        rpm_limit=args.rpm_limit, hang_s=args.hang_s, model=args.model)
-    try:
-        serve(options, args.host, args.port)
-    except KeyboardInterrupt:
-        pass
-    return 0

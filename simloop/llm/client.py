@@ -1,11 +1,10 @@
 """ChatModel (DESIGN §7): throttle, retries, cache, usage, JSON output, over an endpoint's ``ChatClient``.
 
-One ``LLMPool`` per run hands out a ``ChatModel`` per role.  Roles that talk to the same
-base URL share one ``ChatClient`` (``http.py``: openai's request and errors, sent by simloop)
-per key variable and ONE throttle, because rate limits belong to the endpoint, not to
-whoever is calling.  openai's own retries are off (``max_retries=0``): tenacity here is the
-only retry layer, so attempts, waits and ``Retry-After`` handling are counted once and
-reported in each ``Stage``.
+One ``LLMPool`` per run (``pool.py``) hands out a ``ChatModel`` per role.  openai's own
+retries are off (``max_retries=0``): tenacity here is the only retry layer, so attempts,
+waits and ``Retry-After`` handling are counted once and reported in each ``Stage``.  A
+refusal (``retry.py``) is no transient failure: the request is fitted to what the server
+takes (``capabilities.py``) and sent again, or the call fails with an error saying why.
 
 ``openai`` is imported lazily: most commands never talk to a model.
 """
@@ -25,6 +24,7 @@ from pydantic import BaseModel
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from ..errors import (
+    ContextOverflowError,
     EmptyCompletionError,
     InvalidOutputError,
     LLMConnectionError,
@@ -33,21 +33,23 @@ from ..errors import (
     LLMTimeoutError,
     StructuredOutputError,
 )
-from ..schema import Stage
+from ..schema import LLMCapabilities, Stage
+from ..text import count_tokens
 from ..urls import redact_urls
 from .cache import CachedCompletion, CompletionCache, cache_key
+from .capabilities import Negotiated
 from .config import NO_KEY, LLMConfig, LLMRole
-from .limits import Endpoint, Permit
+from .limits import Endpoint
 from .meter import bill
-from .retry import retry_after_s
+from .retry import Refusal, refusal_of, retry_after_s
 from .retry import retryable as _retryable
-from .structured import REPAIR_PROMPT, response_format_for, strict_json_schema, validate_json
-from .usage import RoleUsage, Tally, merge_usage, sum_stages
+from .structured import CUT_OFF, REPAIR_PROMPT, response_format_for, strict_json_schema, validate_json
+from .usage import RoleUsage, Tally, sum_stages
 
 if TYPE_CHECKING:
     from .http import ChatClient
 
-__all__ = ["LLMRole", "LLMConfig", "LLMPool", "ChatModel", "ChatResult", "strict_json_schema", "response_format_for",
+__all__ = ["LLMRole", "LLMConfig", "ChatModel", "ChatResult", "strict_json_schema", "response_format_for",
            "retry_after_s"]
 
 M = TypeVar("M", bound=BaseModel)
@@ -61,6 +63,12 @@ class ChatResult:
     text: str  # the first choice
     texts: list[str]  # all n choices
     stage: Stage
+    truncated: bool = False  # the first choice stopped at max_tokens (finish_reason "length")
+
+
+# A refusal that names a capability adapts the request and sends it again; each step drops
+# something (json_schema -> json_object -> text, n, seed), so a few re-sends are all there is.
+_RESENDS = 5
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -76,6 +84,13 @@ def _content(choice: Any) -> str:
     message = choice.get("message") if isinstance(choice, dict) else None
     content = message.get("content") if isinstance(message, dict) else None
     return content if isinstance(content, str) else ""
+
+
+def _singles(request: dict[str, Any], have: int, n: int) -> list[dict[str, Any]]:
+    """One-choice requests for choices ``have`` .. ``n`` - 1 of ``request`` (a server that
+    ignores ``n``).  A seeded request gets the next seeds, or each would repeat the first."""
+    seed = request.get("seed")
+    return [{**request, "n": 1, "seed": None if seed is None else seed + i} for i in range(have, n)]
 
 
 def _one_line(text: str, secret: str | None, limit: int = 300) -> str:
@@ -99,6 +114,8 @@ class ChatModel:
     _endpoint: Endpoint = field(repr=False)
     _usage: RoleUsage = field(repr=False)
     _cache: CompletionCache | None = field(default=None, repr=False)
+    _caps: Negotiated = field(default_factory=lambda: Negotiated(LLMCapabilities(endpoint="", model="")),
+                              repr=False)  # shared by every role on this endpoint and model
 
     @property
     def model(self) -> str:
@@ -132,6 +149,8 @@ class ChatModel:
         if obj is not None:
             await self._store(key1, first)
             return obj, first.stage
+        if first.truncated:  # cut JSON is never read as an answer: the repair is told why it failed
+            problem = CUT_OFF.format(max_tokens=request["max_tokens"], problem=problem)
         repair = [*request["messages"], {"role": "assistant", "content": first.text},
                   {"role": "user", "content": REPAIR_PROMPT.format(problem=problem)}]
         try:
@@ -141,6 +160,8 @@ class ChatModel:
         total = sum_stages(first.stage, second.stage)
         obj, problem = validate_json(schema, second.text)
         if obj is None:
+            if second.truncated:
+                problem = CUT_OFF.format(max_tokens=request["max_tokens"], problem=problem)
             message = _one_line(f"{self._where()}: output does not match {schema.__name__} after one repair: "
                                 f"{problem}", self._client.api_key)
             self._usage.errors += 1
@@ -187,7 +208,7 @@ class ChatModel:
                 return ChatResult(hit.texts[0], hit.texts, stage), None
         tally = Tally()
         try:
-            texts = await self._with_retries(request, tally, check)
+            texts, cut = await self._with_retries(request, tally, check)
         except asyncio.CancelledError:  # e.g. the dialogue's timeout: the requests were still sent
             if tally.sent:  # the last one's usage never arrived, so it bills no tokens we know of
                 self._file(self._stage(name, t0, prompt=tally.prompt, completion=tally.completion,
@@ -204,7 +225,7 @@ class ChatModel:
             raise err.with_stage(failed) from cause
         stage = self._stage(name, t0, prompt=tally.prompt, completion=tally.completion, retries=tally.retries)
         self._file(stage)
-        return ChatResult(texts[0], texts, stage), key
+        return ChatResult(texts[0], texts, stage, cut), key
 
     def _file(self, stage: Stage) -> None:
         """Count ``stage`` in the role's usage and on the dialogue step's meter."""
@@ -216,7 +237,8 @@ class ChatModel:
             s = result.stage
             await self._cache.put(key, CachedCompletion(result.texts, s.prompt_tokens, s.completion_tokens))
 
-    async def _with_retries(self, request: dict[str, Any], tally: Tally, check: Check | None = None) -> list[str]:
+    async def _with_retries(self, request: dict[str, Any], tally: Tally,
+                            check: Check | None = None) -> tuple[list[str], bool]:
         # Most calls succeed at once, so the first attempt runs before tenacity is set up (its
         # per-call objects and callback checks were ~5% of the CPU per call); on a retryable
         # failure tenacity takes over with that failure as its attempt 1, so its rules decide.
@@ -228,7 +250,7 @@ class ChatModel:
             first = exc
         retrying = AsyncRetrying(stop=stop_after_attempt(self.settings.max_attempts), wait=self._wait,
                                  retry=retry_if_exception(_retryable), reraise=True)
-        outcome: list[str] | None = None
+        outcome: tuple[list[str], bool] | None = None
         send = request
         async for attempt in retrying:
             with attempt:
@@ -253,14 +275,58 @@ class ChatModel:
         ceiling = min(s.backoff_cap_s, s.backoff_base_s * 2 ** (state.attempt_number - 1))
         return random.uniform(0.0, ceiling)
 
-    async def _attempt(self, request: dict[str, Any], tally: Tally, check: Check | None = None) -> list[str]:
-        send = {k: v for k, v in request.items() if v is not None and not (k == "n" and v == 1)}
-        estimate = sum(len(str(m.get("content") or "")) for m in request["messages"]) // 4 + 1
+    async def _attempt(self, request: dict[str, Any], tally: Tally,
+                       check: Check | None = None) -> tuple[list[str], bool]:
+        """One attempt: (the accepted choices' texts, was the first cut at max_tokens)."""
+        caps = self._caps
+        if caps.unsettled and caps.touches(request):
+            async with caps.lock:  # the first such call learns; concurrent ones wait, then read it
+                return await self._fitted(request, tally, check)
+        return await self._fitted(request, tally, check)
+
+    async def _fitted(self, request: dict[str, Any], tally: Tally, check: Check | None) -> tuple[list[str], bool]:
+        """``request`` sent in the form this server takes.  A refusal that names a capability
+        adapts it and sends again: not a retry of a transient failure (it spends no attempt),
+        but a request all the same, counted in the stage.  Choices a server did not give
+        (``n`` ignored) are asked for one at a time, each counted and billed."""
+        caps = self._caps
+        for _ in range(_RESENDS):
+            send = caps.shape(request)
+            try:
+                texts, cut = await self._send(send, tally)
+                n = request["n"] or 1
+                if len(texts) < n:
+                    extra = await asyncio.gather(*(self._send(caps.shape(single), tally)
+                                                   for single in _singles(request, len(texts), n)))
+                    texts += [t for more, _ in extra for t in more][: n - len(texts)]
+                break
+            except Exception as exc:
+                refusal = refusal_of(exc)
+                if refusal is None or refusal.kind == "model":
+                    raise
+                if refusal.kind == "context":
+                    raise self._overflow(refusal, send, exc) from exc
+                if not caps.degrade(refusal, send):
+                    raise
+        else:
+            raise LLMError(f"{self._where()}: the server refused every form of the request")
+        if not texts or any(not t.strip() for t in texts):
+            raise EmptyCompletionError(f"{self._where()}: the model returned empty content")
+        if check is not None:
+            reasons = [check(t) for t in texts]
+            texts = [t for t, r in zip(texts, reasons) if r is None]
+            if not texts:
+                raise InvalidOutputError(f"{self._where()}: unusable output ({next(r for r in reasons if r)})")
+        return texts, cut
+
+    async def _send(self, send: dict[str, Any], tally: Tally) -> tuple[list[str], bool]:
+        """One HTTP request: (its choices' texts, was the first cut at max_tokens)."""
+        estimate = sum(len(str(m.get("content") or "")) for m in send["messages"]) // 4 + 1
         entry = await self._endpoint.admit(estimate)
         self._usage.requests += 1
         tally.sent += 1
         # The answer is read as plain JSON: building openai's ChatCompletion models for the
-        # three values read here cost a tenth of the client's CPU per call.
+        # few values read here cost a tenth of the client's CPU per call.
         raw = await self._client.complete(send)
         try:
             response = json.loads(raw.content)
@@ -270,21 +336,33 @@ class ChatModel:
         if not isinstance(choices, list):  # e.g. an HTML page with status 200 from a misconfigured proxy
             raise LLMError(f"{self._where()}: the endpoint did not answer with a chat completion")
         usage = response.get("usage")
+        reported = isinstance(usage, dict) and "completion_tokens" in usage
         usage = usage if isinstance(usage, dict) else {}
+        texts = [_content(c) for c in choices]
         prompt = _count(usage.get("prompt_tokens")) or estimate
-        completion = _count(usage.get("completion_tokens"))
+        # A server that reports no usage is billed by estimate, never as free.
+        completion = _count(usage.get("completion_tokens")) if reported else sum(count_tokens(t) for t in texts)
         self._endpoint.reconcile(entry, prompt + completion)
         # Billed before the text is judged: a rejected answer cost as much as a used one.
         tally.prompt, tally.completion = tally.prompt + prompt, tally.completion + completion
-        texts = [_content(c) for c in choices]
-        if not texts or any(not t.strip() for t in texts):
-            raise EmptyCompletionError(f"{self._where()}: the model returned empty content")
-        if check is not None:
-            reasons = [check(t) for t in texts]
-            texts = [t for t, r in zip(texts, reasons) if r is None]
-            if not texts:
-                raise InvalidOutputError(f"{self._where()}: unusable output ({next(r for r in reasons if r)})")
-        return texts
+        self._caps.answered(send, len(texts), reported)
+        first = choices[0] if choices and isinstance(choices[0], dict) else {}
+        return texts, first.get("finish_reason") == "length"
+
+    def _overflow(self, refusal: Refusal, send: dict[str, Any], exc: BaseException) -> ContextOverflowError:
+        """The error for a prompt the server refused as too long (and the pool learns it)."""
+        self._caps.overflowed(self.role, refusal.prompt_tokens, refusal.window)
+        window = refusal.window or self._caps.record.context_window
+        if refusal.prompt_tokens:
+            size = f"{refusal.prompt_tokens} tokens"
+        else:
+            size = f"about {sum(count_tokens(str(m.get('content') or '')) for m in send['messages'])} tokens"
+        fits = f"the context window of {window} tokens" if window else "the model's context window"
+        text = (f"{self._where()}: the prompt ({size}) does not fit {fits}; not retried (it would not fit "
+                f"the next time either): start the server with a larger context, or give this role less to read")
+        return ContextOverflowError(_one_line(text, self._client.api_key), role=self.role,
+                                    prompt_tokens=refusal.prompt_tokens, window=window,
+                                    status=getattr(exc, "status_code", 400))
 
     def _translate(self, exc: BaseException, attempts: int) -> LLMError | None:
         """openai exceptions → the simloop tree (one line, no key); None for foreign bugs."""
@@ -313,75 +391,3 @@ class ChatModel:
         if isinstance(exc, openai.OpenAIError):
             return LLMError(_one_line(f"{self._where()}: {type(exc).__name__} {tried}: {exc}", key))
         return None
-
-
-# ----------------------------------------------------------------------------- the pool
-
-
-class LLMPool:
-    """Every role's ChatModel for one run; one client per endpoint and key, one throttle per endpoint.
-
-    ``permit``: a request-permit source shared with other processes (see ``llmlimits.Permit``);
-    when given, it replaces each rate-limited endpoint's local throttle.
-    """
-
-    def __init__(self, config: LLMConfig, permit: Permit | None = None):
-        self.config = config
-        self._permit = permit
-        self._models: dict[str, ChatModel] = {}
-        self._clients: dict[tuple[str, str], ChatClient] = {}
-        self._endpoints: dict[str, Endpoint] = {}
-        self._usage: dict[str, RoleUsage] = {}
-        self._cache = CompletionCache(config.cache) if config.cache else None
-        self._limits = self._endpoint_limits()
-
-    def _endpoint_limits(self) -> dict[str, tuple[float | None, int | None]]:
-        # Any role resolves like the default or one configured override, so these cover every
-        # endpoint; where roles disagree on a shared endpoint's limit, the strictest wins.
-        limits: dict[str, tuple[float | None, int | None]] = {}
-        for s in [self.config.default, *(self.config.resolve(name) for name in self.config.roles)]:
-            rpm, tpm = limits.get(s.endpoint(), (None, None))
-            limits[s.endpoint()] = (
-                min(x for x in (rpm, s.rpm) if x is not None) if (rpm or s.rpm) else None,
-                min(x for x in (tpm, s.tpm) if x is not None) if (tpm or s.tpm) else None,
-            )
-        return limits
-
-    def _client_for(self, s: LLMRole) -> ChatClient:
-        slot = (s.endpoint(), s.api_key_env)
-        if slot not in self._clients:
-            from .http import ChatClient
-
-            self._clients[slot] = ChatClient(s.endpoint(), s.api_key(), s.timeout_s)
-        return self._clients[slot]
-
-    def model(self, role: str) -> ChatModel:
-        """The ChatModel for ``role`` (created once; raises ConfigError for bad overrides)."""
-        if role not in self._models:
-            s = self.config.resolve(role)
-            url = s.endpoint()
-            if url not in self._endpoints:
-                rpm, tpm = self._limits.get(url, (s.rpm, s.tpm))
-                self._endpoints[url] = Endpoint(url, rpm, tpm, self._permit)
-            usage = self._usage.setdefault(role, RoleUsage(s.model))
-            self._models[role] = ChatModel(role, s, self._client_for(s), self._endpoints[url], usage, self._cache)
-        return self._models[role]
-
-    def usage(self) -> dict[str, Any]:
-        """``{"total": {...}, "by_role": {role: {"model", ...}}, "by_model": {model: {...}}}``."""
-        by_model: dict[str, list[RoleUsage]] = {}
-        for row in self._usage.values():
-            by_model.setdefault(row.model, []).append(row)
-        return {
-            "total": merge_usage(list(self._usage.values()), "*").as_dict(),
-            "by_role": {role: {"model": row.model, **row.as_dict()} for role, row in self._usage.items()},
-            "by_model": {model: merge_usage(rows, model).as_dict() for model, rows in by_model.items()},
-        }
-
-    async def aclose(self) -> None:
-        clients, self._clients = list(self._clients.values()), {}
-        for client in clients:
-            await client.close()
-        if self._cache is not None:
-            await self._cache.aclose()
-            self._cache = None

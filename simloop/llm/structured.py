@@ -12,13 +12,17 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-__all__ = ["strict_json_schema", "response_format_for", "validate_json", "REPAIR_PROMPT"]
+__all__ = ["strict_json_schema", "response_format_for", "validate_json", "REPAIR_PROMPT", "CUT_OFF"]
 
 M = TypeVar("M", bound=BaseModel)
 REPAIR_PROMPT = (
     "Your previous reply was not valid: {problem}\n"
     "Reply again with only the corrected JSON object, matching the required schema exactly."
 )
+# The problem of an answer that stopped at the token limit (finish_reason "length"): it is
+# never taken for the answer, and the repair is told to write less, not to fix a typo.
+CUT_OFF = ("the reply was cut off at the token limit (max_tokens {max_tokens}) before the JSON object was "
+           "complete; write a shorter object ({problem})")
 
 
 def _strip_fences(text: str) -> str:
@@ -26,12 +30,25 @@ def _strip_fences(text: str) -> str:
     return match.group(1) if match else text
 
 
+def _problem(exc: ValidationError) -> str:
+    return "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors()[:5])
+
+
 def validate_json(schema: type[M], text: str) -> tuple[M | None, str]:
+    """(the object, "") or (None, what is wrong).  A reply that wraps its object in prose
+    ("Here it is: {...}"), as models asked in plain text do, is read for the object between
+    its first ``{`` and last ``}``; JSON cut short has no closing brace there and still fails."""
+    body = _strip_fences(text)
     try:
-        return schema.model_validate_json(_strip_fences(text)), ""
+        return schema.model_validate_json(body), ""
     except ValidationError as exc:
-        problems = [f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors()[:5]]
-        return None, "; ".join(problems)
+        start, end = body.find("{"), body.rfind("}")
+        if 0 <= start < end and (start > 0 or end < len(body.rstrip()) - 1):
+            try:
+                return schema.model_validate_json(body[start:end + 1]), ""
+            except ValidationError:
+                pass
+        return None, _problem(exc)
 
 
 def _strict(node: Any, root: dict[str, Any]) -> Any:

@@ -31,7 +31,8 @@ __all__ = ["Engine", "Event", "EventSink", "TranscriptSink", "RunStats", "run_di
 class Event:
     """Progress events: ``started`` / ``turn`` / ``ended`` for a dialogue; for the run
     (``dialogue_id`` empty): ``preparing`` (``detail``: what is being opened), ``ready``
-    (every dialogue starts after it) and ``stopping`` (``detail``: the signal)."""
+    (every dialogue starts after it), ``stopping`` (``detail``: the signal) and ``halted``
+    (``detail``: why no new dialogue starts)."""
 
     kind: str
     dialogue_id: str = ""
@@ -54,6 +55,7 @@ class RunStats:
     errors: int = 0
     wall_s: float = 0.0
     interrupted: bool = False
+    halted: str = ""  # why the engine stopped starting dialogues before the scenarios ran out
 
     def add(self, t: Transcript) -> None:
         self.dialogues += 1
@@ -117,7 +119,11 @@ class Engine:
         sink: TranscriptSink,
         concurrency: int,
         events: EventSink | None = None,
+        halted: Callable[[], str | None] | None = None,
     ):
+        """``halted``: asked before each new dialogue; a reason stops the engine starting
+        more (those in flight finish), e.g. a prompt too long for the model's context window."""
+        self.halted = halted
         self.spec = spec
         self.simulator = simulator
         self.assistant = assistant
@@ -141,15 +147,29 @@ class Engine:
         if self.events:
             self.events(Event("ended", transcript.dialogue_id, transcript=transcript))
 
+    def _stop_starting(self) -> bool:
+        why = self.stats.halted or (self.halted() if self.halted is not None else None)
+        if why and not self.stats.halted:
+            self.stats.halted = why
+            if self.events:
+                self.events(Event("halted", detail=why))
+        return bool(why)
+
     async def _worker(self, source: Iterator[Scenario]) -> None:
         # Workers share one iterator: the event loop is single-threaded, so next() is safe.
-        for scenario in source:
+        # Asked before next(): a scenario never started stays unrecorded, so resume runs it.
+        while not self._stop_starting():
+            scenario = next(source, None)
+            if scenario is None:
+                return
             await self._dialogue(scenario)
 
     async def _lane(self, lane: AsyncIterator[Scenario]) -> None:
         # A lane asks for its next scenario only after its previous dialogue was recorded.
         async for scenario in lane:
             await self._dialogue(scenario)
+            if self._stop_starting():
+                return
 
     async def run(self, scenarios: Iterable[Scenario]) -> RunStats:
         source = iter(scenarios)

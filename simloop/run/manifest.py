@@ -23,12 +23,12 @@ from pydantic import BaseModel, ValidationError
 
 from ..config import RunConfig, config_hash
 from ..loop import running_loop_name
-from ..schema import PluginRef, RunManifest, ValiditySummary
+from ..schema import LLMCapabilities, PluginRef, RunManifest, ValiditySummary
 from ..settings import cache_root
 from ..urls import redact_urls
 
-__all__ = ["new_manifest", "versions", "simulator_identity", "simulator_digest", "validity_card_path",
-           "find_validity"]
+__all__ = ["new_manifest", "versions", "record_capabilities", "simulator_identity", "simulator_digest",
+           "validity_card_path", "find_validity"]
 
 
 def new_manifest(run_id: str, config: RunConfig | dict[str, Any], simulator: PluginRef, assistant: PluginRef,
@@ -56,6 +56,16 @@ def versions() -> dict[str, str]:
         except PackageNotFoundError:
             pass
     return out
+
+
+def record_capabilities(manifest: RunManifest, learnt: list[LLMCapabilities]) -> None:
+    """Put what this session ``learnt`` about its LLM servers in ``run.json`` ``llm.capabilities``:
+    an (endpoint, model) it talked to replaces what an earlier session recorded for it (the
+    server may have been restarted with another context, the reason for a resume); the
+    others are kept."""
+    fresh = {(c.endpoint, c.model) for c in learnt}
+    kept = [c for c in manifest.llm.capabilities if (c.endpoint, c.model) not in fresh]
+    manifest.llm.capabilities = kept + [c.model_copy(deep=True) for c in learnt]
 
 
 def simulator_identity(cfg: RunConfig, simulator: PluginRef, roles: list[str] | tuple[str, ...]) -> dict[str, Any]:

@@ -9,8 +9,10 @@ Besides its protocol a plugin may have (each optional, read through the helpers 
 ``async def aclose()``, called once when the run ends (``close_plugins``); ``needs``, the
 shared resources to open before the first dialogue (``plugin_needs``); ``llm_roles``, the
 LLM roles it calls, whose endpoints are asked for an answer before the run
-(``plugin_llm_roles``); ``params``, its effective parameters when it validates or derives
-them itself (``effective_params``).  A simulator may also ``check_sources(personas, cfg)``
+(``plugin_llm_roles``); ``llm_min_prompt_tokens``, the smallest prompt (tokens) it sends per
+role, checked against the context window a server reports (``plugin_llm_min_prompts``);
+``params``, its effective parameters when it validates or derives them itself
+(``effective_params``).  A simulator may also ``check_sources(personas, cfg)``
 before the run, or bring its own scenarios (``lanes(done)``, ``ChoosesScenarios``).
 
 What a run records about a plugin are its *effective* parameters (``effective_params``):
@@ -35,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeGuard, overload, r
 from pydantic import TypeAdapter, ValidationError
 
 from ..errors import BadInputError, DataFileError, PluginNotFoundError
-from ..schema import AssistantReply, DialogueState, Persona, Scenario, SimulatorTurn
+from ..schema import AssistantReply, DialogueState, LLMCapabilities, Persona, Scenario, SimulatorTurn
 
 if TYPE_CHECKING:  # heavy modules, imported only when a plugin asks for them
     from ..config import RunConfig
@@ -116,6 +118,11 @@ def plugin_llm_roles(plugin: object) -> tuple[str, ...]:
     return tuple(getattr(plugin, "llm_roles", ()) or ())
 
 
+def plugin_llm_min_prompts(plugin: object) -> dict[str, int]:
+    """The smallest prompt (tokens) ``plugin`` says it sends per LLM role (``llm_min_prompt_tokens``)."""
+    return dict(getattr(plugin, "llm_min_prompt_tokens", None) or {})
+
+
 @dataclass
 class Context:
     """Shared, lazily created resources: one retriever, one embedder, one model per role.
@@ -130,6 +137,8 @@ class Context:
     config: RunConfig
     overrides: dict[str, Any] = field(default_factory=dict)
     secrets: dict[str, str] = field(default_factory=dict, repr=False)
+    # What the run's LLM servers accept (the preflight's findings): the pool learns on in them.
+    llm_capabilities: list[LLMCapabilities] = field(default_factory=list)
     _cache: dict[str, Any] = field(default_factory=dict)
     _locks: dict[str, asyncio.Lock] = field(default_factory=dict)
 
@@ -189,8 +198,15 @@ class Context:
         if "llm_pool" not in self._cache:
             from ..llm import LLMPool
 
-            self._cache["llm_pool"] = LLMPool(self.config.llm)
+            self._cache["llm_pool"] = LLMPool(self.config.llm, capabilities=self.llm_capabilities)
         return self._cache["llm_pool"].model(role)
+
+    def llm_halted(self) -> str | None:
+        """Why no new dialogue should start (a role's prompt outgrew its model's context
+        window: ``LLMPool.halted``), or None; asked by the engine before each dialogue."""
+        pool = self.overrides.get("llm_pool") or self._cache.get("llm_pool")
+        halted = getattr(pool, "halted", None)
+        return halted() if halted is not None else None
 
     def secret(self, name: str) -> str | None:
         """The value of the variable ``name``: given in-process, else from the environment."""

@@ -13,18 +13,26 @@ and new), so ``run.json`` counts stay true for the whole run after any number of
 
 One process at a time: ``create`` and ``resume`` lock the run directory (``runlock.py``)
 before writing in it, and ``close`` (``finish``) lets it go; a second process is refused.
+
+A write that fails (a full disk, a quota, a file-size limit) leaves the dialogues file as
+it was before that write: the bytes of a half-written batch are cut off again, so every
+line in it is whole and a resume re-runs the dialogues that were lost.  The run then ends
+``interrupted`` (resumable), not ``failed``; when no new ``run.json`` fits on the disk, the
+one there is overwritten in place with the shorter compact form (it fits in the space the
+file holds already).  ``write_error`` keeps what failed, for the command to say.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import os
 import re
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from io import BufferedWriter
+from io import FileIO
 from pathlib import Path
 
 from ..errors import DataFileError, ResumeError
@@ -36,6 +44,9 @@ from .runlock import LOCK_FILE, RunLock
 __all__ = ["Recorder", "Tally", "check_out_dir", "check_run_id", "new_run_id", "occupied"]
 
 log = logging.getLogger(__name__)
+
+# What a disk with no room left says: no space, a quota, a file-size limit (RLIMIT_FSIZE).
+_NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 _RUN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
@@ -89,7 +100,7 @@ class Recorder:
     def __init__(self, run_dir: Path, manifest: RunManifest):
         self.dir = RunDir(run_dir)
         self.manifest = manifest
-        self._fh: BufferedWriter | None = None
+        self._fh: FileIO | None = None  # unbuffered: a failed write leaves nothing behind to flush later
         self._lock = asyncio.Lock()
         self._waiting: list[tuple[bytes, Transcript]] = []  # lines not yet handed to a write
         self._queued = self._taken = 0  # lines queued so far / handed to a write so far
@@ -100,6 +111,8 @@ class Recorder:
         self._reopened_with = 0  # lines the run held when this session reopened it
         self.tally = Tally()
         self._run_lock: RunLock | None = None  # held from create/resume until close (runlock.py)
+        self.write_error: OSError | None = None  # the first write of a dialogue line that failed
+        self.manifest_error: OSError | None = None  # run.json could not be updated at the end either
 
     # ---------------------------------------------------------------- lifecycle
     @classmethod
@@ -176,25 +189,49 @@ class Recorder:
         return done, report
 
     def write_manifest(self) -> None:
-        atomic_write(self.dir.manifest, self.manifest.model_dump_json(indent=2).encode())
+        try:
+            atomic_write(self.dir.manifest, self.manifest.model_dump_json(indent=2).encode())
+        except OSError as exc:  # no room for a new file beside the old one: the old one's room, then
+            if exc.errno not in _NO_ROOM or not _overwrite_in_place(self.dir.manifest,
+                                                                   self.manifest.model_dump_json().encode()):
+                raise
+            log.warning("%s: no room for a new copy (%s); overwritten in place", self.dir.manifest, exc.strerror)
 
     # ---------------------------------------------------------------- appends
     def _append_sync(self, batch: list[tuple[bytes, Transcript]]) -> None:
+        start = None
         try:
             if self._fh is None:
-                self._fh = self.dir.dialogues.open("ab")
-            self._fh.write(b"".join(line for line, _ in batch))
-            self._fh.flush()
+                self._fh = FileIO(self.dir.dialogues, "a")
+            start = os.lseek(self._fh.fileno(), 0, os.SEEK_END)
+            data = memoryview(b"".join(line for line, _ in batch))
+            while data:  # an unbuffered write may take part of it; the next one says why it stopped
+                n = self._fh.write(data)
+                if not n:
+                    raise OSError(errno.EIO, "the write wrote nothing")
+                data = data[n:]
             os.fsync(self._fh.fileno())
         except OSError as exc:  # a full disk: say which file (a write on an open file names none)
-            if exc.filename is None:
-                raise OSError(exc.errno, exc.strerror, str(self.dir.dialogues)) from exc
-            raise
+            if start is not None:
+                self._cut_back(start)
+            named = exc if exc.filename is not None else OSError(exc.errno, exc.strerror, str(self.dir.dialogues))
+            self.write_error = self.write_error or named
+            if named is exc:
+                raise
+            raise named from exc
         # Counted by the write, not by each waiter: a waiter cancelled (Ctrl-C) after its line
         # went out with another's batch never returns to count it, and run.json fell short.
         for _, transcript in batch:
             self.written += 1
             self.tally.add(transcript)
+
+    def _cut_back(self, size: int) -> None:
+        """Drop what a failed write left past ``size`` (part of a line): the file keeps whole lines."""
+        try:
+            if self._fh is not None:
+                os.ftruncate(self._fh.fileno(), size)
+        except OSError as exc:  # the torn tail stays; a resume moves it to dialogues.rejected.jsonl
+            log.warning("%s: could not cut a half-written line (%s)", self.dir.dialogues, exc.strerror)
 
     async def _write(self, batch: list[tuple[bytes, Transcript]]) -> None:
         """The batch written off the loop; a cancelled writer still waits for its thread, so
@@ -237,15 +274,28 @@ class Recorder:
         return {**self.tally.counts(), "recorded": self.written}
 
     def finish(self, status: str, counts: dict[str, int]) -> None:
-        """``counts`` from the caller (scenarios, ...) under the recorder's own whole-run counts."""
+        """``counts`` from the caller (scenarios, ...) under the recorder's own whole-run counts.
+        A run whose dialogue lines could not be written ends ``interrupted``, whatever the
+        caller says: nothing is lost that a resume does not re-run.  Then a ``run.json``
+        that cannot be written either is noted in ``manifest_error``, not raised over the
+        write error that stopped the run."""
+        if self.write_error is not None:
+            status = "interrupted"
         self.manifest.status = status  # type: ignore[assignment]
         unchanged = status == "finished" and self._finished_at is not None and self.written == self._reopened_with
         self.manifest.finished_at = self._finished_at if unchanged else utcnow()
         counts = {**counts, **self.counts()}
         counts["retried"] = self.manifest.counts.get("retried", 0)  # 0 until a --retry-errors (_reopen)
         self.manifest.counts = counts
-        self.write_manifest()
-        self.close()
+        try:
+            self.write_manifest()
+        except OSError as exc:
+            if self.write_error is None:
+                raise
+            self.manifest_error = exc
+            log.warning("%s: not updated (%s)", self.dir.manifest, exc.strerror or exc)
+        finally:
+            self.close()
 
     def close(self) -> None:
         """Close the dialogues file and let other processes have the run (its lock)."""
@@ -267,6 +317,24 @@ def _refuse_existing(run_dir: Path) -> None:
     """A new run's directory must be new (or empty, but for a lock file a crash left)."""
     if occupied(run_dir):
         raise ResumeError(f"{run_dir} already exists; use --resume {run_dir} or another --run-id")
+
+
+def _overwrite_in_place(path: Path, data: bytes) -> bool:
+    """Write ``data`` over ``path`` in the room the file holds, when it is no longer than the
+    file, so that no new block is needed; False when it is longer or the write fails.  Not
+    atomic, so only for when an atomic write found no room (a copy-on-write file system,
+    which needs room even to overwrite, refuses the write before it changes anything)."""
+    try:
+        if len(data) > path.stat().st_size:
+            return False
+        with path.open("r+b") as fh:
+            fh.write(data)
+            fh.truncate()
+            fh.flush()
+            os.fsync(fh.fileno())
+    except OSError:
+        return False
+    return True
 
 
 def _append_lines(path: Path, lines: list[bytes]) -> None:

@@ -2,12 +2,19 @@
 ``dialogues.jsonl``.  Reading is tolerant but never silent: a corrupt line anywhere (not
 JSON, not a transcript, or a torn last line from a crash mid-write) is skipped and reported
 with its line number.  ``recorder.py`` writes what this reads.
+
+Schema versions: a record's ``schema_version`` is ``MAJOR.MINOR``.  A newer minor version
+only adds fields, so it is read with a warning that names it (what this simloop does not
+know is kept but not read); another major version may have moved or renamed fields, and
+reading it as ours would show its dialogues without turns, so it is refused, one line.
 """
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,10 +22,10 @@ from pydantic import ValidationError
 
 from ..errors import DataFileError, first_error
 from ..files import check_in_file, check_run_dir
-from ..schema import RunManifest, Transcript
+from ..schema import SCHEMA_VERSION, RunManifest, Transcript
 
 __all__ = ["MANIFEST", "DIALOGUES", "REJECTED", "RETRIED", "INFRASTRUCTURE", "ReadReport", "RunDir", "Line",
-           "scan_lines", "read_transcripts", "read_manifest"]
+           "scan_lines", "read_transcripts", "read_manifest", "check_schema_version"]
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +36,28 @@ RETRIED = "dialogues.retried.jsonl"  # infrastructure failures replaced by a re-
 # error.source values that say the machinery failed, not the plugins: worth a retry.
 INFRASTRUCTURE = frozenset({"llm", "retrieval", "engine"})
 
+_VERSION = re.compile(r"^(\d+)(?:\.(\d+))?$")
+
+
+def _parts(version: str) -> tuple[int, int] | None:
+    m = _VERSION.match(version.strip())
+    return (int(m[1]), int(m[2] or 0)) if m else None
+
+
+def check_schema_version(version: str, where: Path | str) -> str | None:
+    """None when this simloop reads records of ``version`` as written; a warning line
+    naming it when it is a newer minor version; a ``DataFileError`` for another major
+    version, or one that is not a version at all (see the module doc)."""
+    ours, theirs = _parts(SCHEMA_VERSION), _parts(version)
+    assert ours is not None  # our own constant
+    if theirs is None or theirs[0] != ours[0]:
+        raise DataFileError(f"{where}: schema_version {version!r} is not one this simloop reads "
+                            f"({ours[0]}.x; it writes {SCHEMA_VERSION}); read it with the simloop that wrote it")
+    if theirs > ours:
+        return (f"{where}: schema_version {version} is newer than this simloop's {SCHEMA_VERSION}; "
+                "fields it added are not read")
+    return None
+
 
 @dataclass
 class ReadReport:
@@ -37,6 +66,7 @@ class ReadReport:
     torn_line: int | None = None  # the torn last line's number (a crash mid-write), if any
     bad_lines: list[int] = field(default_factory=list)  # corrupt lines (the torn tail not included)
     reasons: dict[int, str] = field(default_factory=dict)  # line number -> what is wrong with it
+    newer: str | None = None  # a newer minor schema_version's warning (the first line's; not in ``notes``)
 
     @property
     def torn_tail(self) -> bool:
@@ -86,7 +116,8 @@ class Line:
 def scan_lines(path: Path, report: ReadReport, log_problems: bool = True) -> Iterator[tuple[Line, int]]:
     """(line, byte offset) for every line; corrupt and torn ones are noted in ``report``
     (and logged with their line number unless ``log_problems`` is False) and yielded too,
-    with no transcript."""
+    with no transcript.  A line of another major schema version stops the read with a
+    ``DataFileError`` (see the module doc); a newer minor one is noted once."""
     warn = log.warning if log_problems else log.debug
     if not path.exists():
         return
@@ -104,7 +135,10 @@ def scan_lines(path: Path, report: ReadReport, log_problems: bool = True) -> Ite
             except ValidationError as exc:
                 where, msg = first_error(exc)
                 if exc.errors()[0]["type"] != "json_invalid":
+                    _version_first(raw, f"{path}:{lineno}")
                     reason = f"not a transcript: {where}: {msg}" if where else f"not a transcript: {msg}"
+            if transcript is not None and not torn:
+                _check_line_version(transcript, f"{path}:{lineno}", report, warn)
             if torn:
                 transcript = None  # even if it parses: the write did not finish
                 report.torn_line = lineno
@@ -114,6 +148,15 @@ def scan_lines(path: Path, report: ReadReport, log_problems: bool = True) -> Ite
                 report.reasons[lineno] = reason
                 warn("%s", _corrupt(path, lineno, reason))
             yield Line(lineno, raw, transcript), start
+
+
+def _check_line_version(t: Transcript, where: str, report: ReadReport, warn: Callable[..., None]) -> None:
+    if t.schema_version == SCHEMA_VERSION:
+        return
+    note = check_schema_version(t.schema_version, where)  # raises for another major version
+    if note is not None and report.newer is None:
+        report.newer = note
+        warn("%s", note)
 
 
 def read_transcripts(run_dir: Path, report: ReadReport | None = None, *,
@@ -138,11 +181,27 @@ def read_manifest(run_dir: Path) -> RunManifest:
         check_run_dir(run_dir, error=DataFileError)  # a file in its place
     if not path.exists():
         raise DataFileError(f"{path}: no such file (is {run_dir} a run directory?)")
+    raw = check_in_file(path, error=DataFileError).read_bytes()
     try:
-        return RunManifest.model_validate_json(check_in_file(path, error=DataFileError).read_bytes())
+        manifest = RunManifest.model_validate_json(raw)
     except ValidationError as exc:
+        _version_first(raw, path)  # another schema's run.json fails as that, not as a missing field
         where, msg = first_error(exc)
         raise DataFileError(f"{path}: not a simloop run manifest: {where or '(top level)'}: {msg}") from None
+    note = check_schema_version(manifest.schema_version, path)
+    if note is not None:
+        log.warning("%s", note)
+    return manifest
+
+
+def _version_first(raw: bytes, path: Path | str) -> None:
+    """A ``DataFileError`` naming the schema version when ``raw`` is JSON of another one."""
+    try:
+        version = json.loads(raw).get("schema_version")
+    except (ValueError, AttributeError):
+        return
+    if isinstance(version, str):
+        check_schema_version(version, path)
 
 
 class RunDir:

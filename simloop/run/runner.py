@@ -28,7 +28,7 @@ from ..schema import Persona, PluginRef, RunStatus, Scenario
 from ..search import is_lucene_index
 from .engine import Engine, Event, EventSink, RunStats, TranscriptSink
 from .interrupt import Interrupt
-from .manifest import find_validity, new_manifest, simulator_digest, simulator_identity
+from .manifest import find_validity, new_manifest, record_capabilities, simulator_digest, simulator_identity
 from .plugins import (
     Assistant,
     ChecksSources,
@@ -38,6 +38,7 @@ from .plugins import (
     close_plugins,
     effective_params,
     load_plugin,
+    plugin_llm_min_prompts,
     plugin_llm_roles,
     plugin_needs,
 )
@@ -139,7 +140,8 @@ def prepare_run(cfg: RunConfig, resume: Path | None = None, overrides: dict[str,
             "`simloop index build --corpus FILE.jsonl --out DIR`, or leave retrieval.index unset for the demo index"
         )
     if preflight and not any(k.startswith("chat:") or k == "llm_pool" for k in ctx.overrides):
-        check_endpoints(cfg.llm, llm_roles(simulator, assistant))
+        min_prompt = {**plugin_llm_min_prompts(simulator), **plugin_llm_min_prompts(assistant)}
+        ctx.llm_capabilities = check_endpoints(cfg.llm, llm_roles(simulator, assistant), min_prompt=min_prompt)
     if "retriever" not in ctx.overrides and any("retriever" in plugin_needs(p) for p in (simulator, assistant)):
         from ..search import check_retrieval
 
@@ -150,6 +152,9 @@ def prepare_run(cfg: RunConfig, resume: Path | None = None, overrides: dict[str,
     chash = config_hash(cfg)
     if resume is not None:
         recorder, done, report = Recorder.resume(resume, chash, retry_errors=retry_errors)
+        if ctx.llm_capabilities:
+            record_capabilities(recorder.manifest, ctx.llm_capabilities)
+            recorder.write_manifest()
         return PreparedRun(cfg, ctx, simulator, assistant, recorder, done, total, personas, report)
     run_id = cfg.run_id or new_run_id()
     cfg = cfg.model_copy(update={"run_id": run_id})
@@ -160,6 +165,7 @@ def prepare_run(cfg: RunConfig, resume: Path | None = None, overrides: dict[str,
         scenarios=total, digest=chash,
         validity=find_validity(simulator_digest(simulator_identity(cfg, sim_ref, llm_roles(simulator)))),
     )
+    record_capabilities(manifest, ctx.llm_capabilities)
     recorder = Recorder.create(cfg.out, manifest)
     return PreparedRun(cfg, ctx, simulator, assistant, recorder, set(), total, personas)
 
@@ -183,7 +189,7 @@ async def execute(prep: PreparedRun, events: EventSink | None = None,
     The first SIGINT/SIGTERM (on the main thread) stops the run: see ``run/interrupt.py``.
     """
     engine = Engine(prep.spec(), prep.simulator, prep.assistant, sink or prep.recorder.append,
-                    prep.cfg.concurrency, events)
+                    prep.cfg.concurrency, events, halted=prep.ctx.llm_halted)
     work = asyncio.create_task(_work(prep, engine, events))
     status: RunStatus = "failed"
     with Interrupt(work, on_first=_announce_stop(engine, events)):
@@ -287,6 +293,8 @@ async def _close_resources(prep: PreparedRun) -> None:
 
 
 def _finish_manifest(prep: PreparedRun, engine: Engine, status: RunStatus) -> None:
+    if prep.ctx.llm_capabilities:  # what the run learnt on top of the preflight's findings
+        record_capabilities(prep.recorder.manifest, prep.ctx.llm_capabilities)
     counts = engine.stats.counts()
     counts["recorded"] = prep.recorder.written
     counts["scenarios"] = prep.total if prep.total is not None else prep.recorder.written

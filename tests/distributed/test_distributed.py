@@ -27,7 +27,7 @@ from simloop.cli import main
 from simloop.config import load_config
 from simloop.distributed.driver import plan_shards
 from simloop.distributed.worker import RateGate, worker_config
-from simloop.llm.client import LLMConfig, LLMPool, LLMRole
+from simloop.llm import LLMConfig, LLMPool, LLMRole
 from simloop.llm.limits import Endpoint
 from simloop.run.scenarios import iter_scenarios, load_sources
 from tests.helpers.data import ROOT

@@ -230,10 +230,22 @@ def test_cli_export_prints_rows_and_path(run: Path, tmp_path: Path, capsys):
     out = tmp_path / "chat.jsonl"
     assert main(["export", str(run), "--format", "openai-chat", "--out", str(out), "--min-turns", "2"]) == 0
     printed = capsys.readouterr().out.strip().splitlines()
-    assert printed[-1] == str(out) and "1 dialogues from 1 dialogues" in printed[-2]
+    # what the filters left out is counted, by flag (it said "1 dialogues from 1 dialogues")
+    assert printed[-1] == str(out)
+    assert printed[-2] == "1 dialogues from 1 of the run's 2 dialogues (1 filtered out: 1 by --min-turns)"
     assert len(_jsonl(out)) == 1
     assert main(["export", str(run), "--format", "ikat", "--stop-reason", "user_satisfied"]) == 0
     assert (run / "export.json").exists()
+    assert main(["export", str(run), "--format", "sharegpt", "--out", str(out)]) == 0
+    assert capsys.readouterr().out.splitlines()[-2] == "2 dialogues from 2 dialogues"  # nothing filtered out
+
+
+def test_each_left_out_dialogue_is_counted_once_under_the_first_flag_that_drops_it(run: Path):
+    res = export_run(run, "sharegpt", filt=ExportFilter(min_turns=2, min_grade=4.5, stop_reasons=["user_gave_up"]))
+    # p1--t1--0 ends satisfied (--stop-reason); p1--t1--1 has one turn, mean grade 1 (--min-grade first)
+    assert res.dialogues == 0 and res.read == 2 and res.filtered == {"--stop-reason": 1, "--min-grade": 1}
+    assert res.summary() == ("0 dialogues from 0 of the run's 2 dialogues "
+                             "(2 filtered out: 1 by --stop-reason, 1 by --min-grade)")
 
 
 @pytest.mark.parametrize("argv", [

@@ -16,7 +16,7 @@ from simloop.evaluate.judge import (
     rubric_groups,
 )
 from simloop.fakes.mockllm import MockLLM
-from simloop.llm.client import LLMPool
+from simloop.llm import LLMPool
 from simloop.llm.config import LLMConfig
 from tests.helpers.models import ScriptedJudge
 from tests.helpers.runs import read_json, transcript, turn, write_run
@@ -138,7 +138,7 @@ def test_eval_cli_warns_when_every_judge_call_fails(tmp_path: Path, mock_in_thre
     from simloop.cli import main
 
     url, mock = mock_in_thread
-    mock.inject("500", "500", "500")  # the three calls of the two-turn dialogue below
+    mock.inject("500", "500", "500", "500")  # the preflight probe, then the three calls of the dialogue below
     config = {"llm": {"roles": {"judge": {"base_url": url, "max_attempts": 1}}}}
     run = write_run(tmp_path / "run-f", _runs()[1:], config=config)
     assert main(["eval", str(run), "--judge"]) == 0

@@ -90,13 +90,17 @@ def test_comparing_two_runs_shows_signed_differences(tmp_path: Path, capsys):
     views = load_views([a, b])
     rows = {r.label: r for r in compare_rows([v.summary for v in views], [v.diag for v in views])}
     assert rows["mean user grade"].deltas() == [2.0 - 4.5]
-    assert rows["stopped: user_gave_up"].values == [0, 2] and rows["stopped: user_satisfied"].deltas() == [-2]
+    # how dialogues ended compares as shares of each run's dialogues, the count beside it
+    gave_up, satisfied = rows["stopped: user_gave_up"], rows["stopped: user_satisfied"]
+    assert gave_up.values == [0.0, 1.0] and gave_up.counts == [0, 2] and satisfied.deltas() == [-1.0]
+    assert gave_up.cells() == ["0.0% (0)", "100.0% (2)"] and gave_up.delta_cells() == ["+100.0 pp"]
     assert signed(-2.5) == "\u22122.5" and signed(0.25) == "+0.2500" and signed(3) == "+3"
     assert signed(0) == "±0" and signed(None) == "-"
     html = render_html(views)
     assert "\u0394 run-b \u2212 run-a" in html
     assert '<td class="delta loss">\u22122.5</td>' in html  # lower grade: worse
-    assert '<td class="delta loss">+2</td>' in html  # more dialogues given up: worse
+    assert '<td class="delta loss">+100.0 pp</td>' in html  # a larger share given up: worse
+    assert '<td class="delta ">+1.0000</td>' in html  # one more turn per dialogue: neither better nor worse
     assert main(["report", str(a), str(b), "--out", str(tmp_path / "c.html")]) == 0
     assert "\u22122.5" in capsys.readouterr().out  # the terminal table carries the same signs
 
@@ -161,8 +165,8 @@ def test_every_dialogue_opens_onto_its_turns(tmp_path: Path):
     ts[0].turns[0].assistant.ptkb_provenance[1].used = False  # ranked, not relied on
     html = render_html(load_views([write_run(tmp_path / "run-a", ts)]))
     dialogues = html[html.index('<section id="dialogues">'):]
-    assert dialogues.count('<details class="dlg">') == 2
-    first = dialogues[dialogues.index('<details class="dlg">'):dialogues.index("</details>")]
+    assert dialogues.count('<details class="dlg"') == 2
+    first = dialogues[dialogues.index('<details class="dlg"'):dialogues.index("</details>")]
     assert "9-1--9-1--0" in first and "user_satisfied" in first
     for text in ("question 1?", "answer 1.", "d1", "✓", "grade 4.00", "grade 2.00", "gold: 1", "assistant.generate",
                  "Thanks, that is all I needed.", "closing line"):

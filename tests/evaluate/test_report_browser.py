@@ -49,7 +49,8 @@ def test_every_section_and_plot_renders_without_console_errors(tmp_path: Path):
     found = report_browser.inspect_page(html, png)
 
     assert found.console == []
-    assert found.sections == ["runs", "compare", "reference", "passages", "stops", "memory", "plots", "dialogues"]
+    assert found.sections == ["runs", "compare", "reference", "passages", "stops", "outliers", "memory", "plots",
+                              "dialogues"]
     assert len(found.images) == html.read_text().count("<img ") >= 5 and found.broken_images == []
     assert all(i["width"] > 100 and i["height"] > 100 for i in found.images)
     assert found.dialogues == 4 and found.title == "simloop report: run-a, run-b"

@@ -17,7 +17,7 @@ import pytest
 from aiohttp import web
 
 from simloop.errors import LLMConnectionError, LLMStatusError
-from simloop.llm.client import LLMConfig, LLMPool
+from simloop.llm import LLMConfig, LLMPool
 from simloop.llm.http import make_http_client
 
 pytestmark = pytest.mark.timeout(60)
@@ -278,7 +278,7 @@ async def test_a_response_is_the_one_httpx2_would_make(server, route, wire):
 PLATFORM_SCRIPT = """
 import asyncio, platform, threading
 from simloop.fakes.mockllm import MockLLM
-from simloop.llm.client import LLMConfig, LLMPool
+from simloop.llm import LLMConfig, LLMPool
 
 looked_up = []
 real = platform.platform

@@ -21,7 +21,8 @@ from simloop.errors import (
     StructuredOutputError,
 )
 from simloop.fakes.mockllm import FAULT_KINDS, MockLLM
-from simloop.llm.client import ChatModel, LLMConfig, LLMPool, response_format_for, retry_after_s
+from simloop.llm import LLMPool
+from simloop.llm.client import ChatModel, LLMConfig, response_format_for, retry_after_s
 from simloop.llm.limits import Endpoint, TokenWindow
 from simloop.run.plugins import Context
 from tests.helpers.llm import MSGS, Answer

@@ -1,16 +1,20 @@
 """The preflight of a run that calls a model (llm/preflight.py), through real subprocesses
-against ``simloop mock-llm``; what it refuses is in test_bad_input.py."""
+against ``simloop mock-llm``; what it refuses of the config is in test_bad_input.py, what its
+probe refuses of the server is here (and, in-process, in test_probe.py)."""
 
 from __future__ import annotations
 
+import json
 import os
 import ssl
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
-from tests.helpers.cli import free_port, mock_llm
+from simloop.run import read_manifest
+from tests.helpers.cli import free_port, mock_llm, one_line_exit_2, simloop_cli
 
 
 def test_a_run_that_calls_a_model_imports_openai_while_preparing(tmp_path):
@@ -74,3 +78,45 @@ def test_a_preflight_failure_never_shows_a_key_in_the_url(form):
     with httpx.Client(timeout=5) as client, pytest.raises(ConfigError, match="cannot connect") as info:
         check_role("simulator", role, client)
     assert key not in str(info.value) and "***" in str(info.value)
+
+
+# ----------------------------------------------------------------------------- what the probe refuses, end to end
+
+LLM_RUN = ("run", "--simulator", "llm", "--assistant", "simloop.fakes.adversaries:Parrot", "--model", "mock-model",
+           "--max-turns", "2", "--concurrency", "1")
+
+
+@pytest.mark.parametrize("flags, needles", [
+    (("--profile", "vllm", "--model", "served"), ("no model 'mock-model'", "it offers: served")),
+    (("--refuse", "response_format", "--no-json"), ("cannot produce JSON",)),
+    (("--profile", "llama-server", "--context-window", "300"), ("max_tokens 512 leaves no room", "300 tokens")),
+])
+def test_bad_llm_input_exits_2_before_anything_is_written(tmp_path, flags, needles):
+    with mock_llm(free_port(), *flags) as url:
+        p = simloop_cli(*LLM_RUN, "--base-url", url, "--out", tmp_path / "runs", timeout=120)
+    one_line_exit_2(p, *needles)
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+
+
+def test_a_prompt_too_long_stops_new_dialogues_and_a_resume_runs_them_once_it_fits(tmp_path):
+    port = free_port()
+    with mock_llm(port, "--profile", "llama-cpp-python", "--context-window", "64") as url:
+        p = simloop_cli(*LLM_RUN, "--base-url", url, "--limit", "3", "--out", tmp_path, timeout=120)
+    assert p.returncode == 1, p.stderr
+    run_dir = Path(p.stdout.strip().splitlines()[-1])
+    [line] = (run_dir / "dialogues.jsonl").read_text().splitlines()  # the first dialogue only
+    error = json.loads(line)["error"]
+    assert error["source"] == "llm" and error["type"] == "ContextOverflowError"
+    assert "simulator" in error["message"] and "context window of 64 tokens" in error["message"]
+    assert "stopped starting dialogues" in p.stderr and "--resume" in p.stderr
+    [caps] = read_manifest(run_dir).llm.capabilities
+    assert (caps.structured, caps.learnt.structured, caps.probe_requests) == ("json_object", "probe", 2)
+    assert (caps.context_window, caps.learnt.context_window) == (64, "refusal") and set(caps.overflows) == {"simulator"}
+    # The server restarted with its default window (2048): the resume runs what is left and what failed.
+    with mock_llm(port, "--profile", "llama-cpp-python"):
+        again = simloop_cli("run", "--resume", run_dir, "--retry-errors", timeout=120)
+    assert again.returncode == 0, again.stderr
+    manifest = read_manifest(run_dir)
+    assert manifest.counts["dialogues"] == 3 and manifest.counts["errors"] == 0
+    [caps] = manifest.llm.capabilities  # this session's findings replace the last one's
+    assert caps.context_window is None and caps.overflows == {} and caps.structured == "json_object"

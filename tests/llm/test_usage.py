@@ -12,7 +12,7 @@ import pytest
 
 from simloop.errors import EmptyCompletionError, LLMError, StructuredOutputError
 from simloop.fakes.mockllm import MockLLM
-from simloop.llm.client import LLMConfig, LLMPool
+from simloop.llm import LLMConfig, LLMPool
 from simloop.schema import Stage, Usage
 from simloop.text import looks_like_language
 from tests.helpers.llm import MSGS, Answer  # the same request and reply model as the client's own tests

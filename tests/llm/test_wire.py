@@ -16,7 +16,7 @@ import httpx2
 import pytest
 
 from simloop.errors import LLMConnectionError, LLMTimeoutError
-from simloop.llm.client import LLMConfig, LLMPool
+from simloop.llm import LLMConfig, LLMPool
 from simloop.llm.wire import WireTransport
 
 pytestmark = pytest.mark.timeout(60)

@@ -266,7 +266,8 @@ async def test_summary_strategy_and_judge_against_the_mock_llm(tmp_path: Path):
             names = [s.name for s in turn.stages if s.model == "mock-model"]
             assert names == (["summary"] if turn.index > 1 else []) and turn.assistant.context.strategy == "summary"
     summary_calls = sum(len(t.turns) - 1 for t in summary)
-    assert calls == summary_calls + len(memory.probes)  # one judge call per probe, nothing unrecorded
+    # one judge call per probe, nothing unrecorded; and the preflight's probe of the judge's server
+    assert calls == summary_calls + len(memory.probes) + 1
     assert all(p.scored_by == "judge" and p.judge is not None for p in memory.probes)
     top = list(read_transcripts(run_dir))  # the folder is a run directory of every dialogue
     assert sorted(t.dialogue_id for t in top) == sorted(p.dialogue_id for p in memory.probes)

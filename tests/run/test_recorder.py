@@ -1,12 +1,17 @@
 import asyncio
+import errno
+import json
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 from simloop.errors import DataFileError, ResumeError
 from simloop.run import ReadReport, Recorder, read_manifest, read_transcripts
+from tests.helpers.data import ROOT
 from tests.helpers.runs import bare_manifest, numbered_transcript
+from tests.helpers.tmpfs import TMPFS, in_tmpfs
 
 
 async def test_append_and_read_back(tmp_path: Path):
@@ -216,3 +221,57 @@ async def test_resuming_a_finished_run_that_adds_nothing_keeps_its_finish_time(t
     await rec3.append(numbered_transcript(1))  # this one adds a dialogue: a new finish time
     rec3.finish("finished", {})
     assert read_manifest(tmp_path / "r1").finished_at > finished_at
+
+
+# A real full disk (tests/helpers/tmpfs.py): the recorder in a process of its own, on a 16 KB
+# tmpfs that a filler file fills up after the run has started; it prints what it saw.
+_ON_A_FULL_DISK = '''
+import asyncio, json, os, sys
+from pathlib import Path
+from simloop.config import RunConfig
+from simloop.run import Recorder
+from simloop.run.manifest import new_manifest
+from simloop.schema import PluginRef
+from tests.helpers.runs import numbered_transcript
+
+mnt = Path(os.environ["MNT"])
+rec = Recorder.create(mnt, new_manifest("r1", RunConfig(), simulator=PluginRef(name="s"),
+                                        assistant=PluginRef(name="a"), scenarios=40))
+
+async def main():
+    await rec.append(numbered_transcript(0))  # one line: the file's first page is partly used
+    fd = os.open(mnt / "filler", os.O_WRONLY | os.O_CREAT)
+    try:
+        while True:
+            os.write(fd, b"x" * 4096)
+    except OSError:
+        pass
+    os.close(fd)
+    ends = await asyncio.gather(*(rec.append(numbered_transcript(i)) for i in range(1, 40)), return_exceptions=True)
+    return [type(e).__name__ for e in ends if isinstance(e, BaseException)]
+
+failed = asyncio.run(main())
+rec.finish("failed", {"scenarios": 40})
+print(json.dumps({"failed": failed, "written": rec.written, "error": [rec.write_error.errno, rec.write_error.filename],
+                  "manifest_error": repr(rec.manifest_error)}))
+'''
+
+
+@TMPFS
+def test_a_full_disk_leaves_whole_lines_and_an_interrupted_run_json(tmp_path: Path):
+    mnt, out = tmp_path / "mnt", tmp_path / "out"
+    out.mkdir()
+    script = f'{sys.executable} -c "$CODE" > "$OUT/said.json" && cp -a "$MNT/r1" "$OUT/r1"'
+    p = in_tmpfs(mnt, "16k", script, env={"CODE": _ON_A_FULL_DISK, "OUT": str(out), "PYTHONPATH": str(ROOT)})
+    assert p.returncode == 0, p.stderr
+    said = json.loads((out / "said.json").read_text())
+    assert said["failed"] and set(said["failed"]) == {"OSError"}
+    assert said["error"] == [errno.ENOSPC, str(mnt / "r1" / "dialogues.jsonl")]  # names the file
+    assert said["manifest_error"] == "None"
+    # the batch that did not fit was cut off again: whole lines only, as many as were counted
+    raw = (out / "r1" / "dialogues.jsonl").read_bytes()
+    ids = [json.loads(line)["dialogue_id"] for line in raw.splitlines()]
+    assert raw.endswith(b"\n") and len(ids) == said["written"] and "d0" in ids
+    manifest = read_manifest(out / "r1")  # no room for a new copy: the compact form, in place
+    assert manifest.status == "interrupted" and manifest.counts["dialogues"] == said["written"]
+    assert "no room for a new copy" in p.stderr and not (out / "r1" / "run.json").read_text().startswith("{\n")
