@@ -67,12 +67,12 @@ def cmd_validate(a: argparse.Namespace) -> int:
         sample = LLM_SAMPLE
         err.print(f"an LLM simulator: measuring a sample of {sample} per criterion (--sample N to change)")
     card = run_loop(validate(cfg, data, personas=personas, sample=sample,
-                             info=lambda line: err.print(line, style="dim", markup=False)))
+                             info=lambda line: err.print(line, style="dim", markup=False, emoji=False)))
     card, cached = store_card(card, target)
-    out.print(card_table(card))
+    out.print(card_table(card), width=max(out.width, 132))  # piped output is 80 wide: the table needs more
     for note in card.notes:
-        out.print(f"note: {note}", markup=False)
-    out.print(card.summary.line, markup=False)
+        out.print(f"note: {note}", markup=False, emoji=False)
+    out.print(card.summary.line, markup=False, emoji=False)
     out.print(f"card: {target} (and {cached}, where `simloop run` finds it)", markup=False)
     return 0
 
