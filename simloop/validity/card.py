@@ -108,12 +108,21 @@ def _role(criteria: list[Criterion], groups: tuple[str, ...]) -> Literal["valid"
 
 def summarise(criteria: list[Criterion], simulator: SimulatorConfig, sample: int | None, path: str = "",
               created_at: datetime | None = None) -> ValiditySummary:
-    """Per role: valid when every judged criterion passed (one not measured makes it not
-    valid), with the closing line saying what to use instead."""
+    """Per role: valid when every judged criterion passed (one that could not be measured,
+    e.g. no turn of a small sample had names to swap, leaves the role not shown valid), with
+    the closing line naming what failed and what to use instead."""
     grader = _role(criteria, ("grader", "adversaries"))
     voice = _role(criteria, ("voice",))
     failing = [c.name for c in criteria if c.verdict in ("fail", "not measured") and c.threshold is not None]
-    line = f"grader: {grader}; voice: {voice}."
+    parts = []
+    for role, verdict, groups in (("grader", grader, ("grader", "adversaries")), ("voice", voice, ("voice",))):
+        failed = [c.name for c in criteria if c.group in groups and c.verdict == "fail"]
+        unmeasured = [c.name for c in criteria if c.group in groups and c.verdict == "not measured"
+                      and c.threshold is not None]
+        why = "; ".join(x for x in (f"failed: {', '.join(failed)}" if failed else "",
+                                    f"not measured: {', '.join(unmeasured)}" if unmeasured else "") if x)
+        parts.append(f"{role}: {verdict}" + (f" ({why})" if why else ""))
+    line = "; ".join(parts) + "."
     if grader == "not valid":
         if simulator.params.get("grader") == "llm":
             line += (" The grader is not valid: use the offline grader (`--simulator-param grader=embedding`)"

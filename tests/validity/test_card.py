@@ -92,3 +92,18 @@ def test_bootstrap_interval_holds_the_estimate_and_shrinks_with_n():
     assert widths[1] < widths[0] / 2  # 20 times the data: about a quarter of the width
     assert bootstrap_ci(small, pass_rate, resamples=200) == bootstrap_ci(small, pass_rate, resamples=200)  # seeded
     assert bootstrap_ci([], pass_rate) is None
+
+
+def test_the_card_prints_a_row_per_criterion_with_its_interval_and_verdict():
+    from rich.console import Console
+
+    from simloop.cli.validate import card_table
+
+    crit = [criterion("grader_auc_true_vs_restated", "grader", 0.55, (0.41, 0.7), 12, "turns", 0.9, "higher", "m"),
+            criterion("voice_non_question_share", "voice", 0.25, (0.2, 0.3), 12, "dialogues", (0.1, 0.4), "within",
+                      "m")]
+    console = Console(record=True, width=160)
+    console.print(card_table(_card(crit, grader="llm")))
+    text = console.export_text()
+    assert "grader_auc_true_vs_restated" in text and "0.41..0.7" in text and "≥ 0.9" in text and "fail" in text
+    assert "0.1..0.4" in text and "pass" in text and "12 dialogues" in text
