@@ -26,6 +26,7 @@ if _TYPE_CHECKING:
         close_plugins,
         effective_params,
         load_plugin,
+        plugin_llm_min_prompts,
         plugin_llm_roles,
         plugin_needs,
     )
@@ -43,10 +44,7 @@ else:
         "manifest": (
             "find_validity", "new_manifest", "simulator_digest", "simulator_identity", "validity_card_path", "versions",
         ),
-        "plugins": (
-            "Assistant", "ChecksSources", "ChoosesScenarios", "Closable", "Context", "UserSimulator", "available",
-            "close_plugins", "effective_params", "load_plugin", "plugin_llm_roles", "plugin_needs",
-        ),
+        "plugins": ("Assistant", "ChecksSources", "ChoosesScenarios", "Closable", "Context", "UserSimulator", "available", "close_plugins", "effective_params", "load_plugin", "plugin_llm_min_prompts", "plugin_llm_roles", "plugin_needs",),
         "recorder": ("Recorder", "check_out_dir", "check_run_id", "new_run_id", "occupied",),
         "runfiles": ("DIALOGUES", "INFRASTRUCTURE", "ReadReport", "read_manifest", "read_transcripts",),
         "runner": ("PreparedRun", "execute", "llm_roles", "prepare_run", "resume_config",),
@@ -59,7 +57,8 @@ __all__ = [
     "DialogueSpec", "Engine", "Event", "INFRASTRUCTURE", "INTERRUPTED", "PreparedRun", "ReadReport", "Recorder",
     "RunStats", "UserSimulator", "at_hard_exit", "available", "check_out_dir", "check_run_id", "close_plugins",
     "effective_params", "execute", "exit_now", "find_validity", "gather_until_cancelled", "iter_scenarios",
-    "llm_roles", "load_plugin", "load_sources", "new_manifest", "new_run_id", "occupied", "plugin_llm_roles",
-    "plugin_needs", "prepare_run", "read_manifest", "read_transcripts", "resume_config", "sigterm_as_sigint",
-    "simulator_digest", "simulator_identity", "until_signalled", "validity_card_path", "versions",
+    "llm_roles", "load_plugin", "load_sources", "new_manifest", "new_run_id", "occupied", "plugin_llm_min_prompts",
+    "plugin_llm_roles", "plugin_needs", "prepare_run", "read_manifest", "read_transcripts", "resume_config",
+    "sigterm_as_sigint", "simulator_digest", "simulator_identity", "until_signalled", "validity_card_path",
+    "versions",
 ]

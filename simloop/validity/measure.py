@@ -71,7 +71,8 @@ async def validate(cfg: RunConfig, data: Path, *, personas: Path, sample: int | 
                    resamples: int = RESAMPLES, parts: Sequence[str] = ("grader", "voice", "adversaries"),
                    info: Callable[[str], None] = lambda _: None) -> ValidityCard:
     """Measure ``cfg``'s simulator; the card (not yet written)."""
-    from ..run import Context, close_plugins, llm_roles, load_plugin, versions
+    from ..llm import check_endpoints
+    from ..run import Context, close_plugins, llm_roles, load_plugin, plugin_llm_min_prompts, versions
     from ..search import open_embedder
 
     t0 = time.perf_counter()
@@ -82,6 +83,9 @@ async def validate(cfg: RunConfig, data: Path, *, personas: Path, sample: int | 
         simulator = load_plugin("simulator", cfg.simulator.name, cfg.simulator.params, ctx)
         sim = simulator_config(cfg, simulator)
         calls_llm = bool(llm_roles(simulator))
+        if calls_llm:  # as a run does: the endpoint answers (else exit 2 now), and what it accepts is learnt
+            ctx.llm_capabilities = check_endpoints(cfg.llm, llm_roles(simulator),
+                                                   min_prompt=plugin_llm_min_prompts(simulator))
         grader = getattr(simulator, "grader", None)
         if "grader" in parts:
             if grader is None:
