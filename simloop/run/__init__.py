@@ -44,7 +44,11 @@ else:
         "manifest": (
             "find_validity", "new_manifest", "simulator_digest", "simulator_identity", "validity_card_path", "versions",
         ),
-        "plugins": ("Assistant", "ChecksSources", "ChoosesScenarios", "Closable", "Context", "UserSimulator", "available", "close_plugins", "effective_params", "load_plugin", "plugin_llm_min_prompts", "plugin_llm_roles", "plugin_needs",),
+        "plugins": (
+            "Assistant", "ChecksSources", "ChoosesScenarios", "Closable", "Context", "UserSimulator", "available",
+            "close_plugins", "effective_params", "load_plugin", "plugin_llm_min_prompts", "plugin_llm_roles",
+            "plugin_needs",
+        ),
         "recorder": ("Recorder", "check_out_dir", "check_run_id", "new_run_id", "occupied",),
         "runfiles": ("DIALOGUES", "INFRASTRUCTURE", "ReadReport", "read_manifest", "read_transcripts",),
         "runner": ("PreparedRun", "execute", "llm_roles", "prepare_run", "resume_config",),
