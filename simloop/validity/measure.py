@@ -34,6 +34,9 @@ DATA_ENV = "SIMLOOP_IKAT_DATA"
 # cores grades about one candidate a second, and a turn has about 17 candidates over both
 # evidence modes, so 12 turns and 12 dialogues per run keep a card near ten minutes.
 LLM_SAMPLE = 12
+# Grades asked of an LLM at once: a local server answers one request after another, so more
+# only queue, and a queued request counts against its timeout.
+LLM_GRADES_AT_ONCE = 2
 NEEDED = tuple(dict.fromkeys((*SETS.values(), *REAL_FILES, "2023/2023_test_topics_psg_text.jsonl")))
 
 
@@ -93,7 +96,7 @@ async def validate(cfg: RunConfig, data: Path, *, personas: Path, sample: int | 
             else:
                 keep = sample_turns(data, sample) if sample else None
                 found = await measure_grader(grader, data, embedder, keep=keep, resamples=resamples, info=info,
-                                             batch=min(cfg.concurrency, 8) if calls_llm else 64)
+                                             batch=LLM_GRADES_AT_ONCE if calls_llm else 64)
                 criteria += found.criteria
                 notes += found.notes
                 files += found.files
