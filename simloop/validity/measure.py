@@ -116,6 +116,9 @@ async def validate(cfg: RunConfig, data: Path, *, personas: Path, sample: int | 
     finally:
         await ctx.aclose()
         await embedder.aclose()
+    if sample is not None and sample < 30:
+        notes.append(f"a sample of {sample} per criterion: the intervals are wide, and a verdict on so few items "
+                     "screens a configuration rather than measures it")
     data_files: list[DataFile] = [file_digest(f) for f in dict.fromkeys(files)]
     summary = summarise(criteria, sim, sample)
     return ValidityCard(simulator=sim, sample=sample, seed=SEED, resamples=resamples, criteria=criteria,
