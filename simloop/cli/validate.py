@@ -38,7 +38,7 @@ def add_commands(sub: argparse._SubParsersAction) -> None:
     add_flags(p, VALIDATE_FLAGS)
     p.add_argument("--sample", type=int, metavar="N",
                    help="at most N items per criterion, drawn with a fixed seed (default: every item for a simulator "
-                        "without an LLM; 12 for one that calls an LLM)")
+                        "without an LLM; 2 for one that calls an LLM, which takes many minutes on a small local model)")
     p.add_argument("--out", default="validity.json", metavar="FILE", help="where to write the card (validity.json)")
     p.add_argument("--data", type=Path, metavar="DIR",
                    help="the iKAT data folder (default $SIMLOOP_IKAT_DATA, else shared/data/ikat beside this folder "

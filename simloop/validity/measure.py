@@ -30,10 +30,13 @@ from .voice import REAL_FILES
 __all__ = ["DATA_ENV", "LLM_SAMPLE", "NEEDED", "find_data", "simulator_config", "validate"]
 
 DATA_ENV = "SIMLOOP_IKAT_DATA"
-# The default --sample for a simulator that calls an LLM: SmolLM2-135M on two busy CPU
-# cores grades about one candidate a second, and a turn has about 17 candidates over both
-# evidence modes, so 12 turns and 12 dialogues per run keep a card near ten minutes.
-LLM_SAMPLE = 12
+# The default --sample for a simulator that calls an LLM.  Measured with SmolLM2-135M
+# (llama-cpp-python, one CPU thread, on a 2-core machine shared with other work): a grade
+# takes 5-60 s (the prompt with a reference is 100-700 tokens at 10-22 tokens/s), a turn has
+# about 20 candidates over the labelled and evidence sets, and a dialogue 10-16 calls; two
+# items per criterion took 7 minutes for the grader criteria and 8 for the demo voice.  A
+# faster server or more threads make a larger sample affordable: give --sample.
+LLM_SAMPLE = 2
 # Grades asked of an LLM at once: a local server answers one request after another, so more
 # only queue, and a queued request counts against its timeout.
 LLM_GRADES_AT_ONCE = 2
