@@ -80,6 +80,7 @@ class ValidityCard(BaseModel):
     versions: dict[str, str] = Field(default_factory=dict)
     took_s: float = 0.0
     notes: list[str] = Field(default_factory=list)  # what was left out or could not be graded
+    details: dict[str, Any] = Field(default_factory=dict)  # per part: per-set scores, stop reasons, real statistics
 
 
 def criterion(name: str, group: Group, value: float | None, ci: tuple[float, float] | None, n: int, unit: str,

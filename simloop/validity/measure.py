@@ -16,6 +16,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from ..config import RunConfig
 from ..errors import BadInputError
@@ -85,6 +86,7 @@ async def validate(cfg: RunConfig, data: Path, *, personas: Path, sample: int | 
     embedder = await open_embedder()
     ctx = Context(cfg, overrides={"embedder": embedder})
     criteria, notes, files = [], [], []
+    details: dict[str, Any] = {}
     try:
         simulator = load_plugin("simulator", cfg.simulator.name, cfg.simulator.params, ctx)
         sim = simulator_config(cfg, simulator)
@@ -103,6 +105,7 @@ async def validate(cfg: RunConfig, data: Path, *, personas: Path, sample: int | 
                 criteria += found.criteria
                 notes += found.notes
                 files += found.files
+                details["grader"] = found.details
         topics = sample_topics(personas, sample, SEED) if sample else ()
         with tempfile.TemporaryDirectory(prefix="simloop-validate-") as tmp:
             if "voice" in parts:
@@ -111,10 +114,12 @@ async def validate(cfg: RunConfig, data: Path, *, personas: Path, sample: int | 
                                             info=info)
                 criteria += voice.criteria
                 files += voice.files
+                details["voice"] = voice.details
             if "adversaries" in parts:
                 adv = await measure_adversaries(cfg, Path(tmp) / "adversaries", personas=personas, topics=topics,
                                                 resamples=resamples, info=info)
                 criteria += adv.criteria
+                details["adversaries"] = adv.details
         await close_plugins(simulator)
     finally:
         await ctx.aclose()
@@ -125,5 +130,5 @@ async def validate(cfg: RunConfig, data: Path, *, personas: Path, sample: int | 
     data_files: list[DataFile] = [file_digest(f) for f in dict.fromkeys(files)]
     summary = summarise(criteria, sim, sample)
     return ValidityCard(simulator=sim, sample=sample, seed=SEED, resamples=resamples, criteria=criteria,
-                        summary=summary, data=data_files, versions=versions(), notes=notes,
+                        summary=summary, data=data_files, versions=versions(), notes=notes, details=details,
                         took_s=round(time.perf_counter() - t0, 1))
