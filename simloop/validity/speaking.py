@@ -69,7 +69,14 @@ def sample_topics(personas: Path, n: int, seed: int = 11) -> list[str]:
     return sorted(random.Random(f"{seed}|topics").sample(ids, min(n, len(ids))))
 
 
+# Statistics a repeated dialogue distorts (a copy adds no new bigram, and repeats its top
+# utterance): their bootstrap draws count each drawn dialogue once.
+_ONCE = frozenset({"distinct2", "distinct2_whole", "top_utterance_share"})
+
+
 def _pooled_statistic(name: str, dialogues: list[list[Utterance]]) -> float | None:
+    if name in _ONCE:
+        dialogues = list({id(d): d for d in dialogues}.values())
     return statistic(name, [u for d in dialogues for u in d])
 
 

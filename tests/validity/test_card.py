@@ -107,3 +107,15 @@ def test_the_card_prints_a_row_per_criterion_with_its_interval_and_verdict():
     text = console.export_text()
     assert "grader_auc_true_vs_restated" in text and "0.41..0.7" in text and "≥ 0.9" in text and "fail" in text
     assert "0.1..0.4" in text and "pass" in text and "12 dialogues" in text
+
+
+def test_distinct2_interval_holds_its_estimate_although_draws_repeat_dialogues():
+    from simloop.validity.speaking import _pooled_statistic
+    from simloop.validity.voice import statistic
+
+    rng = random.Random(7)
+    words = [f"w{i}" for i in range(300)]
+    dialogues = [[(" ".join(rng.choice(words) for _ in range(8)) + "?", None) for _ in range(6)] for _ in range(40)]
+    value = statistic("distinct2", [u for d in dialogues for u in d])
+    ci = bootstrap_ci(dialogues, lambda s: _pooled_statistic("distinct2", s), resamples=200)
+    assert ci is not None and ci[0] <= value + 0.02 and value - 0.05 <= ci[1], (value, ci)
