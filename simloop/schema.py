@@ -338,6 +338,21 @@ class RunLLM(_Open):
     capabilities: list[LLMCapabilities] = Field(default_factory=list)
 
 
+class ValiditySummary(_Open):
+    """The validity card of a simulator configuration, in short (``simloop validate``):
+    what ``run.json`` records under ``validity`` and ``report`` shows.  The
+    card itself is at ``path``."""
+
+    digest: str  # the simulator configuration's digest (run/manifest.py simulator_digest)
+    path: str
+    created_at: datetime
+    grader: Literal["valid", "not valid", "not measured"]
+    voice: Literal["valid", "not valid", "not measured"]
+    failing: list[str] = Field(default_factory=list)  # the criteria that failed
+    sample: int | None = None  # items per criterion (None: every item)
+    line: str = ""  # the card's closing line
+
+
 class RunManifest(_Open):
     """``run.json``: what ran, with what, and how far it got."""
 
@@ -353,6 +368,7 @@ class RunManifest(_Open):
     status: RunStatus = "running"
     counts: dict[str, int] = Field(default_factory=dict)
     llm: RunLLM = Field(default_factory=RunLLM)
+    validity: ValiditySummary | None = None  # the simulator configuration's validity card, when one exists
 
 
 # --------------------------------------------------------------------------- plugin I/O

@@ -43,7 +43,7 @@ LAYERS: list[set[str]] = [
     # simapi: the Sim.API wire protocol and client (used by the simapi simulator) and the
     # rehearsal server (which drives run's sessions); no cycle with its neighbours.
     {"simulators", "run", "simapi"},
-    {"memorytest", "evaluate", "distributed"},
+    {"memorytest", "evaluate", "distributed", "validity"},  # validity: simloop validate (measures simulators)
     {"cli", "api", "__init__", "__main__"},  # the entry points: the CLI and the public API
 ]
 LEVEL = {u: i for i, layer in enumerate(LAYERS) for u in layer}

@@ -16,13 +16,13 @@ from ..errors import BadInputError, SimloopError
 from ..run import INTERRUPTED, exit_now, sigterm_as_sigint
 from ..settings import check as check_settings
 from ..urls import RedactURLs
-from . import evaluate, index, llm_server, memory, mock_llm, personas, rehearse, run, serve, show
+from . import evaluate, index, llm_server, memory, mock_llm, personas, rehearse, run, serve, show, validate
 from .args import Parser
 
 __all__ = ["main", "build_parser"]
 
 # Each module adds its sub-commands with add_commands(sub), in the order help lists them.
-_COMMANDS = (run, show, index, mock_llm, llm_server, evaluate, serve, rehearse, memory, personas)
+_COMMANDS = (run, show, index, mock_llm, llm_server, evaluate, serve, rehearse, memory, personas, validate)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -81,6 +81,7 @@ def cmd_report(a: argparse.Namespace) -> int:
         rich_outliers,
         rich_reference,
         scenario_warning,
+        validity_line,
         write_report,
     )
 
@@ -111,6 +112,7 @@ def cmd_report(a: argparse.Namespace) -> int:
             out.print(rich_memory(v.name, v.memory, kept=True))
         if v.memory_note:
             out.print(f"[yellow]{v.name}:[/] {v.memory_note}")
+        out.print(f"{v.name}: {validity_line(v.validity)}", markup=False)
     path = write_report(views, out_path)
     out.print(f"wrote {path}")
     return 0

@@ -16,7 +16,7 @@ if _TYPE_CHECKING:
     from .formats import DialogueScores, RunSummary
     from .outliers import rich_outliers
     from .provenance import ptkb_scores, read_ptkb_qrels, turn_key
-    from .report import load_views, scenario_warning, write_report
+    from .report import load_views, scenario_warning, validity_line, write_report
     from .summary import EvalOptions, check_options, evaluate_run, write_evaluation
     from .tables import fmt, rich_compare, rich_memory, rich_reference, rich_summary
 else:
@@ -28,7 +28,7 @@ else:
         "export_select": ("ExportFilter",),
         "formats": ("DialogueScores", "RunSummary",),
         "provenance": ("ptkb_scores", "read_ptkb_qrels", "turn_key",),
-        "report": ("load_views", "scenario_warning", "write_report",),
+        "report": ("load_views", "scenario_warning", "validity_line", "write_report",),
         "summary": ("EvalOptions", "check_options", "evaluate_run", "write_evaluation",),
         "tables": ("fmt", "rich_compare", "rich_memory", "rich_reference", "rich_summary",),
         "outliers": ("rich_outliers",),
@@ -38,5 +38,5 @@ __all__ = [
     "DialogueScores", "EvalOptions", "ExportFilter", "FORMATS", "RunSummary", "RunTag", "check_options",
     "evaluate_run", "export_run", "fmt", "load_views", "ptkb_scores", "read_ptkb_qrels", "rich_compare",
     "rich_memory", "rich_outliers", "rich_reference", "rich_summary", "scenario_warning", "turn_key",
-    "write_evaluation", "write_report",
+    "validity_line", "write_evaluation", "write_report",
 ]

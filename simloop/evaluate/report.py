@@ -28,7 +28,7 @@ from ..errors import first_error
 from ..files import atomic_write
 from ..loop import run as run_loop
 from ..memorytest import MemoryResults
-from ..schema import Transcript
+from ..schema import Transcript, ValiditySummary
 from .diagnostics import RunDiagnostics, diagnose
 from .formats import RunSummary
 from .report_dialogues import dialogue_anchor, dialogues_html
@@ -37,8 +37,8 @@ from .summary import evaluate_transcripts, load_run, load_summary, reeval_option
 from .tables import cell_html as _e
 from .tables import compare_header, compare_rows, memory_rows, reference_rows, reference_title, stop_rows
 
-__all__ = ["RunView", "load_view", "load_views", "render_html", "write_report", "scenario_warning", "MEMORY",
-           "SECTIONS"]
+__all__ = ["RunView", "load_view", "load_views", "render_html", "write_report", "scenario_warning", "validity_line",
+           "MEMORY", "SECTIONS"]
 
 MEMORY = "memory.json"
 # Section ids in page order; "reference", "passages", "outliers" and "memory" appear only when a run has them.
@@ -55,6 +55,7 @@ class RunView:
     memory_note: str | None = None
     evaluated_now: bool = False
     stale: str | None = None  # why summary.json was not used, when it was out of date
+    validity: ValiditySummary | None = None  # the simulator configuration's validity card (run.json)
     diag: RunDiagnostics = field(init=False)  # read off the transcripts
 
     def __post_init__(self) -> None:
@@ -99,7 +100,8 @@ def load_view(run_dir: Path) -> RunView:
                                              "simulator": manifest.simulator.name})
     name = manifest.run_id if manifest is not None else run_dir.name
     memory, note = _read_memory(run_dir)
-    return RunView(name, run_dir, summary, transcripts, memory, note, evaluated_now, stale=stale)
+    return RunView(name, run_dir, summary, transcripts, memory, note, evaluated_now, stale=stale,
+                   validity=manifest.validity if manifest is not None else None)
 
 
 def load_views(run_dirs: Sequence[Path]) -> list[RunView]:
@@ -127,7 +129,18 @@ def _runs_html(views: Sequence[RunView]) -> str:
     rows = [[v.name, v.summary.assistant or "-", v.summary.simulator or "-", len(v.transcripts), str(v.run_dir),
              _scores_from(v)] for v in views]
     notes = "".join(f'<p class="note">{_e(v.name)}: {_e(n)}</p>' for v in views for n in (v.stale, v.memory_note) if n)
-    return _table(["run", "assistant", "simulator", "dialogues", "directory", "scores from"], rows) + notes
+    validity = "".join(f'<p class="note">{_e(v.name)}: {_e(validity_line(v.validity))}</p>' for v in views)
+    return _table(["run", "assistant", "simulator", "dialogues", "directory", "scores from"], rows) + notes + validity
+
+
+def validity_line(card: ValiditySummary | None) -> str:
+    """The simulator's validity beside a run: the overall verdicts and the failing criteria."""
+    if card is None:
+        return "simulator validity: no card for this simulator configuration (measure it: simloop validate)"
+    failing = f"; failing: {', '.join(card.failing)}" if card.failing else ""
+    sample = f"; sample {card.sample} per criterion" if card.sample else ""
+    return (f"simulator validity: grader {card.grader}, voice {card.voice}{failing}{sample} "
+            f"(card {card.path}, {card.created_at:%Y-%m-%d %H:%M} UTC)")
 
 
 def _scores_from(v: RunView) -> str:

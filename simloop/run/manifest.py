@@ -3,19 +3,32 @@
 ``simloop run`` (runner.py), ``simloop memory`` and each run hosted by ``simloop serve``
 describe themselves the same way: config, its hash, the plugins with their effective
 parameters, library versions and the number of scenarios planned.
+
+A simulator configuration (its name, effective parameters and the model and endpoint of
+each LLM role it calls) has a digest; ``simloop validate`` stores the validity card of a
+configuration under it (``<cache>/validity/<digest>.json``), and a run whose simulator has
+one records its summary under ``validity``.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import platform
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import Any
+
+from pydantic import BaseModel, ValidationError
 
 from ..config import RunConfig, config_hash
 from ..loop import running_loop_name
-from ..schema import LLMCapabilities, PluginRef, RunManifest
+from ..schema import LLMCapabilities, PluginRef, RunManifest, ValiditySummary
+from ..settings import cache_root
+from ..urls import redact_urls
 
-__all__ = ["new_manifest", "versions", "record_capabilities"]
+__all__ = ["new_manifest", "versions", "record_capabilities", "simulator_identity", "simulator_digest",
+           "validity_card_path", "find_validity"]
 
 
 def new_manifest(run_id: str, config: RunConfig | dict[str, Any], simulator: PluginRef, assistant: PluginRef,
@@ -53,3 +66,42 @@ def record_capabilities(manifest: RunManifest, learnt: list[LLMCapabilities]) ->
     fresh = {(c.endpoint, c.model) for c in learnt}
     kept = [c for c in manifest.llm.capabilities if (c.endpoint, c.model) not in fresh]
     manifest.llm.capabilities = kept + [c.model_copy(deep=True) for c in learnt]
+
+
+def simulator_identity(cfg: RunConfig, simulator: PluginRef, roles: list[str] | tuple[str, ...]) -> dict[str, Any]:
+    """What makes a simulator configuration: its name, effective parameters, and for each
+    LLM role it calls the model and endpoint (URLs redacted; never a key: the config holds
+    only the name of the key's variable).  Sampling settings of a role are left out: a
+    card measures a model on an endpoint."""
+    llm = {}
+    for role in sorted(roles):
+        resolved = cfg.llm.resolve(role)
+        llm[role] = {"model": resolved.model, "base_url": redact_urls(resolved.endpoint())}
+    return {"name": simulator.name, "params": simulator.params, "llm": llm}
+
+
+def simulator_digest(identity: dict[str, Any]) -> str:
+    """A short stable digest of ``simulator_identity``."""
+    text = json.dumps(identity, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def validity_card_path(digest: str, cache_dir: Path | None = None) -> Path:
+    """Where ``simloop validate`` keeps the card of the configuration with ``digest``."""
+    return cache_root(cache_dir) / "validity" / f"{digest}.json"
+
+
+class _StoredCard(BaseModel):
+    """The part of a stored validity card (validity/card.py ``ValidityCard``) a run reads."""
+
+    summary: ValiditySummary
+
+
+def find_validity(digest: str, cache_dir: Path | None = None) -> ValiditySummary | None:
+    """The summary of the stored card of ``digest``, or None when there is none (or it
+    cannot be read: a run does not fail over a card)."""
+    path = validity_card_path(digest, cache_dir)
+    try:
+        return _StoredCard.model_validate_json(path.read_bytes()).summary
+    except (OSError, ValidationError, ValueError):
+        return None

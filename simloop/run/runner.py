@@ -29,7 +29,7 @@ from ..schema import Persona, PluginRef, RunStatus, Scenario
 from ..search import NOTE_AFTER_S, is_lucene_index
 from .engine import Engine, Event, EventSink, RunStats, TranscriptSink
 from .interrupt import Interrupt
-from .manifest import new_manifest, record_capabilities
+from .manifest import find_validity, new_manifest, record_capabilities, simulator_digest, simulator_identity
 from .plugins import (
     Assistant,
     ChecksSources,
@@ -159,11 +159,12 @@ def prepare_run(cfg: RunConfig, resume: Path | None = None, overrides: dict[str,
         return PreparedRun(cfg, ctx, simulator, assistant, recorder, done, total, personas, report)
     run_id = cfg.run_id or new_run_id()
     cfg = cfg.model_copy(update={"run_id": run_id})
+    sim_ref = PluginRef(name=cfg.simulator.name, params=effective_params(simulator, cfg.simulator.params))
     manifest = new_manifest(
-        run_id, cfg,
-        simulator=PluginRef(name=cfg.simulator.name, params=effective_params(simulator, cfg.simulator.params)),
+        run_id, cfg, simulator=sim_ref,
         assistant=PluginRef(name=cfg.assistant.name, params=effective_params(assistant, cfg.assistant.params)),
         scenarios=total, digest=chash,
+        validity=find_validity(simulator_digest(simulator_identity(cfg, sim_ref, llm_roles(simulator)))),
     )
     record_capabilities(manifest, ctx.llm_capabilities)
     recorder = Recorder.create(cfg.out, manifest)
