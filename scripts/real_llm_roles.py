@@ -213,6 +213,20 @@ def _stage_error(result: RoleResult, error: str) -> None:
         result.botched.append(error[:300])
 
 
+def _count_calls(result: RoleResult, calls: Any) -> bool:
+    """Count LLM ``calls`` (stages) into ``result``; True when one failed on the protocol."""
+    protocol = False
+    for s in calls:
+        result.llm_calls += 1
+        result.retries += s.retries
+        if s.error:
+            result.llm_failed += 1
+            before = len(result.protocol_errors)
+            _stage_error(result, s.error)
+            protocol = protocol or len(result.protocol_errors) > before
+    return protocol
+
+
 def check(role: Role, result: RoleResult) -> None:
     """Fill ``result`` from what ``role`` wrote in ``result.run_dirs``."""
     from simloop.run import read_transcripts
@@ -224,16 +238,7 @@ def check(role: Role, result: RoleResult) -> None:
         for t in read_transcripts(Path(run_dir)):
             result.dialogues += 1
             stages = [*(s for turn in t.turns for s in turn.stages), *t.loose_stages]
-            protocol = False
-            for s in stages:
-                if s.is_llm_call():
-                    result.llm_calls += 1
-                    result.retries += s.retries
-                    if s.error:
-                        result.llm_failed += 1
-                        before = len(result.protocol_errors)
-                        _stage_error(result, s.error)
-                        protocol = protocol or len(result.protocol_errors) > before
+            protocol = _count_calls(result, [s for s in stages if s.is_llm_call()])
             if t.error is not None:
                 if _is_protocol(t.error.type, t.error.message):
                     protocol = True
@@ -280,14 +285,6 @@ def _check_judge(result: RoleResult) -> None:
             result.dialogues += 1
             verdicts = len(judge.rubric_groups) + (judge.dialogue_scores is not None)
             result.verdicts += verdicts
-            protocol = False
-            for s in judge.stages:
-                result.llm_calls += 1
-                result.retries += s.retries
-                if s.error:
-                    result.llm_failed += 1
-                    before = len(result.protocol_errors)
-                    _stage_error(result, s.error)
-                    protocol = protocol or len(result.protocol_errors) > before
+            protocol = _count_calls(result, judge.stages)
             result.dialogues_without_error += not judge.errors and verdicts > 0
             result.dialogues_without_protocol_error += not protocol  # judged; failures said why

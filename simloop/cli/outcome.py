@@ -25,9 +25,11 @@ from ..run import INFRASTRUCTURE, ReadReport, read_manifest, read_transcripts
 from ..schema import Stage
 
 if TYPE_CHECKING:
-    from ..run import Recorder
+    from rich.progress import Progress
 
-__all__ = ["finished_code", "say_plain", "write_failed", "LLMCalls", "llm_calls", "llm_failed_code",
+    from ..run import PreparedRun, Recorder, RunStats
+
+__all__ = ["drive", "finished_code", "say_plain", "write_failed", "LLMCalls", "llm_calls", "llm_failed_code",
            "llm_run_code", "what_to_check"]
 
 
@@ -148,3 +150,20 @@ def write_failed(recorder: Recorder, resume: str) -> int:
               f"recorded, {state}; make room, then finish it with: {resume}")
     print(recorder.dir.path)
     return 1
+
+
+def drive(prep: PreparedRun, progress: Progress, total: int | None, resume: str) -> RunStats | int:
+    """Run a prepared run's dialogues under ``progress`` (a disabled bar shows nothing): its stats, or
+    ``write_failed``'s exit code when a write of the run's own files failed (``resume`` is the
+    command that finishes it).  Any other OSError is not the run's: it propagates."""
+    from ..loop import run as run_loop
+    from ..run import execute
+    from .console import live, run_events
+
+    try:
+        with live(progress):
+            return run_loop(execute(prep, events=run_events(progress, total)))
+    except OSError:
+        if prep.recorder.write_error is None:  # not the run's own files: main() says it
+            raise
+        return write_failed(prep.recorder, resume)

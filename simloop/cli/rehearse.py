@@ -128,10 +128,10 @@ def _print_lanes(simulator: SimApiSimulator) -> None:
 def cmd_rehearse(a: argparse.Namespace) -> int:
     from datetime import datetime
 
-    from ..run import execute, prepare_run
+    from ..run import prepare_run
     from ..simulators import SimApiSimulator
-    from .console import err, live, out, progress_bar, run_events, summary_table
-    from .outcome import llm_run_code, say_plain, write_failed
+    from .console import err, out, progress_bar, summary_table
+    from .outcome import drive, llm_run_code, say_plain
 
     _check_flags(a)
     a.run_id = a.run_id or "rehearse-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
@@ -150,14 +150,9 @@ def cmd_rehearse(a: argparse.Namespace) -> int:
     # The bar on a terminal only: piped, stderr keeps its lines (the server sets how many
     # sessions there are, so the bar counts them without a total).
     progress = progress_bar(err.is_terminal)
-    on_event = run_events(progress, None)
-    try:
-        with live(progress):
-            stats = run_loop(execute(prep, events=on_event))
-    except OSError:
-        if prep.recorder.write_error is None:  # not the run's own files: main() says it
-            raise
-        return write_failed(prep.recorder, "the same command again")
+    stats = drive(prep, progress, None, "the same command again")
+    if isinstance(stats, int):
+        return stats
     if isinstance(prep.simulator, SimApiSimulator):  # it is: the command sets the simulator
         _print_lanes(prep.simulator)
     out.print(summary_table(stats, prep.run_dir))

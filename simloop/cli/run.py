@@ -14,7 +14,6 @@ from pathlib import Path
 
 from ..config import RunConfig
 from ..errors import BadInputError
-from ..loop import run as run_loop
 from .flags import RUN_FLAGS, add_flags, check_sources_named, config_from_flags, given_llm_flags, resumed_config
 
 __all__ = ["add_commands", "cmd_run", "run_local", "run_ray"]
@@ -55,9 +54,9 @@ def cmd_run(a: argparse.Namespace) -> int:
 def run_local(cfg: RunConfig, resume: Path | None = None, retry_errors: bool = False,
               llm_flags: tuple[str, ...] = ()) -> int:
     """Run on this machine; returns the exit code (0 finished, 130 interrupted, 1 too many errors)."""
-    from ..run import ReadReport, execute, prepare_run
-    from .console import err, live, out, progress_bar, run_events, summary_table
-    from .outcome import finished_code, llm_run_code, say_plain, write_failed
+    from ..run import ReadReport, prepare_run
+    from .console import err, out, progress_bar, summary_table
+    from .outcome import drive, finished_code, llm_run_code, say_plain
 
     prep = prepare_run(cfg, resume=resume, retry_errors=retry_errors, llm_flags=llm_flags)
     for line in (prep.repaired or ReadReport()).repair_notes(prep.run_dir, prep.recorder.retried):
@@ -66,14 +65,9 @@ def run_local(cfg: RunConfig, resume: Path | None = None, retry_errors: bool = F
     if resume is not None:
         say_plain(f"resuming {prep.run_dir}: {len(prep.done)} recorded, {todo} to go")
     progress = progress_bar(cfg.progress)
-    on_event = run_events(progress, todo)
-    try:
-        with live(progress):
-            stats = run_loop(execute(prep, events=on_event))
-    except OSError:
-        if prep.recorder.write_error is None:  # not the run's own files: main() says it
-            raise
-        return write_failed(prep.recorder, f"simloop run --resume {prep.run_dir}")
+    stats = drive(prep, progress, todo, f"simloop run --resume {prep.run_dir}")
+    if isinstance(stats, int):
+        return stats
     if resume is not None and todo == 0 and not stats.interrupted:
         out.print(f"nothing to do: {len(prep.done)} dialogues already recorded")
     else:
