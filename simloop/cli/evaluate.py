@@ -58,18 +58,14 @@ def cmd_eval(a: argparse.Namespace) -> int:
 def _judge_code(scores: list[DialogueScores], run_dir: Path) -> int:
     """1 when --judge was asked for and every judge call failed (one line on stderr, after
     the files: they record each failure); the scores then have no judge in them."""
-    from .outcome import LLMCalls, say_plain, what_to_check
+    from .outcome import LLMCalls, llm_failed_code, say_plain
 
     calls = LLMCalls()
     for line in scores:
         if line.judge is not None:  # a failed call's stage carries its error; a verdict's has none
             calls.add_stages(line.judge.stages)
-    if not calls.all_failed:
-        return 0
-    (kind, n), = calls.errors.most_common(1)
-    say_plain(f"judge: every one of the {calls.calls} judge calls failed; commonest ({n}x): {kind}; "
-              f"{what_to_check(kind, '--judge-base-url/--judge-model')}, then run: simloop eval {run_dir} --judge")
-    return 1
+    return llm_failed_code(calls, f"run: simloop eval {run_dir} --judge", say_plain, what="judge",
+                           flags="--judge-base-url/--judge-model")
 
 
 # ----------------------------------------------------------------------------- report

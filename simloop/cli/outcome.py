@@ -116,14 +116,17 @@ def what_to_check(kind: str, endpoint: str) -> str:
     return f"check the endpoint ({endpoint}, the API key variable)"
 
 
-def llm_failed_code(calls: LLMCalls, retry: str, say: Callable[[str], None]) -> int:
+def llm_failed_code(calls: LLMCalls, retry: str, say: Callable[[str], None], *, what: str = "LLM",
+                    flags: str = "--base-url/--model") -> int:
     """1, with one line naming the commonest error and ``retry`` (how to try again), when
-    every one of ``calls`` failed; else 0."""
+    every one of ``calls`` failed; else 0.  ``what`` names the calls ("LLM", "judge") and
+    ``flags`` the options that point at their endpoint."""
     if not calls.all_failed:
         return 0
     (kind, n), = calls.errors.most_common(1)
-    say(f"every one of the {calls.calls} LLM calls failed; commonest ({n}x): {kind}; "
-        f"{what_to_check(kind, '--base-url/--model')}, then {retry}")
+    prefix = "" if what == "LLM" else f"{what}: "
+    say(f"{prefix}every one of the {calls.calls} {what} calls failed; commonest ({n}x): {kind}; "
+        f"{what_to_check(kind, flags)}, then {retry}")
     return 1
 
 
