@@ -8,10 +8,12 @@ the answers' sentences (the personalisation sentence counts like any other):
 * ``answer_offtopic_labelled_share``: of the answer sentences found in the hand-labelled set
   ``bench/labels/offtopic_sentences.jsonl`` (``LabelledSentence``, looked up by topic,
   question text and sentence; each labelled on/off the question's subject by reading, with
-  a reason: 419 sentences of 82 answers of the assistant before the voice rework, and
-  582 of the 212 answers after it), the share labelled off; target <= 0.05.  Sentences the
-  set lacks (answers changed since it was labelled) are counted in ``labelled_coverage``
-  and not judged: label them too.  A sentence is "off" when it is about another subject
+  a reason: 419 sentences of 82 answers of the assistant before the voice rework, 582 of
+  the 212 answers after it, 104 written by a variant tried and not kept
+  (``research/answer_padding/``), 22 of the dialogues as the voice resolves pronouns and
+  splits clauses now), the share labelled off; target <= 0.05.  Sentences the set lacks
+  (answers changed since it was labelled) are counted in ``labelled_coverage`` and not
+  judged: label them too.  A sentence is "off" when it is about another subject
   than the one asked about (another shark, parliaments in general for Big Ben, the
   Phoenicians for the age of Tyre); a lead-in that cites the user's own fact is "on";
 * ``answer_offtopic_sentence_share``: the share of all answer sentences that the grader's
@@ -213,6 +215,9 @@ def main() -> int:
                 await emb.aclose()
         print(json.dumps(asyncio.run(_score()), indent=1))
         return 0
+    from simloop.search import prepare_environment
+
+    prepare_environment()  # the demo run searches: the JVM first, before any thread (see search/jvm.py)
     figures, det = asyncio.run(run(a.quick, ROOT / "bench"))
     print(json.dumps({"figures": figures, "details": det}, indent=1, default=str))
     return 0

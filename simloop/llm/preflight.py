@@ -6,9 +6,14 @@ URL lacks its ``/v1`` or the key is missing.  One ``GET {base_url}/models`` per 
 endpoint (every OpenAI-compatible server answers it: OpenAI, vLLM, Ollama, llama.cpp,
 LiteLLM, ``simloop mock-llm``) finds those before the run starts (exit 2).
 
-Only "does not answer" fails there: a connection error, a timeout, 401/403 (the key) or 404
-(not an OpenAI-compatible API at that URL).  A 429 or 5xx means the server is there and
-busy; the retry layer deals with that during the run.  The key is sent, never shown.
+Only "does not answer" fails there: a connection error, no connection within
+``PREFLIGHT_TIMEOUT_S``, no answer within the role's own timeout (as for its calls, at most
+``LISTING_READ_MAX_S``), 401/403 (the key) or 404 (not an OpenAI-compatible API at that
+URL).  A 429 or 5xx means the server is there and busy; the retry layer deals with that
+during the run.  A server that takes the connection but answers slowly is busy too:
+llama-cpp-python answers ``GET /models`` only once the generation it works on is done,
+which on a small machine takes longer than a connection should.  The key is sent, never
+shown.
 
 Then each distinct (endpoint, model) is probed (``probe.py``): which form of structured
 output it takes, whether it knows the model, its context window when it reports one.  An
@@ -32,18 +37,24 @@ from .config import DEFAULT_BASE_URL, NO_KEY, LLMConfig, LLMRole
 from .probe import probe
 from .transport import env_proxies
 
-__all__ = ["check_endpoints", "check_cache", "check_judge_llm", "check_role", "check_window", "PREFLIGHT_TIMEOUT_S"]
+__all__ = ["check_endpoints", "check_cache", "check_judge_llm", "check_role", "check_window", "PREFLIGHT_TIMEOUT_S",
+           "LISTING_READ_MAX_S"]
 
-PREFLIGHT_TIMEOUT_S = 10.0
+PREFLIGHT_TIMEOUT_S = 10.0  # to connect (and to send): a server that is up takes a connection at once
+LISTING_READ_MAX_S = 120.0  # the answer may wait for a generation in progress, as the probe's does
 
 
 def _listing(role: LLMRole, client: httpx.Client) -> tuple[str | None, Any]:
     """(the problem, or None; the decoded ``GET /models`` body, or None)."""
     url = role.endpoint() + "/models"
+    read = min(role.timeout_s, LISTING_READ_MAX_S)
     try:
-        resp = client.get(url, headers={"Authorization": f"Bearer {role.api_key()}"})
+        resp = client.get(url, headers={"Authorization": f"Bearer {role.api_key()}"},
+                          timeout=httpx.Timeout(PREFLIGHT_TIMEOUT_S, read=read))
+    except httpx.ConnectTimeout:
+        return f"no connection within {PREFLIGHT_TIMEOUT_S:g} s", None
     except httpx.TimeoutException:
-        return f"no answer within {PREFLIGHT_TIMEOUT_S:g} s", None
+        return f"connected, but no answer to GET /models within {read:g} s (the role's timeout)", None
     except httpx.HTTPError as exc:
         return f"cannot connect ({type(exc).__name__})", None
     if resp.status_code in (401, 403):

@@ -49,6 +49,9 @@ _TURN = re.compile(
 )
 # "If I visit one or two malls, which should I visit?" is one question, not a statement and a question.
 _SUBORDINATE = re.compile(r"^\s*(?:if|when|since|because|although|though|while|as|once|unless|whether)\b", re.I)
+# A short lead phrase led by a preposition frames the question ("For my genetics exam, what
+# is DNA?"); said alone it would be a fragment ("For my genetics exam."), not a statement.
+_FRAME = re.compile(r"^\s*(?:for|in|on|at|with|during|after|before|about|from|to)\b(?:\W+\w[\w'’-]*){0,4}\W*$", re.I)
 _SPLIT_WORDS = 12  # a shorter sentence is said in one go, statement and question together
 _ASIDE = re.compile(r"\s*\([^()]*\)")
 # Words that may sit inside a name ("University of Amsterdam", "Piazza di Spagna").
@@ -111,7 +114,8 @@ def split_need(question: str) -> Need:
         head = sent[: turn.start()] if turn else ""
         # A semicolon or colon always ends the statement ("Our choir sings the Passion; who was Bach?").
         long_enough = len(sent.split()) > _SPLIT_WORDS or sent[turn.start():turn.start() + 1] in ";:" if turn else False
-        if turn and long_enough and not _ASKING.search(head) and not _SUBORDINATE.match(head):
+        if turn and long_enough and not _ASKING.search(head) and not _SUBORDINATE.match(head) \
+                and not _FRAME.match(head):
             setup, sent = sentence(sent[: turn.start()], "."), capital(sent[turn.end():])
         setup = setup or (pending[-1] if pending else "")
         context += [p for p in pending if p != setup]
@@ -302,16 +306,54 @@ def resolve(ask: str, setup: str) -> str | None:
             # "he" is a person's name; "it" a name if any (a place: "London"), else the last
             # phrase; "they" the last plural phrase ("great whites").
             if core in {"he", "she", "him", "her"}:
-                ref = named[0]
+                # A person: the name the statement opens with ("Zidane grew up near my
+                # restaurant"), else a name in it; never a common noun ("restaurant").
+                ref = _opening_name(setup) or next(reversed(_inner_names(setup)), "")
+                if not ref:
+                    return None
             elif core == "it":
+                # A name: the last one inside the statement, else the one it opens with
+                # ("Fiji is my other option for the dive semester; where is it?").
                 capitals = [n for n in names if n[:1].isupper()]
-                ref = capitals[-1] if capitals else _last_phrase(setup, names)
+                opening = _opening_name(setup)
+                topic = opening if opening and re.match(rf"{re.escape(opening)}\s+(?:is|are|was|were|has)\b",
+                                                        setup) else ""
+                ref = capitals[-1] if capitals else topic or _last_phrase(setup, names)
             else:
                 ref = _last_phrase(setup, [n for n in names if n.endswith("s")] or names)
             ref = f"the {ref}" if re.search(rf"\bthe {re.escape(ref)}", setup, re.I) else ref
             toks[i] = f"{ref}{tail}" if i else capital(ref) + tail
             return " ".join(toks)
     return None
+
+
+def _opening_name(text: str) -> str:
+    """The capitalised words ``text`` opens with when they are a name, its subject
+    ("Johann Sebastian Bach" of "Johann Sebastian Bach wrote ..."); "" when it opens with
+    anything else ("My", "The", "I")."""
+    toks = re.findall(r"[\w'’-]+|[^\w\s]", text)
+    run = []
+    for tok in toks:
+        if not (tok[:1].isupper() and content_terms(tok)) or tok.lower() in _OWN:
+            break
+        run.append(tok)
+    return " ".join(run)
+
+
+def _inner_names(text: str) -> list[str]:
+    """Runs of capitalised words inside ``text`` (not the word it opens with), in order:
+    ["Tyagaraja"] of "My veena teacher loves Tyagaraja."."""
+    toks = re.findall(r"[\w'’-]+|[^\w\s]", text)
+    runs: list[list[str]] = []
+    last = -2  # the index of the previous capitalised word
+    for k, tok in enumerate(toks):
+        if k and tok[:1].isupper() and content_terms(tok) and toks[k - 1] not in ".!?;:":
+            if last == k - 1:
+                runs[-1].append(tok)
+            else:
+                runs.append([tok])
+            last = k
+    return [" ".join(r) for r in runs]
 
 
 def _last_phrase(text: str, phrases: list[str]) -> str:

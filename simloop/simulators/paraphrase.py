@@ -23,6 +23,7 @@ _WH = "what|where|when|why|how|who|which"
 _AUX = "is|are|was|were|does|do|did|can|could|should|has|have|will|would"
 # A clause starts where "and" or a comma is followed by a question word or an auxiliary:
 # "What is X and where does ..." / "Where does X come from, is it ...".
+_ASKS = re.compile(rf"(?:{_WH}|{_AUX})\b", re.I)  # how a clause that asks something begins
 _CLAUSE_BREAK = re.compile(rf",?\s+and\s+(?=(?:{_WH}|{_AUX})\b)|,\s+(?=(?:{_WH}|{_AUX})\b)", re.I)
 _CONTRACT = [(re.compile(rf"^({w}) is\b", re.I), r"\1's") for w in ("what", "who", "where", "how")] + [
     (re.compile(rf"\b{a}\b(?=\s+[A-Za-z])", re.I), b)
@@ -71,11 +72,16 @@ def clauses(question: str) -> list[str]:
     """The question's parts, each without its final "?": "What is X and where does the
     body store it?" -> ["What is X", "where does the body store it"]."""
     body = question.strip().rstrip("?.! ")
+    split = [p for p in (p.strip(" ,") for p in _CLAUSE_BREAK.split(body)) if p]
+    if len(split) > 1 and not _ASKS.match(split[0]):
+        # A lead phrase that asks nothing is the user's framing ("For my exam, what is ..."):
+        # never a part of its own ("For my exam?"), nor words for the search of the next one.
+        split = split[1:]
     parts: list[str] = []
-    for p in (p.strip(" ,") for p in _CLAUSE_BREAK.split(body)):
+    for p in split:
         if parts and len(parts[-1].split()) < 3:  # "Where and when was Go invented": one clause
             parts[-1] = f"{parts[-1]} and {p}"
-        elif p:
+        else:
             parts.append(p)
     return parts
 

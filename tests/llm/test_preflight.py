@@ -120,3 +120,61 @@ def test_a_prompt_too_long_stops_new_dialogues_and_a_resume_runs_them_once_it_fi
     assert manifest.counts["dialogues"] == 3 and manifest.counts["errors"] == 0
     [caps] = manifest.llm.capabilities  # this session's findings replace the last one's
     assert caps.context_window is None and caps.overflows == {} and caps.structured == "json_object"
+
+
+# ----------------------------------------------------------------------------- a busy server is not a down one
+
+
+class _SlowListing:
+    """A real HTTP server on 127.0.0.1 whose ``GET /models`` answers after ``delay_s``, as
+    llama-cpp-python's does while it finishes a generation."""
+
+    def __init__(self, delay_s: float):
+        import http.server
+        import threading
+        import time
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                time.sleep(delay_s)
+                body = b'{"object": "list", "data": [{"id": "mock-model", "object": "model"}]}'
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                except OSError:  # the client gave up waiting: that is the case under test
+                    pass
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_server_that_connects_but_answers_slowly_passes_within_the_roles_timeout(monkeypatch):
+    import httpx
+
+    from simloop.errors import ConfigError
+    from simloop.llm import preflight
+    from simloop.llm.config import LLMRole
+
+    monkeypatch.setattr(preflight, "PREFLIGHT_TIMEOUT_S", 0.2)  # the connection bound, scaled down
+    # the client as check_endpoints builds it: the connection bound is its default timeout
+    with _SlowListing(delay_s=0.6) as url, httpx.Client(timeout=preflight.PREFLIGHT_TIMEOUT_S) as client:
+        listing = preflight.check_role("simulator", LLMRole(base_url=url, timeout_s=5.0), client)
+        assert listing["data"][0]["id"] == "mock-model"  # busy longer than a connection may take: still there
+        with pytest.raises(ConfigError, match=r"connected, but no answer to GET /models within 0.3 s") as info:
+            preflight.check_role("simulator", LLMRole(base_url=url, timeout_s=0.3), client)
+    assert "start the server" in str(info.value)

@@ -12,6 +12,7 @@ from simloop.fakes.seams import HashEmbedder
 from simloop.inputs.personas import load_personas
 from simloop.schema import Behaviour, Persona, RubricQuestion, Scenario, Topic
 from simloop.simulators.cues import mentions_statement
+from simloop.simulators.needs import resolve
 from simloop.simulators.paraphrase import casual, clauses, elide_topic, indirect, misspell, subject
 from simloop.simulators.policy import Action, Ending, Observation, RubricPolicy, SimContext
 from simloop.simulators.voices import TemplateVoice
@@ -68,6 +69,24 @@ def test_clauses_split_a_question_into_its_parts():
     warsaw = "What is Warsaw, the city where Chopin grew up"
     assert clauses(warsaw + "?") == [warsaw]  # an apposition, not a second question
     assert clauses("Where and when was Go invented?") == ["Where and when was Go invented"]
+    # A lead phrase that asks nothing is framing, never a part: not asked alone ("For my exam?").
+    assert clauses("For my exam, what is the short definition of natural selection?") == [
+        "what is the short definition of natural selection"]
+    assert clauses("For my genetics exam, what is DNA and what is the double helix?") == [
+        "what is DNA", "what is the double helix"]
+    assert clauses("For my genetics exam, I need this.") == ["For my genetics exam, I need this"]
+
+
+def test_a_pronoun_is_resolved_to_what_it_can_name():
+    # "he" is a person: the name a statement opens with or holds, never a common noun.
+    assert resolve("What did he achieve as a player?", "Zidane grew up near my restaurant.") == \
+        "What did Zidane achieve as a player?"
+    assert resolve("Who was he?", "My veena teacher loves Tyagaraja.") == "Who was Tyagaraja?"
+    assert resolve("Who was he?", "My grandmother taught me the tango.") is None
+    # "it": a name the statement is about ("Fiji is ..."), else the last thing it names.
+    assert resolve("Where is it?", "Fiji is my other option for the dive semester.") == "Where is Fiji?"
+    assert "Zidane" not in (resolve("Is it far?", "Zidane grew up near my restaurant.") or "")  # a person is no "it"
+    assert resolve("What can I do there?", "I have a layover in Doha.") == "What can I do in Doha?"
 
 
 def test_casual_subject_and_indirect_forms():

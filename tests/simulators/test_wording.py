@@ -40,6 +40,14 @@ def test_split_need_separates_asks_from_statements():
     assert [a.text for a in demo.asks] == ["What is glycogen and where does the body store it?"] and not demo.context
     # "If ..., which ...?" is one question, not a statement and a question.
     assert len(split_need("If I visit just one or two malls in Porto, which should I visit").asks[0].setup) == 0
+    # A lead phrase is framing, not a statement: never said alone ("For my genetics exam.").
+    framed = split_need("For my genetics exam, what is DNA and what is the double helix?")
+    assert [(a.text, a.setup) for a in framed.asks] == [
+        ("For my genetics exam, what is DNA and what is the double helix?", "")]
+    # A statement with its verb still goes first on its own.
+    stated = split_need("In Lisbon I rent a small flat near the river; where can I swim?")
+    assert [(a.text, a.setup) for a in stated.asks] == [
+        ("Where can I swim?", "In Lisbon I rent a small flat near the river.")]
 
 
 def test_condense_drops_lists_asides_and_known_phrases():
