@@ -13,8 +13,7 @@ fi
 # The extra local-llm (simloop llm-server): PyPI has no binary wheel of llama-cpp-python, so
 # pip compiles llama.cpp (about 6 minutes on 2 cores).  The wheel is built once into a
 # wheelhouse under the user's cache and found there by every later install (--find-links),
-# in this checkout or another.  A wheel of the pinned version already built by hand in
-# ~/.cache/simloop-wheels is taken as it is.
+# in this checkout or another.
 WHEELHOUSE="${XDG_CACHE_HOME:-$HOME/.cache}/simloop/wheels"
 llama_wheel() {
   local version log pid t0 next
@@ -22,10 +21,6 @@ llama_wheel() {
   [ -n "$version" ] || { echo "setup: no pinned llama-cpp-python in pyproject.toml" >&2; exit 1; }
   mkdir -p "$WHEELHOUSE"
   compgen -G "$WHEELHOUSE/llama_cpp_python-$version-*.whl" >/dev/null && return 0
-  if compgen -G "$HOME/.cache/simloop-wheels/llama_cpp_python-$version-*.whl" >/dev/null; then
-    cp "$HOME"/.cache/simloop-wheels/llama_cpp_python-"$version"-*.whl "$WHEELHOUSE"/
-    return 0
-  fi
   echo "setup: building llama-cpp-python $version from source for simloop[local-llm]: about 6 minutes" \
        "on 2 cores, once (the wheel is kept in $WHEELHOUSE)" >&2
   log="$(mktemp "${TMPDIR:-/tmp}/simloop-llama-build.XXXXXX")"

@@ -125,16 +125,16 @@ def _lookups(cache_dir: Path, run_dir: str | None) -> dict[str, Any]:
             cache.lookup(batch)
             took.append((time.perf_counter() - t0) * 1000)
         return {"batches": len(took), "batch_texts": 64, "p50_ms": round(percentile(took, 50), 3),
-                "p95_ms": round(percentile(took, 95), 3), "rows": _rows(cache_dir),
+                "p95_ms": round(percentile(took, 95), 3), "rows": _rows(cache.path),
                 "size_mb": round(cache.size_bytes() / 2**20, 1)}
     finally:
         cache.close()
 
 
-def _rows(cache_dir: Path) -> int:
+def _rows(path: Path) -> int:
     import sqlite3
 
-    with sqlite3.connect(cache_dir / "vectors.sqlite") as conn:
+    with sqlite3.connect(path) as conn:
         return int(conn.execute("SELECT count(*) FROM vectors").fetchone()[0])
 
 

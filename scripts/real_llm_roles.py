@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench_common import ROOT, _free_port
+
 MODEL = "smollm2"
 TOKEN_ENV = "REAL_LLM_BENCH_TOKEN"  # rehearse's bearer token for the local serve (not a SIMLOOP_* setting)
 AGENTS = ("genaius", "nii_rtg", "nii_gtr", "iiuot", "acms")
@@ -116,12 +117,6 @@ class RoleResult:
         if not self.ok:
             out["stderr_tail"] = self.stderr_tail[-1500:]
         return out
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _cli(args: Sequence[str], env: dict[str, str], timeout_s: float) -> subprocess.CompletedProcess[str]:
@@ -237,7 +232,7 @@ def check(role: Role, result: RoleResult) -> None:
     for run_dir in result.run_dirs:
         for t in read_transcripts(Path(run_dir)):
             result.dialogues += 1
-            stages = [*(s for turn in t.turns for s in turn.stages), *t.loose_stages]
+            stages = t.all_stages()
             protocol = _count_calls(result, [s for s in stages if s.is_llm_call()])
             if t.error is not None:
                 if _is_protocol(t.error.type, t.error.message):

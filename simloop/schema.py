@@ -285,6 +285,10 @@ class Transcript(_Open):
     usage: Usage = Field(default_factory=Usage)
     error: ErrorInfo | None = None
 
+    def all_stages(self) -> list[Stage]:
+        """Every stage the dialogue recorded: its turns', then the loose ones."""
+        return [*(s for turn in self.turns for s in turn.stages), *self.loose_stages]
+
 
 StructuredMode = Literal["json_schema", "json_object", "text"]
 # How a capability became known: a request sent at preflight to find out (``probe``), an

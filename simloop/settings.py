@@ -64,14 +64,15 @@ def choice(env: str, choices: Sequence[str], default: str, wanted: str | None = 
     return name
 
 
-def count(env: str, default: int, *older: str) -> int:
-    """A whole number >= 1 from ``$env`` (or the first set of the ``older`` names it replaced),
-    else ``default``.  Anything else is a ConfigError naming the variable."""
+def count(env: str, default: int, *older: str, minimum: int = 1, meaning: str = "") -> int:
+    """A whole number >= ``minimum`` from ``$env`` (or the first set of the ``older`` names it
+    replaced), else ``default``.  Anything else is a ConfigError naming the variable (and
+    ``meaning``, what the number counts)."""
     for name in (env, *older):
         raw = os.environ.get(name, "").strip()
         if raw:
-            if not raw.isdigit() or int(raw) < 1:
-                raise ConfigError(f"{name}={raw!r}: expected a whole number, at least 1")
+            if not raw.isdigit() or int(raw) < minimum:
+                raise ConfigError(f"{name}={raw!r}: expected a whole number{meaning or f', at least {minimum}'}")
             return int(raw)
     return default
 
@@ -127,12 +128,7 @@ def demo_vectors() -> bool:
 def vector_cache_mb() -> int:
     """The bound of the vector cache in megabytes (``SIMLOOP_VECTOR_CACHE_MB``, default 1024;
     ``0``: no bound).  Anything but a whole number is a ConfigError."""
-    raw = os.environ.get("SIMLOOP_VECTOR_CACHE_MB", "").strip()
-    if not raw:
-        return 1024
-    if not raw.isdigit():
-        raise ConfigError(f"SIMLOOP_VECTOR_CACHE_MB={raw!r}: expected a whole number of megabytes (0: no bound)")
-    return int(raw)
+    return count("SIMLOOP_VECTOR_CACHE_MB", 1024, minimum=0, meaning=" of megabytes (0: no bound)")
 
 
 def cache_root(cache_dir: Path | None = None) -> Path:

@@ -98,7 +98,7 @@ def llm_calls(run_dir: Path) -> LLMCalls:
     ``llm_failed_code`` needs to know."""
     calls = LLMCalls()
     for t in read_transcripts(run_dir, ReadReport(), log_problems=False):
-        calls.add_stages([*(s for turn in t.turns for s in turn.stages), *t.loose_stages])
+        calls.add_stages(t.all_stages())
         if calls.failed < calls.calls:
             break
     return calls

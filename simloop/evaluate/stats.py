@@ -94,7 +94,7 @@ def _usage(transcripts: Sequence[Transcript], stats: RunStats) -> None:
     retries = 0  # every stage's: a voice regenerating an invalid utterance retries without a model too
     for t in transcripts:
         # loose_stages: billed on no answered turn (an unanswered utterance, a failed step)
-        for s in [*(s for turn in t.turns for s in turn.stages), *t.loose_stages]:
+        for s in t.all_stages():
             retries += s.retries
             if s.error:
                 stage_errors[s.error] += 1

@@ -21,10 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -204,6 +201,8 @@ class LocalServer:
         if self._given_log is not None:
             out = self._given_log
         else:
+            import tempfile  # here, not at import: every command's parser reads LOCAL_MODELS
+
             self._log = tempfile.TemporaryFile(prefix="simloop-llm-server-")
             out = self._log
         self.proc = subprocess.Popen(self.command(), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
@@ -212,6 +211,9 @@ class LocalServer:
     def wait_ready(self, timeout_s: float, tick: Callable[[float], None] | None = None) -> None:
         """Until ``GET /v1/models`` answers 200; ``tick(seconds waited)`` about once a second.
         Raises ``LocalServerError`` when the child exits first or ``timeout_s`` passes."""
+        import urllib.error
+        import urllib.request
+
         assert self.proc is not None, "start() first"
         t0 = time.monotonic()
         while True:

@@ -52,6 +52,8 @@ def validate_json(schema: type[M], text: str) -> tuple[M | None, str]:
             except ValidationError:
                 pass
         problem = _problem(exc)
+        if exc.errors()[0]["type"] != "json_invalid":
+            return None, problem  # valid JSON against the schema: a lenient reading finds the same
         for candidate in candidates:
             obj, lenient = _with_raw_controls(schema, candidate)
             if obj is not None:

@@ -73,7 +73,7 @@ async def embedding_rerank(embedder: Embedder, query: str, hits: Sequence[Hit], 
     texts = [passage_text(h.title, h.text, chars) for h in hits]
     heads = [query, profile] if profile and profile_weight > 0 else [query]
     head_vecs, doc_vecs = await asyncio.gather(embedder.encode(heads),
-                                               encode_passages(embedder, [h.docid for h in hits], texts))
+                                               encode_passages(embedder, texts))
     sims = cosine(head_vecs, doc_vecs)
     n = len(hits)
     prior = np.linspace(1.0, 0.0, n) if n > 1 else np.ones(1)

@@ -90,25 +90,28 @@ def demo_index(cache_dir: Path | None = None, embeddings: bool | None = None, st
         with held_lock(out.parent / f".{out.name}.lock", "building the demo index", step):
             if not is_lucene_index(out):  # another process may have built it while we waited
                 _clean_scratch(out)
-                corpus = out.parent.parent / "corpus" / f"{out.name}.jsonl"
-                if not corpus.is_file():
-                    write_wiki_corpus(corpus, step)
-                build_index(corpus, out, step=step,
+                build_index(_corpus(out, step), out, step=step,
                             note=f"building the demo index (Lucene, about a minute, once) into {out}")
     if demo_vectors(embeddings) and not _filled(out):
         with held_lock(out.parent / f".{out.name}.vectors.lock", "embedding the demo corpus", step):
             if not _filled(out):
-                _fill(out, step)
+                _fill(out, step, cache_dir)
     return out
 
 
-def _fill(out: Path, step: Step) -> None:
-    from .encoders import encoder_id
-
+def _corpus(out: Path, step: Step) -> Path:
+    """The corpus file the index ``out`` is built from, written first if it is missing."""
     corpus = out.parent.parent / "corpus" / f"{out.name}.jsonl"
     if not corpus.is_file():
         write_wiki_corpus(corpus, step)
+    return corpus
+
+
+def _fill(out: Path, step: Step, cache_dir: Path | None) -> None:
+    from .encoders import encoder_id
+
+    corpus = _corpus(out, step)
     step.note("embedding the demo corpus into the vector cache (SIMLOOP_DEMO_VECTORS=1; 10-25 minutes, once)")
-    passages, sentences = fill_vectors([corpus], step)
+    passages, sentences = fill_vectors([corpus], step, cache_dir=cache_dir)
     atomic_write(out / FILLED_FILE, FilledStamp(encoder=encoder_id("minilm"), passages=passages,
                                                 sentences=sentences).model_dump_json())

@@ -70,11 +70,11 @@ async def encode_fixed(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
     return await embedder.encode(texts)
 
 
-async def encode_passages(embedder: Embedder, docids: Sequence[str], texts: Sequence[str]) -> np.ndarray:
+async def encode_passages(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:
     """Vectors of passages (``texts`` as ``vectors.passage_text`` makes them), kept apart from
     other texts when the embedder can, else plainly encoded."""
     if isinstance(embedder, MiniLMEmbedder):
-        return await embedder.encode_passages(docids, texts)
+        return await embedder.encode_passages(texts)
     return await embedder.encode(texts)
 
 
@@ -233,12 +233,10 @@ class MiniLMEmbedder:
         """Normalised rows for ``texts``; ``fixed``: they repeat all run (kept until the run ends)."""
         return await self._encode(list(texts), self._cache, self.cache_size, fixed)
 
-    async def encode_passages(self, docids: Sequence[str], texts: Sequence[str]) -> np.ndarray:
+    async def encode_passages(self, texts: Sequence[str]) -> np.ndarray:
         """Rows for passages (``texts`` as ``vectors.passage_text`` makes them), kept apart
         from the other texts in memory, so the stream of passages does not push out the
-        utterances.  ``docids`` name them; the vectors go by text, as everywhere."""
-        if len(docids) != len(texts):
-            raise ValueError("encode_passages needs one docid per text")
+        utterances.  The vectors go by text, as everywhere (not by docid)."""
         return await self._encode(list(texts), self._passages, self.passage_cache_size, False)
 
     async def _encode(self, texts: list[str], pool: OrderedDict[str, np.ndarray], size: int,

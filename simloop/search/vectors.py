@@ -52,15 +52,23 @@ def _documents(files: Iterable[Path]) -> Iterable[dict[str, Any]]:
 
 def corpus_passages(files: Iterable[Path], chars: int = RERANK_CHARS) -> list[str]:
     """Every passage of the corpus ``files`` as re-ranking embeds it (distinct texts, in order)."""
-    texts = (passage_text(str(d.get("title") or ""), str(d.get("contents", "")), chars) for d in _documents(files))
-    return list(dict.fromkeys(texts))
+    return _passages(_documents(files), chars)
 
 
 def corpus_sentences(files: Iterable[Path]) -> list[str]:
     """Every distinct sentence (of at least ``SENTENCE_MIN_WORDS`` words) of the passages'
     contents, split as the extractive answer splits a hit's text."""
+    return _sentences(_documents(files))
+
+
+def _passages(docs: Iterable[dict[str, Any]], chars: int = RERANK_CHARS) -> list[str]:
+    texts = (passage_text(str(d.get("title") or ""), str(d.get("contents", "")), chars) for d in docs)
+    return list(dict.fromkeys(texts))
+
+
+def _sentences(docs: Iterable[dict[str, Any]]) -> list[str]:
     seen: dict[str, None] = {}
-    for doc in _documents(files):
+    for doc in docs:
         contents = str(doc.get("contents", ""))
         seen.update((s, None) for s in sentences(contents) if word_count(s) >= SENTENCE_MIN_WORDS)
     return list(seen)
@@ -99,7 +107,8 @@ def fill(files: Sequence[Path], encode: Callable[[list[str]], np.ndarray], cache
          chunk: int = 128) -> tuple[int, int]:
     """Put every passage and every sentence of the corpus ``files`` into ``cache``; returns
     (passages, sentences) in the corpus."""
-    passages, said = corpus_passages(files), corpus_sentences(files)
+    docs = list(_documents(files))  # read once for both
+    passages, said = _passages(docs), _sentences(docs)
     _fill_texts(passages, "passages", encode, cache, step, chunk)
     _fill_texts(said, "sentences", encode, cache, step, chunk)
     return len(passages), len(said)

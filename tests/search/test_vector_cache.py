@@ -51,11 +51,11 @@ async def test_a_second_embedder_finds_what_the_first_encoded(tmp_path: Path):
     first_model, second_model = CountingModel(), CountingModel()
     first = MiniLMEmbedder(first_model, vectors=_cache(tmp_path))
     a = await first.encode(["What is gout?", "Porto lies on the Douro."])
-    await encode_passages(first, ["d1"], ["Cello\nThe cello is a bowed string instrument."])
+    await encode_passages(first, ["Cello\nThe cello is a bowed string instrument."])
     await first.aclose()
     second = MiniLMEmbedder(second_model, vectors=_cache(tmp_path))
     b = await second.encode(["Porto lies on the Douro.", "What is gout?", "A new question?"])
-    c = await encode_passages(second, ["other-id"], ["Cello\nThe cello is a bowed string instrument."])
+    c = await encode_passages(second, ["Cello\nThe cello is a bowed string instrument."])
     await second.aclose()
     assert second_model.batches == [["A new question?"]]  # only the text nobody had encoded
     assert second.stats["stored_hits"] == 3 and second.stats["texts"] == 1
