@@ -22,6 +22,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from ..text import content_terms, sentences, words
+from .claims import entities
 from .paraphrase import capital, elide_topic, sentence
 
 __all__ = ["Ask", "Need", "split_need", "condense", "trim", "brief", "unframe", "noun_phrases", "leans_back", "resolve"]
@@ -308,17 +309,14 @@ def resolve(ask: str, setup: str) -> str | None:
             if core in {"he", "she", "him", "her"}:
                 # A person: the name the statement opens with ("Zidane grew up near my
                 # restaurant"), else a name in it; never a common noun ("restaurant").
-                ref = _opening_name(setup) or next(reversed(_inner_names(setup)), "")
+                ref = _opening_name(setup) or next(reversed(entities(setup)), "")
                 if not ref:
                     return None
             elif core == "it":
                 # A name: the last one inside the statement, else the one it opens with
                 # ("Fiji is my other option for the dive semester; where is it?").
                 capitals = [n for n in names if n[:1].isupper()]
-                opening = _opening_name(setup)
-                topic = opening if opening and re.match(rf"{re.escape(opening)}\s+(?:is|are|was|were|has)\b",
-                                                        setup) else ""
-                ref = capitals[-1] if capitals else topic or _last_phrase(setup, names)
+                ref = capitals[-1] if capitals else _opening_name(setup, topic=True) or _last_phrase(setup, names)
             else:
                 ref = _last_phrase(setup, [n for n in names if n.endswith("s")] or names)
             ref = f"the {ref}" if re.search(rf"\bthe {re.escape(ref)}", setup, re.I) else ref
@@ -327,33 +325,17 @@ def resolve(ask: str, setup: str) -> str | None:
     return None
 
 
-def _opening_name(text: str) -> str:
-    """The capitalised words ``text`` opens with when they are a name, its subject
-    ("Johann Sebastian Bach" of "Johann Sebastian Bach wrote ..."); "" when it opens with
-    anything else ("My", "The", "I")."""
-    toks = re.findall(r"[\w'’-]+|[^\w\s]", text)
-    run = []
-    for tok in toks:
-        if not (tok[:1].isupper() and content_terms(tok)) or tok.lower() in _OWN:
-            break
-        run.append(tok)
-    return " ".join(run)
-
-
-def _inner_names(text: str) -> list[str]:
-    """Runs of capitalised words inside ``text`` (not the word it opens with), in order:
-    ["Tyagaraja"] of "My veena teacher loves Tyagaraja."."""
-    toks = re.findall(r"[\w'’-]+|[^\w\s]", text)
-    runs: list[list[str]] = []
-    last = -2  # the index of the previous capitalised word
-    for k, tok in enumerate(toks):
-        if k and tok[:1].isupper() and content_terms(tok) and toks[k - 1] not in ".!?;:":
-            if last == k - 1:
-                runs[-1].append(tok)
-            else:
-                runs.append([tok])
-            last = k
-    return [" ".join(r) for r in runs]
+def _opening_name(text: str, topic: bool = False) -> str:
+    """The name ``text`` opens with, its subject ("Johann Sebastian Bach" of "Johann
+    Sebastian Bach wrote ..."); "" when it opens with anything else ("My", "The", "I").
+    ``topic``: only a name the statement is about ("Fiji is my other option ...")."""
+    toks = text.split()
+    run = toks[:_name_run(toks, 0)]
+    if not run or not content_terms(run[0]) or run[0].lower() in _OWN:
+        return ""
+    if topic and toks[len(run):len(run) + 1] not in (["is"], ["are"], ["was"], ["were"], ["has"]):
+        return ""
+    return " ".join(run).rstrip(",.?!;:")
 
 
 def _last_phrase(text: str, phrases: list[str]) -> str:

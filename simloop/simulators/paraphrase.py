@@ -24,7 +24,7 @@ _AUX = "is|are|was|were|does|do|did|can|could|should|has|have|will|would"
 # A clause starts where "and" or a comma is followed by a question word or an auxiliary:
 # "What is X and where does ..." / "Where does X come from, is it ...".
 _ASKS = re.compile(rf"(?:{_WH}|{_AUX})\b", re.I)  # how a clause that asks something begins
-_CLAUSE_BREAK = re.compile(rf",?\s+and\s+(?=(?:{_WH}|{_AUX})\b)|,\s+(?=(?:{_WH}|{_AUX})\b)", re.I)
+_CLAUSE_BREAK = re.compile(rf",?\s+and\s+(?={_ASKS.pattern})|,\s+(?={_ASKS.pattern})", re.I)
 _CONTRACT = [(re.compile(rf"^({w}) is\b", re.I), r"\1's") for w in ("what", "who", "where", "how")] + [
     (re.compile(rf"\b{a}\b(?=\s+[A-Za-z])", re.I), b)
     for a, b in (("I am", "I'm"), ("I have been", "I've been"), ("do not", "don't"),
