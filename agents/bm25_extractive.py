@@ -44,12 +44,14 @@ from simloop.parts import (
     rank_ptkb_by_embedding,
     rank_ptkb_uses,
     ranker_embedder,
+    request_text,
+    respell,
     timed_stage,
     used_only,
 )
 from simloop.run import Context
 from simloop.schema import AssistantReply, ContextInfo, DialogueState, Passage, Stage
-from simloop.search import Embedder
+from simloop.search import CountsTerms, Embedder, english_words
 from simloop.text import content_words, count_tokens, sentences, stem
 
 __all__ = ["BM25Extractive", "DEFAULT_PTKB_THRESHOLD", "memory_statements"]
@@ -152,24 +154,25 @@ class BM25Extractive:
         context: ContextInfo | None = None
         focus: str | None = None
         remembered: list[str] = []
+        retriever = await self.ctx.retriever()
+        heard = await self._heard(retriever, utterance, history, state.ptkb, stages)
         if self.memory is None:
             async with timed_stage("rewrite", stages):
-                query = heuristic_rewrite(utterance, history)  # no PTKB words: see parts/rewrite.py
-                asked = heuristic_rewrite(question_part(utterance), history)
+                query = heuristic_rewrite(heard, history)  # no PTKB words: see parts/rewrite.py
+                asked = heuristic_rewrite(question_part(heard), history)
         else:
-            query, context, remembered = await self._rewrite_from_memory(self.memory, state, utterance, embedder,
+            query, context, remembered = await self._rewrite_from_memory(self.memory, state, heard, embedder,
                                                                          stages)
-            focus = _with_remembered(question_part(utterance), query, remembered)
+            focus = _with_remembered(question_part(heard), query, remembered)
             asked = query
-        retriever = await self.ctx.retriever()
         async with timed_stage("retrieve", stages):
             hits = await retriever.search(query, self.k)
         chosen = [p.statement for p in selected]  # the used head of the ranking
         async with timed_stage("generate", stages):
             response, used = await focused_answer(
-                embedder, query, hits, utterance=utterance, ptkb=chosen, remembered=remembered,
+                embedder, query, hits, utterance=heard, ptkb=chosen, remembered=remembered,
                 earlier=earlier, max_words=self.max_words, passages=_GENERATION_PASSAGES,
-                focus=focus or question_part(utterance), asked=asked,
+                focus=focus or question_part(heard), asked=asked,
             )
 
         read = [utterance, *window, *(p.statement for p in selected), *(h.text for h in hits[:_GENERATION_PASSAGES])]
@@ -185,6 +188,18 @@ class BM25Extractive:
             context=context or ContextInfo(strategy="window", tokens=count_tokens(" ".join(read))),
             stages=stages,
         )
+
+    @staticmethod
+    async def _heard(retriever: Any, utterance: str, history: Sequence[tuple[str, str]], ptkb: Sequence[str],
+                     stages: list[Stage]) -> str:
+        """What the utterance asks (``request_text``: no feedback, no framing words), with the
+        typos the index can resolve respelt (``parts/spelling.py``), the dialogue's own
+        words first; as typed when the retriever cannot count terms."""
+        if not utterance or not isinstance(retriever, CountsTerms):
+            return utterance
+        known = [w for text in (*(t for turn in history for t in turn), *ptkb) for w in content_words(text)]
+        async with timed_stage("spelling", stages):
+            return await respell(request_text(utterance), retriever.doc_freq, known, english_words())
 
     async def _rewrite_from_memory(self, memory: MemoryStrategy, state: DialogueState, utterance: str,
                                    embedder: Embedder, stages: list[Stage]) -> tuple[str, ContextInfo, list[str]]:

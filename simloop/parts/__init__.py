@@ -32,8 +32,9 @@ if _TYPE_CHECKING:
     )
     from .reply import current_utterance, grounded_reply
     from .retrieve import embedding_rerank, fit_passages, format_passage, multi_query, rrf_fuse
-    from .rewrite import heuristic_rewrite, is_dependent, question_part
+    from .rewrite import heuristic_rewrite, is_dependent, question_part, request_text
     from .rewrite_llm import iterative_rewrite, llm_rewrite, queries_from_answer, queries_per_ptkb
+    from .spelling import respell
     from .stages import stage_note, timed_stage
 else:
     from ..lazy import lazy_face as _lazy_face
@@ -50,7 +51,8 @@ else:
         ),
         "reply": ("current_utterance", "grounded_reply",),
         "retrieve": ("embedding_rerank", "fit_passages", "format_passage", "multi_query", "rrf_fuse",),
-        "rewrite": ("heuristic_rewrite", "is_dependent", "question_part",),
+        "rewrite": ("heuristic_rewrite", "is_dependent", "question_part", "request_text",),
+        "spelling": ("respell",),
         "rewrite_llm": ("iterative_rewrite", "llm_rewrite", "queries_from_answer", "queries_per_ptkb",),
         "stages": ("stage_note", "timed_stage",),
         "generate": ("NO_ANSWER",),
@@ -62,6 +64,7 @@ __all__ = [
     "fit_passages", "focused_answer", "format_passage", "grounded_reply", "heuristic_rewrite", "is_dependent",
     "iterative_rewrite", "lexical_matrix", "lexical_scores", "llm_rewrite", "multi_query", "order_scores",
     "queries_from_answer", "queries_per_ptkb", "query_texts", "question_part", "rank_ptkb", "rank_ptkb_by_embedding",
-    "rank_ptkb_uses", "ranker_embedder", "rrf_fuse", "score_ptkb_llm", "score_statements", "select_used",
-    "similarities", "stage_note", "suggest_elements", "timed_stage", "union_ptkb", "used_only", "vote_ptkb",
+    "rank_ptkb_uses", "ranker_embedder", "request_text", "respell", "rrf_fuse", "score_ptkb_llm", "score_statements",
+    "select_used", "similarities", "stage_note", "suggest_elements", "timed_stage", "union_ptkb", "used_only",
+    "vote_ptkb",
 ]

@@ -7,16 +7,24 @@
    soup." before it), with the context words of the rewrite when it points back ("And
    why is it important?").  The best-scoring sentences (``POOL`` of them) are embedded
    with MiniLM; a sentence must reach ``ON_TOPIC`` cosine to that question (or its
-   rewrite) and share a word with it.  The answer is then built on one passage: the one
-   of the best such sentence, among the passages whose title is made of question words
-   when there are any (the demo corpus titles its summaries: "Mount Vesuvius" for Pompeii
-   and Vesuvius).  Its sentences need only ``ON_TOPIC``; a sentence of another passage
-   must share a word with the question and reach ``SUBJECT_BAR`` (its title is question
-   words too: "Brewing" beside "Beer") or ``OTHER_SUBJECT`` (any other).  With no title
-   naming the question, an answer whose best sentence stays below ``ON_TOPIC`` +
-   ``CONFIDENT_MARGIN`` is no answer: retrieval missed (a misspelt "payers in Chia and
-   Korea"), and passing on what it found would be padding.  The rest of the selection
-   (relative floor, no repeats, word budget, reading order) is the lexical one's.
+   rewrite) and share a word with it.  The answer is then built on one passage.
+   When the passages have titles (the demo corpus titles its summaries), it is the one
+   whose title is about the question: MiniLM cosine of at least ``TITLE_ABOUT`` between
+   the title and the question (for a follow-up such as "And teeth?", the question with
+   the user's previous utterance, whose subject it continues), the one holding most of
+   the question's names first ("Go (game)", not "Board game", for the board game Go),
+   then the closest title.  The answer is that passage's sentences that reach
+   ``ON_TOPIC``, and nothing else: a neighbour on something close ("Rugby league" beside
+   "Rugby union", "French Polynesia" beside "Polynesia") would be padding.  Titles are
+   read against the question, not its rewrite, whose context words would make "Celestial
+   navigation" about "Who were the Moriori?".  With no title about the question (or no
+   titles, as in most corpora) the answer is built on the passage of the best sentence,
+   and a sentence of another passage must share a word with the question and reach
+   ``SUBJECT_BAR`` (its title is question words too: "Brewing" beside "Beer") or
+   ``OTHER_SUBJECT`` (any other); an answer whose best sentence stays below ``ON_TOPIC``
+   + ``CONFIDENT_MARGIN`` is then no answer: retrieval missed, and passing on what it
+   found would be padding.  The rest of the selection (relative floor, no repeats, word
+   budget, reading order) is the lexical one's.
 2. Personal.  An opening sentence names what the user told us that bears on the answer:
    the PTKB statements the PTKB stage chose whose cosine to the utterance reaches
    ``PTKB_FACT`` and to every earlier user utterance stays below it (a fact is named when
@@ -50,7 +58,7 @@ import numpy as np
 from ..search import Embedder, cosine
 from ..text import STOPWORDS, content_words, second_person, stem, word_count
 from .generate import NO_ANSWER, Sentence, compose, scored_sentences
-from .rewrite import leans_back, question_part
+from .rewrite import is_dependent, leans_back, question_part, request_text
 
 __all__ = ["focused_answer", "personal_sentence", "ON_TOPIC", "PTKB_FACT", "POOL"]
 
@@ -61,6 +69,9 @@ PTKB_FACT = 0.40
 SUBJECT_BAR, OTHER_SUBJECT = 0.55, 0.60
 # Without a title naming the question, the best sentence must reach ON_TOPIC + this (0.30), or no answer.
 CONFIDENT_MARGIN = 0.10
+# Cosine between a passage's title and the question for the passage to be about it (chosen
+# on hand-labelled demo runs of seeds 1-2: research/answer_padding/).
+TITLE_ABOUT = 0.60
 POOL = 24  # sentences embedded per turn: the lexical best (a 220-word answer holds about 8-10)
 _MAX_FACTS = 2  # more than two facts in one sentence reads as a list, not as attention
 
@@ -89,6 +100,33 @@ def _subject_passages(hits: Sequence[Any], passages: int, asked: set[str]) -> tu
               for h in hits[:passages]]
     whole = {r for r, t in enumerate(titles) if t and t <= asked}
     return (whole, True) if whole else ({r for r, t in enumerate(titles) if t & asked}, False)
+
+
+def _about(titles: Sequence[str], sims: Any) -> dict[int, float]:
+    """{passage rank: title cosine} of the passages whose title is about the question: a
+    cosine of at least ``TITLE_ABOUT`` (``sims``: each titled passage's, in rank order,
+    against the asking part, or for a follow-up against it with the utterance before)."""
+    if sims is None:
+        return {}
+    ranks = [r for r, t in enumerate(titles) if t]
+    return {r: float(s) for r, s in zip(ranks, sims) if float(s) >= TITLE_ABOUT}
+
+
+def _names(question: str) -> set[str]:
+    """Capitalised words inside the question's sentences: the names it asks about ("Go" in
+    "the board game Go", "Big Ben")."""
+    return {m.group(1) for m in re.finditer(r"(?<=[\w,;:'’] )([A-Z][\w'’-]*)", question)} - {"I"}
+
+
+def _lead(about: dict[int, float], hits: Sequence[Any], names: set[str]) -> int | None:
+    """The rank of the passage the answer is built on, among those ``about`` the question
+    (None when none is): the one holding the most of the question's names (the board game
+    Go, not "Board game"; the Palace of Westminster for Big Ben, not "Parliament"), then
+    the one whose title is closest to the question, then the better ranked."""
+    def held(rank: int) -> int:
+        text = getattr(hits[rank], "text", "") or ""
+        return sum(1 for n in names if re.search(rf"\b{re.escape(n)}\b", text))
+    return max(about, key=lambda r: (held(r), about[r], -r)) if about else None
 
 
 def _light(word: str) -> str:
@@ -150,7 +188,14 @@ async def focused_answer(embedder: Embedder, query: str, hits: Sequence[Any], *,
     focus_text = asked if leans_back(question) or not content_words(question) else question
     asked_terms = _terms(focus_text)
     said = [utterance or query, *(earlier if ptkb else ())]  # the earlier ones come from the embedder's cache
-    texts = [*said, question, asked, *ptkb, *(c.text for c in ranked)]
+    titles = [getattr(h, "title", "") or "" for h in hits[:passages]] if ranked else []
+    titled = [t for t in titles if t]
+    # Whether a title is about the question is read against the question itself, not its
+    # rewrite (whose context words, "navigation stars" for "Who were the Moriori?", would
+    # make "Celestial navigation" about it); a follow-up ("Mainly the causes.") is about
+    # what the user asked before it as well.
+    prior = [f"{request_text(earlier[-1])} {question}"] if titled and earlier and is_dependent(question) else []
+    texts = [*said, question, asked, *ptkb, *(c.text for c in ranked), *titled, *prior]
     vectors = await embedder.encode(texts) if ranked or ptkb else None
     at = len(said) + 2  # where the statements start
     facts = list(dict.fromkeys(remembered))
@@ -166,16 +211,27 @@ async def focused_answer(embedder: Embedder, query: str, hits: Sequence[Any], *,
     budget = max_words - word_count(opening)
     kept: list[Sentence] = []
     if ranked and vectors is not None:
-        sims = cosine(vectors[[len(said), len(said) + 1]], vectors[at + len(ptkb):]).max(axis=0)  # asking part, asked
-        subject, whole = _subject_passages(hits, passages, _terms(focus_text, light=True))
+        asking = vectors[[len(said), len(said) + 1]]  # asking part, asked
+        start = at + len(ptkb)
+        sims = cosine(asking, vectors[start:start + len(ranked)]).max(axis=0)
         close = [c for c in ranked if c.terms & asked_terms and float(sims[ranked.index(c)]) >= on_topic]
-        # The answer is built on the passage of the best sentence, among those about the subject if any.
-        lead = next((c for c in close if not subject or c.rank in subject), close[0] if close else None)
-        if lead is not None and not whole and float(sims[ranked.index(lead)]) < on_topic + CONFIDENT_MARGIN:
-            lead = None  # no title names the question and nothing is close to it: retrieval missed
-        subject = subject if whole else set()  # a title sharing one word is no better than none
-        kept = [c for c, sim in zip(ranked, sims)
-                if lead is not None and _addresses(c, float(sim), asked_terms, subject, lead.rank, on_topic)]
+        heads = vectors[start + len(ranked):start + len(ranked) + len(titled)]
+        subjects = vectors[[len(texts) - 1] if prior else [len(said)]]  # the question, in context when it leans back
+        about = _about(titles, cosine(subjects, heads).max(axis=0) if titled else None)
+        lead = _lead(about, hits, _names(question))
+        if lead is not None:
+            # A passage is about the question: the answer is built on it alone.  Its
+            # neighbours, even about something close ("Rugby league" beside "Rugby union",
+            # "French Polynesia" beside "Polynesia"), would only pad it.
+            kept = [c for c, sim in zip(ranked, sims) if c.rank == lead and float(sim) >= on_topic]
+        elif close and float(sims[ranked.index(close[0])]) >= on_topic + CONFIDENT_MARGIN:
+            # No title is about the question (or there are none: most corpora but the demo's):
+            # built on the passage of the best sentence, with others' sentences that are
+            # plainly about the question too.  Nothing that close: retrieval missed.
+            subject, whole = _subject_passages(hits, passages, _terms(focus_text, light=True))
+            subject = subject if whole else set()  # a title sharing one word is no better than none
+            kept = [c for c, sim in zip(ranked, sims)
+                    if _addresses(c, float(sim), asked_terms, subject, close[0].rank, on_topic)]
     if not kept:
         return (f"{opening} {NO_ANSWER}" if opening else NO_ANSWER), []
     body, used = compose(kept, budget)

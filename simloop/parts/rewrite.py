@@ -24,14 +24,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ..text import STOPWORDS, content_words, is_asking, sentences, stem, words
+from ..text import STOPWORDS, content_words, is_asking, stem, words
 
 __all__ = ["heuristic_rewrite", "is_dependent", "leans_back", "request_text", "question_part"]
 
 # Words that point back at an earlier turn.
 _ANAPHORA = frozenset(
     "it its it's they them their theirs this that these those he him his she her former latter".split())
-_FOLLOW_UP = re.compile(r"^\s*(and|but|so|also|what about|how about|and what|what else|why|how come|really)\b", re.I)
+_FOLLOW_UP = re.compile(r"^\s*(and|but|so|also|what about|how about|and what|what else|how come|really)\b", re.I)
 _SHORT = 2  # an utterance with this few content words rarely stands on its own
 # Words of feedback and small talk: they say how the conversation goes, not what it is about.
 _FEEDBACK = frozenset(
@@ -39,7 +39,7 @@ _FEEDBACK = frozenset(
     vague general wrong useless frustrating answer answers answering question questions asking asked ask
     again skip forget never mind meant clear confusing lost missed missing point points detail details detailed
     suggestion suggestions information sounds sound delicious wonderful excellent valuable intriguing appreciate
-    makes sense perfect awesome brilliant lovely""".split()
+    makes sense perfect awesome brilliant lovely ugh nope seriously whatever getting""".split()
 )
 
 
@@ -150,10 +150,41 @@ def _new_terms(candidates: list[str], seen: set[str], limit: int) -> list[str]:
 
 def request_text(utterance: str) -> str:
     """``utterance`` without its sentences of pure feedback or thanks ("Thanks for that
-    suggestion!", "That's still too vague."): they add nothing a search could use.  An
-    utterance that is nothing but feedback is kept whole."""
-    kept = [s for s in sentences(utterance) if "?" in s or not set(content_words(s)) <= _FEEDBACK]
-    return " ".join(kept) if kept else utterance
+    suggestion!", "That's still too vague."), and without the words that only frame a
+    request ("Could you focus on", "The part about ..., please", "Another thing:", "My
+    point is:"): they add nothing a search could use, and BM25 would match them ("focus"
+    finds optics).  An utterance that is nothing but feedback or frame is kept whole."""
+    parts = [s for s in re.split(r"(?<=[.!?])\s+", utterance.strip()) if s]  # "ugh! my point is: ..." too
+    kept = [s for s in parts if "?" in s or not set(content_words(s)) <= _FEEDBACK]
+    bare = [u for u in (_unframed(s) for s in kept) if words(u)]
+    return " ".join(bare) if bare else (" ".join(kept) if kept else utterance)
+
+
+# Words that only frame a request: a lead-in ("Another thing:", "So,", "My point is:",
+# "Could you focus on"), and a polite tail (", please", "then").
+_LEAD_FRAME = re.compile(
+    r"^\W*(?:(?:oh|ok|okay|so|and|but|well|now|next|then|also|again|really|basically|put simply|simply put"
+    r"|in short|once more|one more thing|another thing|one more|my point is|my question (?:is|was)"
+    r"|i(?:'m)? ask(?:ed|ing)|just tell me|let me put it again|what i want to know is)\b[\s,:;]*)+",
+    re.IGNORECASE,
+)
+_ASK_FRAME = re.compile(
+    r"^(?:(?:could|can|would) you |please )?(?:focus on|(?:i'?m )?interested in|i care about"
+    r"|let'?s (?:stick to|talk about)|the part about|say something about|(?:i want |any )?details on|cover"
+    r"|does (?:it|that) (?:mention|cover)|shouldn'?t it mention|is there anything (?:on|about)|anything (?:on|about)"
+    r"|what do you have on|i need something (?:on|about)|i'?m after|i was asking about|i meant?|specifically|mainly"
+    r"|only|just(?! so you know)|can we talk about|tell me (?:more )?about)\s+",
+    re.IGNORECASE,
+)
+_TAIL_FRAME = re.compile(r"(?:,?\s+(?:please|then))+(?=\W*$)", re.IGNORECASE)
+
+
+def _unframed(sentence: str) -> str:
+    """``sentence`` without the words that frame the request (see ``request_text``)."""
+    bare = _LEAD_FRAME.sub("", sentence, count=1)
+    bare = _ASK_FRAME.sub("", bare, count=1)
+    bare = _TAIL_FRAME.sub("", bare)
+    return bare[:1].upper() + bare[1:] if bare and sentence[:1].isupper() else bare
 
 
 # How a user asks without a question mark ("Tell me about X.", "I'd like to know where X is.").

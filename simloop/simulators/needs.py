@@ -352,7 +352,8 @@ _OWN_LEADS = {"for", "with", "like", "in", "since", "as", "because", "so"}
 def brief(question: str, keep: AbstractSet[str] = frozenset(), min_words: int = 3) -> str:
     """``question`` without the user's framing of it: the aside after a comma once the
     question before it is whole ("Which islands make up Polynesia, where our ancestors
-    sailed from?" -> "Which islands make up Polynesia?"), or a last phrase about the user
+    sailed from?" -> "Which islands make up Polynesia?"), a lead phrase about the user ("For my
+    thesis, how old are sharks?" -> "How old are sharks?"), or a last phrase about the user
     ("Does cooking spinach change it for my diet?" -> "Does cooking spinach change it?"), unless
     it holds one of the ``keep`` stems (the topic's).
     The question itself comes back when neither applies ("If I see a hammerhead, what is
@@ -360,9 +361,15 @@ def brief(question: str, keep: AbstractSet[str] = frozenset(), min_words: int = 
     text = question.strip()
     mark = text[-1] if text[-1:] in "?.!" else "?"
     body = text.rstrip("?.! ")
-    head, comma, _rest = body.partition(", ")
+    head, comma, rest = body.partition(", ")
     if comma and body.count(", ") == 1 and _QUESTION_START.match(head) and len(head.split()) >= min_words:
         return head + mark
+    # "For my thesis introduction, how far back do sharks go?": a lead phrase about the user.
+    lead = [t.lower().strip("'’s") for t in head.split()]
+    if comma and lead and lead[0] in _OWN_LEADS and _OWN & set(lead) and len(lead) <= 5 \
+            and _QUESTION_START.match(rest) and len(rest.split()) >= min_words \
+            and not set(content_terms(head)) & keep:
+        return rest[:1].upper() + rest[1:] + mark
     toks = body.split()
     for k in range(len(toks) - 1, min_words - 1, -1):
         # "... tips for going on my first date": what is left must not end on its verb.
@@ -377,14 +384,19 @@ def brief(question: str, keep: AbstractSet[str] = frozenset(), min_words: int = 
 # about the user inside the question, ended by the verb's particle.
 _ABOUT_ME = re.compile(r"\b(the|my|our)\s+((?:[\w'-]+\s+){0,2}?[\w'-]+?)\s+(?:that\s+)?(?:I|we)\b(?:'m|'re|'ve|'ll)?"
                        r"\s+[^?,;]*?(?=\s+(?:come from|made of|made from|come)\b)")
-_KIN = re.compile(r"\b(?:my|our) (?:son|daughter|granddaughter|grandson|grandmother|grandfather|wife|husband|partner"
-                  r"|mother|father|friend|coach|teacher|dog|cat) (?=[A-Z])")
+_KIN_WORDS = (r"son|daughter|granddaughter|grandson|grandmother|grandfather|wife|husband|partner|mother|father"
+              r"|friend|coach|teacher|dog|cat|koro|kids?|children|family|parents?|brother|sister|baby")
+_KIN = re.compile(rf"\b(?:my|our) (?:{_KIN_WORDS}) (?=[A-Z])")
+# "the interest a bank pays on my deposit" -> "... on the deposit": a thing of the user's
+# asked about in general; a person ("my grandson") stays the user's.
+_MINE = re.compile(rf"(?<=\s)(?:my|our) (?!(?:{_KIN_WORDS})\b)(?=[a-z])")
 
 
 def unframe(question: str) -> str:
     """``question`` without what it says about the user on the way: "my granddaughter Ama"
     -> "Ama", "the tango my grandmother taught me come from" stays, "the black pepper I
-    grind every day come from" -> "the black pepper come from"."""
+    grind every day come from" -> "the black pepper come from", "the pipe organ that
+    accompanies our choir" -> "... accompanies the choir"."""
     out = _ABOUT_ME.sub(lambda m: f"{m.group(1)} {m.group(2)}", question)
-    return _KIN.sub("", out)
+    return _MINE.sub("the ", _KIN.sub("", out))
 

@@ -97,8 +97,6 @@ def test_registered_and_params_validated(fake_ctx: Context):
         load_plugin("assistant", "bm25_extractive", {"temperature": 1}, fake_ctx)
 
 
-
-
 @pytest.mark.slow
 async def test_end_to_end_with_demo_index_and_minilm(demo_cache: Path):
     ptkb = [
@@ -125,5 +123,12 @@ async def test_end_to_end_with_demo_index_and_minilm(demo_cache: Path):
         follow_up = await agent.respond(state)
         assert "marathon" in follow_up.rewritten_query.lower()
         assert "Marathon" in [p.docid for p in follow_up.passages[:3]]  # the topic carried over
+
+        # A typo the index cannot match is respelt against its vocabulary, and the framing
+        # words of a request stay out of the query ("focus" finds an optics article).
+        typed = await agent.respond(make_state(ptkb, [], "Could you focus on the London Undreground?"))
+        assert typed.rewritten_query == "The London Underground?"
+        assert typed.passages[0].docid == "London_Underground" and typed.passages[0].used
+        assert [s.name for s in typed.stages] == ["ptkb", "spelling", "rewrite", "retrieve", "generate"]
     finally:
         await ctx.aclose()

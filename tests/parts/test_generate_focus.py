@@ -131,3 +131,34 @@ async def test_the_answer_is_to_what_was_asked_not_to_what_was_mentioned():
     utterance = "I love my salty palm-nut soup. What is table salt made of?"
     text, used = await focused_answer(HashEmbedder(), utterance, [SOUP, SALT], utterance=utterance)
     assert "sodium chloride" in text and "Soup" not in text and used == ["Salt"]
+
+
+# Titled passages (the demo corpus titles its summaries): the lexically best one is about
+# something else, the one about the question comes second.
+TITLED = [
+    Hit("malaria", 5.0, "Malaria\nMalaria spreads when mosquito bites pass on a parasite. Mosquito bites at dusk "
+        "spread malaria most.", "Malaria"),
+    Hit("mosquito", 4.0, "Mosquito\nMosquito bites feed the females, who need blood for their eggs. Males drink "
+        "nectar only.", "Mosquito"),
+]
+
+
+async def test_the_answer_is_built_on_the_passage_whose_title_is_about_the_question_alone():
+    text, used = await focused_answer(HashEmbedder(), "Mosquito bites?", TITLED, utterance="Mosquito bites?")
+    assert used == ["mosquito"] and text.startswith("Mosquito bites feed the females")
+    assert "malaria" not in text.lower()  # close to the question, but about another subject: padding
+    # without titles the lexically best passage leads, and a close sentence of another passage may join it
+    untitled = [Hit(h.docid, h.score, h.text) for h in TITLED]
+    text, used = await focused_answer(HashEmbedder(), "Mosquito bites?", untitled, utterance="Mosquito bites?")
+    assert used[0] == "malaria"
+
+
+async def test_a_follow_up_is_matched_to_titles_with_the_question_before_it():
+    hits = [Hit("teeth", 5.0, "Tooth\nTeeth cut and crush food in the mouth.", "Tooth"),
+            Hit("shark", 4.0, "Great white shark\nThe great white shark has about 300 serrated teeth.",
+                "Great white shark")]
+    alone, used = await focused_answer(HashEmbedder(), "And teeth?", hits, utterance="And teeth?")
+    assert used == ["teeth"]  # no title is about "And teeth?" alone
+    earlier = ["Great white shark size?"]
+    text, used = await focused_answer(HashEmbedder(), "And teeth?", hits, utterance="And teeth?", earlier=earlier)
+    assert used == ["shark"] and "300 serrated teeth" in text

@@ -9,7 +9,7 @@ import pytest
 from simloop.fakes.seams import HashEmbedder
 from simloop.parts.generate import NO_ANSWER, extractive_answer
 from simloop.parts.ptkb import rank_ptkb_by_embedding
-from simloop.parts.rewrite import heuristic_rewrite, is_dependent
+from simloop.parts.rewrite import heuristic_rewrite, is_dependent, request_text
 from simloop.parts.stages import timed_stage
 from simloop.search import Hit
 from simloop.text import STOPWORDS, words
@@ -93,6 +93,32 @@ def test_rewrite_carries_no_typo_or_stray_word_into_the_query():
     assert out == "What do pike eat?"
     # Words the answers did not use, and real words one letter apart, stay as they are.
     assert "movies" in heuristic_rewrite("and why?", [("Tell me about classic movies", "The moves of a dance ...")], [])
+
+
+@pytest.mark.parametrize(("said", "asked"), [
+    ("Focus on veena.", "Veena."),  # "focus" found an optics article
+    ("Ugh, not again! Could you focus on hockey team score?", "Hockey team score?"),
+    ("ugh, not again! my point is: what kind of city is it?", "what kind of city is it?"),  # "point": geometry
+    ("Oh, one more thing: what kind of animal is a house cat?", "What kind of animal is a house cat?"),
+    ("Seriously, that's useless! The part about causes, please.", "Causes."),
+    ("This is getting frustrating! Can we talk about cheese?", "Cheese?"),
+    ("Once again, no. Really, where's it?", "Where's it?"),  # a question with no content word stays
+    ("Just so you know, I am flying to Vancouver. How many people live there?",
+     "Just so you know, I am flying to Vancouver. How many people live there?"),  # a statement, not a frame
+    ("What is the boiling point of water?", "What is the boiling point of water?"),  # "point" inside stays
+    ("Thanks!", "Thanks!"),  # nothing but feedback: kept whole
+])
+def test_the_query_drops_what_only_frames_the_request(said: str, asked: str):
+    assert request_text(said) == asked
+    assert heuristic_rewrite(said, []) == asked
+
+
+def test_a_why_question_that_names_its_subject_stands_alone():
+    history = [("My youngest granddaughter had malaria last year.", "Malaria is a mosquito-borne disease.")]
+    question = "Why do female mosquitoes drink human blood?"
+    assert not is_dependent(question)
+    assert heuristic_rewrite(question, history) == question
+    assert is_dependent("Why?") and "malaria" in heuristic_rewrite("Why?", history)
 
 
 # --------------------------------------------------------------------------- extractive answer

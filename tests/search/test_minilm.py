@@ -101,3 +101,13 @@ def test_one_blas_thread_in_a_run_and_every_core_within_blas_threads():
     env["SIMLOOP_TORCH_THREADS"] = "2"  # the old name still works
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True, env=env)
     assert out.stdout.split() == ["[2]", "[2]", "[2]"]
+
+
+def test_english_words_come_from_the_offline_models_vocabulary():
+    from simloop.search import english_words
+
+    vocab = english_words()
+    assert {"curious", "lava", "underground", "city"} <= vocab  # whole words of WordPiece's vocabulary
+    assert not {"curius", "undreground", "lva", "##ing"} & vocab  # typos and word pieces are not words
+    assert all(w.isalpha() and w.islower() and len(w) >= 3 for w in vocab)
+    assert english_words() is vocab  # read once

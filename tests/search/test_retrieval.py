@@ -15,6 +15,7 @@ import pytest
 from simloop.errors import BadInputError, DataFileError, IndexMissingError, RetrievalError
 from simloop.search import (
     BM25Retriever,
+    CountsTerms,
     Hit,
     RetrievalConfig,
     Retriever,
@@ -214,6 +215,12 @@ async def test_build_and_search_tiny_index(tiny_index: Path):
         assert await retriever.doc("missing") is None
         many = await retriever.search_many(["cello", "shark fish", "tofu soy"], k=2)
         assert [hs[0].docid for hs in many] == ["cello", "shark", "tofu"]
+        assert isinstance(retriever, CountsTerms)
+        counts = await retriever.doc_freq(["cello", "Cellos", "celol", "the", "zzzunknownword"])
+        # analysed as the index is: "Cellos" counts "cello"; a stop word and a typo count nothing
+        assert counts["cello"] >= 1 and counts["Cellos"] == counts["cello"]
+        assert counts["celol"] == counts["the"] == counts["zzzunknownword"] == 0
+        assert await retriever.doc_freq([]) == {}
     finally:
         await retriever.aclose()
     with pytest.raises(RetrievalError, match="closed"):

@@ -11,7 +11,7 @@ from simloop.run import Context, DialogueSpec
 from simloop.run.engine import run_dialogue
 from simloop.schema import AssistantReply, Behaviour, Persona, PluginRef, RubricQuestion, Scenario, Topic
 from simloop.simulators import OfflineSimulator
-from simloop.simulators.needs import condense, noun_phrases, split_need, trim
+from simloop.simulators.needs import brief, condense, noun_phrases, split_need, trim, unframe
 from simloop.text import words
 from tests.helpers.data import ROOT
 
@@ -124,3 +124,20 @@ async def test_long_resolved_questions_come_out_short():
         lengths += [len(turn.user.utterance.split()) for turn in t.turns]
     assert sum(lengths) / len(lengths) <= 16, lengths  # the questions average 20 words; real users about 12
     assert max(lengths) <= 40
+
+
+def test_a_question_framed_by_the_users_life_has_a_plainer_wording():
+    # With no other wording a question is typed word for word every time (a fifth of the demo's
+    # first asks were); a lead phrase or a possessive about the user can go, a person cannot.
+    assert brief("For my thesis introduction, how far back do sharks go in the fossil record?") \
+        == "How far back do sharks go in the fossil record?"
+    assert brief("For my thesis, how far back do sharks go?", keep={"thesi"}) \
+        == "For my thesis, how far back do sharks go?"  # the topic's own words stay
+    assert brief("If I see a hammerhead, what is its head for?") == "If I see a hammerhead, what is its head for?"
+    assert unframe("How does the pipe organ that accompanies our choir make its sound?") \
+        == "How does the pipe organ that accompanies the choir make its sound?"
+    assert unframe("How does the interest a bank pays on my deposit work?") \
+        == "How does the interest a bank pays on the deposit work?"
+    kin = "How do I explain to my grandson how you win Go?"
+    assert unframe(kin) == kin
+    assert unframe("Where does our Siamese cat come from?") == "Where does our Siamese cat come from?"  # a name
