@@ -87,7 +87,7 @@ async def test_rehearse_end_to_end_with_client_crash(tmp_path):
             # meta.simloop arrived: cited passages, unless the answer is the honest no-answer line
             assert a.response and a.passages and (any(p.used for p in a.passages) or a.response == NO_ANSWER)
             assert all(1 <= u.index <= ptkb_size for u in a.ptkb_provenance)
-            assert [s.name for s in turn.stages][-5:-1] == ["ptkb", "rewrite", "retrieve", "generate"]
+            assert [s.name for s in turn.stages][-6:-1] == ["ptkb", "spelling", "rewrite", "retrieve", "generate"]
     assert read_manifest(server_cfg.out / "serve-e2e").status == "finished"
 
     # The client's own run directory: the same three dialogues, the one cut by the crash whole.
