@@ -47,6 +47,7 @@ from simloop.parts import (
     request_text,
     respell,
     timed_stage,
+    turns_down,
     used_only,
 )
 from simloop.run import Context
@@ -172,7 +173,8 @@ class BM25Extractive:
             response, used = await focused_answer(
                 embedder, query, hits, utterance=heard, ptkb=chosen, remembered=remembered,
                 earlier=earlier, max_words=self.max_words, passages=_GENERATION_PASSAGES,
-                focus=focus or question_part(heard), asked=asked,
+                focus=focus or question_part(heard), asked=asked, told=[a for _, a in history],
+                turned_down=turns_down(utterance),
             )
 
         read = [utterance, *window, *(p.statement for p in selected), *(h.text for h in hits[:_GENERATION_PASSAGES])]

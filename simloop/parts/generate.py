@@ -19,9 +19,12 @@ from dataclasses import dataclass
 from ..search import Hit
 from ..text import content_words, sentences, stem, word_count
 
-__all__ = ["extractive_answer", "scored_sentences", "compose", "Sentence", "NO_ANSWER"]
+__all__ = ["extractive_answer", "scored_sentences", "compose", "leans_on_previous", "Sentence", "NO_ANSWER",
+           "NOTHING_NEW"]
 
 NO_ANSWER = "I could not find anything about that in my sources."
+# What an answer says when all it found was said already in the dialogue (``focused_answer``).
+NOTHING_NEW = "I found nothing on that beyond what I already said."
 _MIN_WORDS = 4  # shorter fragments are titles or list debris, not answers
 _DUPLICATE = 0.7  # word-overlap ratio above which two sentences say the same thing
 _CONTEXT_WEIGHT = 0.3  # a context-only term is weaker evidence than the user's own word
@@ -39,6 +42,12 @@ class Sentence:
     text: str
     terms: frozenset[str]
     score: float = 0.0
+
+
+def leans_on_previous(c: Sentence) -> bool:
+    """Does the sentence open on a pronoun for its passage's subject ("He played 20 seasons
+    ...")?  Read out of its passage, the pronoun would stand for whatever came before it."""
+    return c.position > 0 and bool(_LEANING.match(c.text))
 
 
 def _heading(hit: Hit, position: int, text: str) -> bool:
@@ -67,7 +76,7 @@ def _score(cands: list[Sentence], query_terms: set[str], focus_terms: set[str]) 
         overlap = sum(weight[t] for t in query_terms & c.terms)
         prior = 0.3 / (1 + c.rank) + (0.2 if c.position <= 1 else 0.0)
         c.score = overlap + (prior if overlap else prior / 10)
-        if c.position > 0 and _LEANING.match(c.text):
+        if leans_on_previous(c):
             c.score *= _LEANING_FACTOR
 
 

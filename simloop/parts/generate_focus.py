@@ -56,8 +56,8 @@ from typing import Any
 import numpy as np
 
 from ..search import Embedder, cosine
-from ..text import STOPWORDS, content_words, second_person, stem, word_count
-from .generate import NO_ANSWER, Sentence, compose, scored_sentences
+from ..text import STOPWORDS, content_words, second_person, sentences, stem, word_count
+from .generate import NO_ANSWER, NOTHING_NEW, Sentence, compose, leans_on_previous, scored_sentences
 from .rewrite import is_dependent, leans_back, question_part, request_text
 
 __all__ = ["focused_answer", "personal_sentence", "ON_TOPIC", "PTKB_FACT", "POOL"]
@@ -145,11 +145,15 @@ def _addresses(c: Sentence, sim: float, asked: set[str], subject: set[int], lead
     the question too ("Brewing" beside "Beer"), ``OTHER_SUBJECT`` otherwise ("He shared the
     Nobel Prize for the discovery of penicillin" for who discovered penicillin).  Such a
     passage otherwise only lends a shared word ("Ivory ... teeth" for the great white
-    shark's teeth, "Burmese is spoken in Myanmar" for where Malay is spoken)."""
+    shark's teeth, "Burmese is spoken in Myanmar" for where Malay is spoken).  One that opens
+    on a pronoun ("He played 20 seasons in the NHL") speaks of its own passage's subject, not
+    of the question's, and is never taken from another passage."""
     if sim < on_topic:
         return False
     if c.rank == lead:
         return True
+    if leans_on_previous(c):
+        return False
     return bool(c.terms & asked) and sim >= (SUBJECT_BAR if c.rank in subject else OTHER_SUBJECT)
 
 
@@ -171,7 +175,8 @@ async def focused_answer(embedder: Embedder, query: str, hits: Sequence[Any], *,
                          ptkb: Sequence[str] = (), remembered: Sequence[str] = (), earlier: Sequence[str] = (),
                          max_words: int = 220, passages: int = 5, focus: str | None = None,
                          asked: str | None = None, on_topic: float = ON_TOPIC,
-                         ptkb_fact: float = PTKB_FACT) -> tuple[str, list[str]]:
+                         ptkb_fact: float = PTKB_FACT, told: Sequence[str] = (),
+                         turned_down: bool = False) -> tuple[str, list[str]]:
     """(response, cited docids).  ``ptkb``: the statements the PTKB stage chose (named when
     they reach ``ptkb_fact`` with the utterance and with none of the ``earlier`` user
     utterances); ``remembered``: facts the memory strategy recalled for this turn (all
@@ -179,7 +184,8 @@ async def focused_answer(embedder: Embedder, query: str, hits: Sequence[Any], *,
     with the context it needs (the rewrite of the utterance's asking part; default the
     query): a kept sentence shares a word with it and is close to it or to the asking
     part, so that what the user only mentioned ("I love palm-nut soup.") draws no sentence
-    of its own."""
+    of its own.  ``told``: the assistant's earlier answers in this dialogue;
+    ``turned_down``: the utterance turns the last one down (``rewrite.turns_down``)."""
     asked = asked or query
     ranked = scored_sentences(query, hits, passages, focus)[:POOL]
     question = question_part(utterance) if utterance else query
@@ -234,5 +240,13 @@ async def focused_answer(embedder: Embedder, query: str, hits: Sequence[Any], *,
                     if _addresses(c, float(sim), asked_terms, subject, close[0].rank, on_topic)]
     if not kept:
         return (f"{opening} {NO_ANSWER}" if opening else NO_ANSWER), []
-    body, used = compose(kept, budget)
+    # Nothing is said again that the user has turned down: after "That's not it!" no
+    # sentence of an earlier answer (``told``) comes back, and the answer just given is
+    # never given again.  Otherwise an earlier sentence may answer the new question too.
+    refused = {s.strip() for answer in (told if turned_down else told[-1:]) for s in sentences(answer)}
+    body, used = compose([c for c in kept if c.text.strip() not in refused] if turned_down else kept, budget)
+    if refused and (not used or set(sentences(body)) <= refused):
+        body, used = compose([c for c in kept if c.text.strip() not in refused], budget)
+        if not used:
+            return (f"{opening} {NOTHING_NEW}" if opening else NOTHING_NEW), []
     return (f"{opening} {body}" if opening else body), used

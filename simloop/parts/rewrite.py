@@ -26,7 +26,7 @@ from collections.abc import Sequence
 
 from ..text import STOPWORDS, content_words, is_asking, stem, words
 
-__all__ = ["heuristic_rewrite", "is_dependent", "leans_back", "request_text", "question_part"]
+__all__ = ["heuristic_rewrite", "is_dependent", "leans_back", "request_text", "question_part", "turns_down"]
 
 # Words that point back at an earlier turn.
 _ANAPHORA = frozenset(
@@ -39,7 +39,14 @@ _FEEDBACK = frozenset(
     vague general wrong useless frustrating answer answers answering question questions asking asked ask
     again skip forget never mind meant clear confusing lost missed missing point points detail details detailed
     suggestion suggestions information sounds sound delicious wonderful excellent valuable intriguing appreciate
-    makes sense perfect awesome brilliant lovely ugh nope seriously whatever getting""".split()
+    makes sense perfect awesome brilliant lovely ugh nope seriously whatever getting ah oh""".split()
+)
+# Words of chit-chat around a request ("I'm taking notes.", "It came up at dinner."): a
+# sentence made of nothing else (and of feedback words) is dropped from the request, but
+# the words themselves are kept elsewhere ("dinner" may be the subject of a question).
+_CHIT_CHAT = frozenset(
+    """curious matters matter helps help mixed reading basic friend friends rush wondered wonder ages dinner
+    everyone taking notes want right keep things came really""".split()
 )
 
 
@@ -111,7 +118,7 @@ def _history_terms(history: Sequence[tuple[str, str]], turns: int = 2) -> list[s
     vocabulary = {w for _, assistant in history for w in content_words(assistant)}
     terms: list[str] = []
     for user, _assistant in reversed(list(history)[-turns:]):
-        for w in content_words(user):
+        for w in content_words(request_text(user)):
             spelled = None if w in _FEEDBACK else _respelled(w, vocabulary)
             if spelled:
                 terms.append(spelled)
@@ -148,6 +155,30 @@ def _new_terms(candidates: list[str], seen: set[str], limit: int) -> list[str]:
     return out
 
 
+# A complaint about the answer just given ("That's not it again.", "Seriously, that's useless!",
+# "Close, but no."), not a "No rush." or "Doesn't matter." of small talk; its words beside
+# the cue are feedback and chit-chat, or these.
+_COMPLAINT = re.compile(
+    r"^\W*(?:no|nope|hmm,? no|come on|ugh)\b(?!\W+(?:rush|matter|problem|worries))"
+    r"|n't\b(?!\s+(?:know|matter))|\bno\W*$"
+    r"|\b(?:not(?! sure)|nothing|wrong|useless|unhelpful|vague|too general|miss(?:es|ed|ing)?"
+    r"|off(?: the mark| topic)?|frustrating|beside the point|same thing|something else|different topic)\b",
+    re.IGNORECASE,
+)
+_COMPLAINT_WORDS = frozenset(
+    """thing closer close exactly hoping mark topic quite really else different answer answers say see help think
+    still nothing need needed already said point get either once told misses beside""".split()
+)
+
+
+def turns_down(utterance: str) -> bool:
+    """Does the utterance open by turning the last answer down?  Its first sentence is a
+    complaint and asks nothing itself ("That's not it again. Who founded Carthage?")."""
+    first = next((s for s in re.split(r"(?<=[.!?])\s+", utterance.strip()) if s), "")
+    words_of = set(content_words(first))
+    return "?" not in first and bool(_COMPLAINT.search(first)) and words_of <= _FEEDBACK | _CHIT_CHAT | _COMPLAINT_WORDS
+
+
 def request_text(utterance: str) -> str:
     """``utterance`` without its sentences of pure feedback or thanks ("Thanks for that
     suggestion!", "That's still too vague."), and without the words that only frame a
@@ -155,7 +186,7 @@ def request_text(utterance: str) -> str:
     point is:"): they add nothing a search could use, and BM25 would match them ("focus"
     finds optics).  An utterance that is nothing but feedback or frame is kept whole."""
     parts = [s for s in re.split(r"(?<=[.!?])\s+", utterance.strip()) if s]  # "ugh! my point is: ..." too
-    kept = [s for s in parts if "?" in s or not set(content_words(s)) <= _FEEDBACK]
+    kept = [s for s in parts if "?" in s or not set(content_words(s)) <= _FEEDBACK | _CHIT_CHAT]
     bare = [u for u in (_unframed(s) for s in kept) if words(u)]
     return " ".join(bare) if bare else (" ".join(kept) if kept else utterance)
 

@@ -200,6 +200,8 @@ def condense(ask: str, known: set[str]) -> str:
 
 # Stop words that open a noun phrase as adjectives ("great whites", "first date").
 _ADJECTIVES = {"great", "big", "small", "new", "old", "first", "last", "good", "best", "long", "high", "low"}
+# Words that open a verb's object: the word before one ends a noun phrase ("composers play the veena").
+_OBJECT_LEAD = {"me", "us", "him", "her", "them", "the", "a", "an", "my", "your", "our"}
 _ABBREVIATION = re.compile(r"\b(St|Dr|Mr|Mrs|Ms|Mt|Ft)\.(?=\s+[A-Z])")
 _NP_LEAD = {"the", "a", "an", "any", "some", "my", "your", "our", "their", "its", "this", "that", "these",
             "those", "other", "more", "about", "of", "for", "on", "in", "at", "with", "from", "into", "and", "or",
@@ -225,6 +227,8 @@ def noun_phrases(text: str, skip: AbstractSet[str] = frozenset()) -> list[str]:
             continue
         if run:
             at = k - len(run)
+            if len(run) > 1 and tok.lower() in _OBJECT_LEAD and run[-1][:1].islower():
+                run = run[:-1]  # "the rink makes me wheeze": a word before its object is a verb
             after_lead = at > 0 and toks[at - 1].lower() in _NP_LEAD
             names = [t for t in run if t[:1].isupper()] if at > 0 or len(run) > 1 else []
             if after_lead:

@@ -63,14 +63,14 @@ async def sentence_support(items: list[tuple[str, str, str | None]], embedder: A
 
 def judged_sentences(answer: str) -> tuple[list[str], int]:
     """The sentences of ``answer`` that the off-topic figures judge, and how many honest
-    "nothing found" lines (``parts.NO_ANSWER``) were left out: such a line is about no
+    "nothing found" lines (``parts.NO_ANSWER``, ``parts.NOTHING_NEW``) were left out: such a line is about no
     subject at all, and an assistant that admits a miss must not look padded for it.
     Questions asked back are left out as the grader leaves them out."""
-    from ..parts import NO_ANSWER
+    from ..parts import NO_ANSWER, NOTHING_NEW
     from ..simulators import is_asking
     from ..text import sentences
 
-    said = [s for s in sentences(answer) if s.strip() != NO_ANSWER]
+    said = [s for s in sentences(answer) if s.strip() not in (NO_ANSWER, NOTHING_NEW)]
     return [s for s in said if not is_asking(s)], len(sentences(answer)) - len(said)
 
 

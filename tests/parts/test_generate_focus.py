@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from simloop.fakes.seams import HashEmbedder
-from simloop.parts.generate import NO_ANSWER
+from simloop.parts.generate import NO_ANSWER, NOTHING_NEW
 from simloop.parts.generate_focus import focused_answer, personal_sentence
 from simloop.search import Hit
 from simloop.text import second_person, word_count
+from simloop.text import sentences as split_sentences
 
 # Lexically it qualifies (two query words), but most of its words are about something else.
 OFF = ("Strings, a rock band, tuned up in Ohio, Texas, Utah and Maine every summer with two drummers, loud guitars "
@@ -162,3 +163,32 @@ async def test_a_follow_up_is_matched_to_titles_with_the_question_before_it():
     earlier = ["Great white shark size?"]
     text, used = await focused_answer(HashEmbedder(), "And teeth?", hits, utterance="And teeth?", earlier=earlier)
     assert used == ["shark"] and "300 serrated teeth" in text
+
+
+async def test_an_answer_turned_down_is_not_given_again():
+    first, _ = await focused_answer(HashEmbedder(), QUESTION, HITS, utterance=QUESTION)
+    # the same answer is not given twice, whether or not the user complained: what else was
+    # found, or nothing new to say
+    again, _ = await focused_answer(HashEmbedder(), QUESTION, HITS, utterance=QUESTION, told=[first])
+    assert again and not any(s in again for s in split_sentences(first))
+    both = f"{first} {again}"
+    last, used = await focused_answer(HashEmbedder(), QUESTION, HITS, utterance=QUESTION, told=[both])
+    assert last == NOTHING_NEW and used == []
+    # a sentence said earlier may answer a new question, unless the user just turned the answers down
+    said = "Salt is a mineral made mostly of sodium chloride."
+    question = "What is table salt made of?"
+    kept, _ = await focused_answer(HashEmbedder(), question, [SALT], utterance=question, told=[said, "Hello."],
+                                   on_topic=-1.0)
+    refused, used = await focused_answer(HashEmbedder(), question, [SALT], utterance=question, told=[said, "Hello."],
+                                         on_topic=-1.0, turned_down=True)
+    assert said in kept and said not in refused and "Table salt is salt ground fine" in refused and used == ["Salt"]
+
+
+async def test_a_sentence_leaning_on_another_passage_is_not_borrowed():
+    # "He played ..." speaks of its own passage's subject (a player), not of the league asked about.
+    hits = [Hit("nhl", 5.0, "The National Hockey League is an ice hockey league of 32 teams. It plays in North America."),
+            Hit("gretzky", 4.0, "Wayne Gretzky is a hockey player. He played in the National Hockey League with "
+                "four teams.")]
+    question = "How many teams play in the National Hockey League?"
+    text, used = await focused_answer(HashEmbedder(), question, hits, utterance=question, on_topic=-1.0)
+    assert used == ["nhl"] and "He played" not in text

@@ -166,3 +166,26 @@ async def test_timed_stage_records_latency_and_errors():
     assert [s.name for s in stages] == ["retrieve", "rewrite", "generate"]
     assert all(s.prompt_tokens == 0 and s.model is None for s in stages)
     assert stages[0].latency_ms > 0 and stages[2].error == "ValueError: boom" and t.stage is stages[2]
+
+
+def test_turns_down_reads_a_complaint_not_small_talk():
+    from simloop.parts.rewrite import turns_down
+
+    for said in ("That's not it again. Who founded Carthage?", "Seriously, that's useless! Only teeth.",
+                 "Close, but no. Where is it?", "That doesn't answer it.", "Ugh, not again! And the capital?"):
+        assert turns_down(said), said
+    for said in ("No rush. What is the capital?", "Doesn't matter. Who founded it?", "I don't eat meat. Any recipes?",
+                 "Who won the 2019 World Cup?", "Oh, I didn't know that. And the capital?",
+                 "Not helpful? Why is that?", "No, I meant the Canadian one."):
+        assert not turns_down(said), said
+
+
+def test_chit_chat_stays_out_of_the_request_and_the_context():
+    from simloop.parts.rewrite import heuristic_rewrite, request_text
+
+    assert request_text("I'm taking notes. It came up at dinner. Where is Fiji?") == "Where is Fiji?"
+    assert request_text("What did we have for dinner in Fiji?") == "What did we have for dinner in Fiji?"
+    # an earlier turn's frame and chit-chat lend no word to a follow-up's query
+    history = [("Seriously, that's useless! It matters to me. The part about great white sharks, please.", "...")]
+    query = heuristic_rewrite("And their teeth?", history)
+    assert "sharks" in query and not {"matters", "part", "useless"} & set(query.split())

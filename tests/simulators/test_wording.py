@@ -71,6 +71,10 @@ def test_trim_and_noun_phrases():
     assert trim("What is glycogen?", 14) == "What is glycogen?"
     assert noun_phrases("How do people celebrate St. Valentine's Day?") == ["St Valentine's Day"]
     assert "tuition fee" in noun_phrases("Can you tell me the tuition fee for the program?")
+    # A word before its object is a verb, not part of the phrase a re-ask narrows to.
+    assert noun_phrases("Cold air at the rink makes me wheeze; what can trigger an asthma attack?") \
+        == ["asthma attack", "rink"]
+    assert "great Carnatic composers" in noun_phrases("Did any of the great Carnatic composers play the veena?")
 
 
 class Unhelpful:
