@@ -96,10 +96,15 @@ def _subject_passages(hits: Sequence[Any], passages: int, asked: set[str]) -> tu
     else titles sharing one ("Inflation" and "Cosmic inflation"); else none (a synonym:
     "Myocardial infarction" for a heart attack; untitled passages, most corpora but the
     demo's), and the sentences are judged alone."""
-    titles = [_terms(re.sub(r"\s*\([^)]*\)", "", getattr(h, "title", "") or ""), True, light=True)
-              for h in hits[:passages]]
+    titles = [_title_terms(h) for h in hits[:passages]]
     whole = {r for r, t in enumerate(titles) if t and t <= asked}
     return (whole, True) if whole else ({r for r, t in enumerate(titles) if t & asked}, False)
+
+
+def _title_terms(hit: Any) -> set[str]:
+    """The words of a passage's title, without its qualifier ("Go (game)" -> "go"), in the
+    ``_light`` forms a question's words are matched in."""
+    return _terms(re.sub(r"\s*\([^)]*\)", "", getattr(hit, "title", "") or ""), True, light=True)
 
 
 def _about(titles: Sequence[str], sims: Any) -> dict[int, float]:
@@ -118,15 +123,46 @@ def _names(question: str) -> set[str]:
     return {m.group(1) for m in re.finditer(r"(?<=[\w,;:'’] )([A-Z][\w'’-]*)", question)} - {"I"}
 
 
-def _lead(about: dict[int, float], hits: Sequence[Any], names: set[str]) -> int | None:
+def _lead(about: dict[int, float], hits: Sequence[Any], names: set[str], question: str) -> int | None:
     """The rank of the passage the answer is built on, among those ``about`` the question
     (None when none is): the one holding the most of the question's names (the board game
     Go, not "Board game"; the Palace of Westminster for Big Ben, not "Parliament"), then
-    the one whose title is closest to the question, then the better ranked."""
-    def held(rank: int) -> int:
-        text = getattr(hits[rank], "text", "") or ""
-        return sum(1 for n in names if re.search(rf"\b{re.escape(n)}\b", text))
-    return max(about, key=lambda r: (held(r), about[r], -r)) if about else None
+    one whose title is made of the question's words ("Cheese", not "Dairy", for how cheese
+    is made from milk), the question's grammatical subject first ("Haiku", not "Syllable",
+    for how many syllables a haiku has; "Lava", not "Volcano", for how lava gets out of a
+    volcano), then the one whose title is closest to the question, then the better
+    ranked."""
+    words = {_light(w.lower()) for w in re.findall(r"[^\W_][\w'’-]*", question)}
+    subject = _subject_word(question)
+
+    def named(rank: int) -> int:
+        title = _title_terms(hits[rank])
+        if not title or not title <= words:
+            return 0
+        return 2 if subject in title else 1
+    return max(about, key=lambda r: (_held(hits[r], names), named(r), about[r], -r)) if about else None
+
+
+_AUXILIARY = re.compile(r"\b(?:is|are|was|were|does|do|did|has|have|had|can|could|will|would|should)\b\s+(.*)", re.I)
+
+
+def _subject_word(question: str) -> str | None:
+    """The first content word after the question's first auxiliary verb, in its light
+    form: its grammatical subject ("haiku" in "How many syllables does a haiku have?")."""
+    m = _AUXILIARY.search(question)
+    after = _terms(m.group(1).split("?")[0], light=True) if m else set()
+    if not after:
+        return None
+    for w in re.findall(r"[^\W_][\w'’-]*", m.group(1)):
+        if _light(w.lower()) in after:
+            return _light(w.lower())
+    return None
+
+
+def _held(hit: Any, names: set[str]) -> int:
+    """How many of the question's ``names`` the passage's text holds."""
+    text = getattr(hit, "text", "") or ""
+    return sum(1 for n in names if re.search(rf"\b{re.escape(n)}\b", text))
 
 
 def _light(word: str) -> str:
@@ -222,9 +258,20 @@ async def focused_answer(embedder: Embedder, query: str, hits: Sequence[Any], *,
         sims = cosine(asking, vectors[start:start + len(ranked)]).max(axis=0)
         close = [c for c in ranked if c.terms & asked_terms and float(sims[ranked.index(c)]) >= on_topic]
         heads = vectors[start + len(ranked):start + len(ranked) + len(titled)]
-        subjects = vectors[[len(texts) - 1] if prior else [len(said)]]  # the question, in context when it leans back
+        # The question in context when it depends on the turn before; a short one that names
+        # its subject ("When did tango start?") is matched alone too.
+        alone = not prior or (not leans_back(question) and len(content_words(question)) > 1)
+        subjects = vectors[[len(said)] * alone + [len(texts) - 1] * bool(prior)]
         about = _about(titles, cosine(subjects, heads).max(axis=0) if titled else None)
-        lead = _lead(about, hits, _names(question))
+        names = _names(question)
+        # A passage titled with a name the question uses ("Go (game)" for the board game Go) is
+        # about it, unless another passage holds more of the question's names ("Parliament" for
+        # "Big Ben, at the Houses of Parliament", beside "Palace of Westminster").
+        light_names = {_light(n.lower()) for n in names}
+        most = max((_held(h, names) for h in hits[:passages]), default=0)
+        about |= {r: about.get(r, 0.0) for r, h in enumerate(hits[:passages])
+                  if _title_terms(h) and _title_terms(h) <= light_names and _held(h, names) >= most}
+        lead = _lead(about, hits, names, question)
         if lead is not None:
             # A passage is about the question: the answer is built on it alone.  Its
             # neighbours, even about something close ("Rugby league" beside "Rugby union",

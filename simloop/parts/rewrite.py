@@ -211,10 +211,15 @@ _TAIL_FRAME = re.compile(r"(?:,?\s+(?:please|then))+(?=\W*$)", re.IGNORECASE)
 
 
 def _unframed(sentence: str) -> str:
-    """``sentence`` without the words that frame the request (see ``request_text``)."""
+    """``sentence`` without the words that frame the request (see ``request_text``); a
+    request stripped of its frame ends as the question it is ("Tell me about Chopin's
+    nocturnes." -> "Chopin's nocturnes?"), so that ``question_part`` still finds it."""
     bare = _LEAD_FRAME.sub("", sentence, count=1)
+    framed = _ASK_FRAME.search(bare)
     bare = _ASK_FRAME.sub("", bare, count=1)
     bare = _TAIL_FRAME.sub("", bare)
+    if framed and words(bare):
+        bare = re.sub(r"[.!?]*$", "?", bare.rstrip(), count=1)
     return bare[:1].upper() + bare[1:] if bare and sentence[:1].isupper() else bare
 
 
@@ -238,11 +243,13 @@ _POINTER = frozenset("it its they them their this that these those there he him 
 
 def question_part(utterance: str) -> str:
     """What ``utterance`` asks: its asking sentences (a question, or a request such as
-    "Tell me about X."; with the sentence before when the first one points back at it),
+    "Tell me about X."; with the sentence or clause before when the first one points back at it),
     else the sentence with the most content words.  The rest is context ("I love salty
     food.") or small talk ("It came up at dinner."), not the question."""
-    # Split at every full stop: a user typing in lower case ("i was born there. warsaw?") ends sentences too.
-    parts = [s for s in re.split(r"(?<=[.!?])\s+", utterance.strip()) if s]
+    # Split at every full stop: a user typing in lower case ("i was born there. warsaw?") ends
+    # sentences too; and at a semicolon, so that "Chopin grew up in Warsaw; what kind of city is
+    # it?" points back at its own first clause, not at the sentence before.
+    parts = [s for s in re.split(r"(?<=[.!?;])\s+", utterance.strip()) if s]
     at = [i for i, s in enumerate(parts) if is_asking(s) or _USER_REQUEST.match(s)]
     if at:
         # "... what the board game Go is. How do you win it?": "it" needs the sentence before.

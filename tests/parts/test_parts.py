@@ -96,11 +96,11 @@ def test_rewrite_carries_no_typo_or_stray_word_into_the_query():
 
 
 @pytest.mark.parametrize(("said", "asked"), [
-    ("Focus on veena.", "Veena."),  # "focus" found an optics article
+    ("Focus on veena.", "Veena?"),  # "focus" found an optics article; a request still asks
     ("Ugh, not again! Could you focus on hockey team score?", "Hockey team score?"),
     ("ugh, not again! my point is: what kind of city is it?", "what kind of city is it?"),  # "point": geometry
     ("Oh, one more thing: what kind of animal is a house cat?", "What kind of animal is a house cat?"),
-    ("Seriously, that's useless! The part about causes, please.", "Causes."),
+    ("Seriously, that's useless! The part about causes, please.", "Causes?"),
     ("This is getting frustrating! Can we talk about cheese?", "Cheese?"),
     ("Once again, no. Really, where's it?", "Where's it?"),  # a question with no content word stays
     ("Just so you know, I am flying to Vancouver. How many people live there?",
