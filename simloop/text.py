@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 __all__ = [
     "STOPWORDS", "TOKENS_PER_WORD",
     "words", "stem", "content_words", "content_terms", "sentences", "word_count", "first_lower", "term_coverage",
-    "second_person", "is_asking",
+    "second_person", "is_asking", "subject_word",
     "count_tokens", "clip_words", "clip_to_tokens", "count_wordpunct", "truncate_wordpunct", "looks_like_language",
 ]
 
@@ -152,6 +152,21 @@ def is_asking(sentence: str) -> bool:
     for both sides of a dialogue: the grader leaves such sentences out of an answer, the
     policy takes them as the assistant asking back, the offline assistant answers them."""
     return sentence.rstrip().endswith("?") or bool(_REQUEST.match(sentence))
+
+
+_AUXILIARY = re.compile(r"\b(?:is|are|was|were|does|do|did|has|have|had|can|could|will|would|should)\b\s+(.*)", re.I)
+
+
+def subject_word(question: str) -> str | None:
+    """The question's grammatical subject, as the first content word after its first
+    auxiliary verb ("haiku" in "How many syllables does a haiku have?", "lava" in "How does
+    lava get out of a volcano?"); None without one.  Read by the offline assistant (which
+    passage the answer is built on) and the template voice (what a re-ask narrows to)."""
+    m = _AUXILIARY.search(question)
+    if not m:
+        return None
+    content = set(content_words(m.group(1).split("?")[0]))
+    return next((w for w in words(m.group(1).split("?")[0]) if w in content), None)
 
 
 def term_coverage(terms: Iterable[str], text: str) -> float:

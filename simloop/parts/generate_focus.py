@@ -56,7 +56,7 @@ from typing import Any
 import numpy as np
 
 from ..search import Embedder, cosine
-from ..text import STOPWORDS, content_words, second_person, sentences, stem, word_count
+from ..text import STOPWORDS, content_words, second_person, sentences, stem, subject_word, word_count
 from .generate import NO_ANSWER, NOTHING_NEW, Sentence, compose, leans_on_previous, scored_sentences
 from .rewrite import is_dependent, leans_back, question_part, request_text
 
@@ -133,7 +133,8 @@ def _lead(about: dict[int, float], hits: Sequence[Any], names: set[str], questio
     volcano), then the one whose title is closest to the question, then the better
     ranked."""
     words = {_light(w.lower()) for w in re.findall(r"[^\W_][\w'’-]*", question)}
-    subject = _subject_word(question)
+    said = subject_word(question)
+    subject = _light(said) if said else None
 
     def named(rank: int) -> int:
         title = _title_terms(hits[rank])
@@ -141,22 +142,6 @@ def _lead(about: dict[int, float], hits: Sequence[Any], names: set[str], questio
             return 0
         return 2 if subject in title else 1
     return max(about, key=lambda r: (_held(hits[r], names), named(r), about[r], -r)) if about else None
-
-
-_AUXILIARY = re.compile(r"\b(?:is|are|was|were|does|do|did|has|have|had|can|could|will|would|should)\b\s+(.*)", re.I)
-
-
-def _subject_word(question: str) -> str | None:
-    """The first content word after the question's first auxiliary verb, in its light
-    form: its grammatical subject ("haiku" in "How many syllables does a haiku have?")."""
-    m = _AUXILIARY.search(question)
-    after = _terms(m.group(1).split("?")[0], light=True) if m else set()
-    if not after:
-        return None
-    for w in re.findall(r"[^\W_][\w'’-]*", m.group(1)):
-        if _light(w.lower()) in after:
-            return _light(w.lower())
-    return None
 
 
 def _held(hit: Any, names: set[str]) -> int:

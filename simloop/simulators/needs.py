@@ -227,8 +227,9 @@ def noun_phrases(text: str, skip: AbstractSet[str] = frozenset()) -> list[str]:
             continue
         if run:
             at = k - len(run)
-            if len(run) > 1 and tok.lower() in _OBJECT_LEAD and run[-1][:1].islower():
-                run = run[:-1]  # "the rink makes me wheeze": a word before its object is a verb
+            if tok.lower() in _OBJECT_LEAD and run[-1][:1].islower():
+                run = run[:-1]  # "the rink makes me wheeze", "what causes an attack": a word before its object is a verb
+        if run:
             after_lead = at > 0 and toks[at - 1].lower() in _NP_LEAD
             names = [t for t in run if t[:1].isupper()] if at > 0 or len(run) > 1 else []
             if after_lead:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import random
 
 from ..schema import RubricQuestion
-from ..text import STOPWORDS, content_terms, content_words, first_lower, words
+from ..text import STOPWORDS, content_terms, content_words, first_lower, stem, subject_word, words
 from .cues import mentions_statement
 from .needs import Ask, Need, brief, condense, leans_back, noun_phrases, resolve, split_need, trim, unframe
 from .paraphrase import capital, casual, clauses, indirect, reframe, sentence, subject
@@ -229,7 +229,12 @@ def _own_terms(action: Action, context: SimContext, part: str, known: set[str]) 
     if about := subject(part):
         out.append([about])
     # A name or a phrase of several words narrows; a lone common word ("stars") is a last resort.
+    # When the question has a grammatical subject, only a phrase naming it narrows: "the
+    # corals", not "reef animals"; "Siamese", not "dark ears" (alone, they ask for another thing).
     phrases = noun_phrases(part, skip=known)
+    said = subject_word(part) or subject_word(action.rubric.question)
+    if said:
+        phrases = [p for p in phrases if stem(said) in content_terms(p)]
     strong = [p for p in phrases if " " in p or p[:1].isupper()]
     out += [[p] for p in (strong or phrases[:1])[:3]]
     return out
