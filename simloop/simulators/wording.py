@@ -231,13 +231,17 @@ def _own_terms(action: Action, context: SimContext, part: str, known: set[str]) 
     # A name or a phrase of several words narrows; a lone common word ("stars") is a last resort.
     # When the question has a grammatical subject, only a phrase naming it narrows: "the
     # corals", not "reef animals"; "Siamese", not "dark ears" (alone, they ask for another thing).
-    phrases = noun_phrases(part, skip=known)
-    said = subject_word(part) or subject_word(action.rubric.question)
-    if said:
-        phrases = [p for p in phrases if stem(said) in content_terms(p)]
+    phrases = _naming_subject(noun_phrases(part, skip=known), part, action.rubric.question)
     strong = [p for p in phrases if " " in p or p[:1].isupper()]
     out += [[p] for p in (strong or phrases[:1])[:3]]
     return out
+
+
+def _naming_subject(phrases: list[str], *questions: str) -> list[str]:
+    """The ``phrases`` that name the grammatical subject of the first of ``questions`` that
+    has one (all of them when none has)."""
+    said = next((w for w in map(subject_word, questions) if w), None)
+    return [p for p in phrases if stem(said) in content_terms(p)] if said else phrases
 
 
 def _candidates(action: Action, context: SimContext, need: Need, known: set[str],
@@ -296,7 +300,8 @@ def follow_up(action: Action, context: SimContext, rng: random.Random) -> str:
     cands = _candidates(action, context, need, known, rng)
     if not cands:  # every approach was used: name something of the need not named that way yet
         said = context.user_utterances
-        terms = [*noun_phrases(rubric.question), first_lower(context.scenario.topic.title)]
+        terms = _naming_subject(noun_phrases(rubric.question), rubric.question) \
+            or [first_lower(context.scenario.topic.title)]
         lines = rng.sample(LINES["spec"], len(LINES["spec"]))
         fresh = [line.format(kw=t) for t in terms for line in lines if not repeats(line.format(kw=t), said)]
         return fresh[0] if fresh else lines[0].format(kw=terms[0])
