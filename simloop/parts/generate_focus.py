@@ -264,12 +264,14 @@ async def focused_answer(embedder: Embedder, query: str, hits: Sequence[Any], *,
             kept = [c for c, sim in zip(ranked, sims) if c.rank == lead and float(sim) >= on_topic]
         elif close and float(sims[ranked.index(close[0])]) >= on_topic + CONFIDENT_MARGIN:
             # No title is about the question (or there are none: most corpora but the demo's):
-            # built on the passage of the best sentence, with others' sentences that are
-            # plainly about the question too.  Nothing that close: retrieval missed.
+            # built on the passage of the best sentence; without titles, with others' sentences
+            # that are plainly about the question too (a titled passage is about its own
+            # subject: "Cape Horn" beside "Tierra del Fuego").  Nothing that close: retrieval missed.
             subject, whole = _subject_passages(hits, passages, _terms(focus_text, light=True))
             subject = subject if whole else set()  # a title sharing one word is no better than none
             kept = [c for c, sim in zip(ranked, sims)
-                    if _addresses(c, float(sim), asked_terms, subject, close[0].rank, on_topic)]
+                    if _addresses(c, float(sim), asked_terms, subject, close[0].rank, on_topic)
+                    and not (titled and c.rank != close[0].rank)]
     if not kept:
         return (f"{opening} {NO_ANSWER}" if opening else NO_ANSWER), []
     # Nothing is said again that the user has turned down: after "That's not it!" no
