@@ -72,6 +72,10 @@ CONFIDENT_MARGIN = 0.10
 # Cosine between a passage's title and the question for the passage to be about it (chosen
 # on hand-labelled demo runs of seeds 1-2: research/answer_padding/).
 TITLE_ABOUT = 0.60
+# How much closer to the question (cosine) another passage's best sentence must be for the
+# answer to be built on it instead of the passage whose title is about the question (chosen
+# on hand-labelled demo runs of seeds 1-4: research/answer_padding/).
+CLOSER_SENTENCE = 0.20
 POOL = 24  # sentences embedded per turn: the lexical best (a 220-word answer holds about 8-10)
 _MAX_FACTS = 2  # more than two facts in one sentence reads as a list, not as attention
 
@@ -142,6 +146,19 @@ def _lead(about: dict[int, float], hits: Sequence[Any], names: set[str], questio
             return 0
         return 2 if subject in title else 1
     return max(about, key=lambda r: (_held(hits[r], names), named(r), about[r], -r)) if about else None
+
+
+def _closer(lead: int, ranked: Sequence[Sentence], sims: Any, asked: set[str]) -> int:
+    """``lead``, or the passage whose best sentence (sharing a word with the question) is
+    ``CLOSER_SENTENCE`` closer to the question than any of the lead's: a title can be about
+    the question while another passage answers it ("Astronaut" and "Yuri Gagarin" for the
+    first person in space)."""
+    best: dict[int, float] = {}
+    for c, sim in zip(ranked, sims):
+        if c.terms & asked:
+            best[c.rank] = max(best.get(c.rank, -1.0), float(sim))
+    top = max(best, key=lambda r: best[r], default=lead)
+    return top if best.get(top, -1.0) >= best.get(lead, -1.0) + CLOSER_SENTENCE else lead
 
 
 def _held(hit: Any, names: set[str]) -> int:
@@ -257,6 +274,8 @@ async def focused_answer(embedder: Embedder, query: str, hits: Sequence[Any], *,
         about |= {r: about.get(r, 0.0) for r, h in enumerate(hits[:passages])
                   if _title_terms(h) and _title_terms(h) <= light_names and _held(h, names) >= most}
         lead = _lead(about, hits, names, question)
+        if lead is not None:
+            lead = _closer(lead, ranked, sims, asked_terms)
         if lead is not None:
             # A passage is about the question: the answer is built on it alone.  Its
             # neighbours, even about something close ("Rugby league" beside "Rugby union",

@@ -161,7 +161,9 @@ async def test_a_follow_up_is_matched_to_titles_with_the_question_before_it():
     alone, used = await focused_answer(HashEmbedder(), "And teeth?", hits, utterance="And teeth?")
     assert used == ["teeth"]  # no title is about "And teeth?" alone
     earlier = ["Great white shark size?"]
-    text, used = await focused_answer(HashEmbedder(), "And teeth?", hits, utterance="And teeth?", earlier=earlier)
+    # as the agent calls it: the rewrite carries the earlier turn's words
+    text, used = await focused_answer(HashEmbedder(), "And teeth? great white shark size", hits, utterance="And teeth?",
+                                      earlier=earlier)
     assert used == ["shark"] and "300 serrated teeth" in text
 
 
@@ -192,3 +194,30 @@ async def test_a_sentence_leaning_on_another_passage_is_not_borrowed():
     question = "How many teams play in the National Hockey League?"
     text, used = await focused_answer(HashEmbedder(), question, hits, utterance=question, on_topic=-1.0)
     assert used == ["nhl"] and "He played" not in text
+
+
+def test_the_lead_is_the_passage_titled_with_the_questions_subject():
+    from simloop.parts.generate_focus import _lead
+
+    hits = [Hit("syllable", 5.0, "Syllable\nA syllable is a unit of speech.", "Syllable"),
+            Hit("haiku", 4.0, "Haiku\nA haiku has 17 syllables.", "Haiku"),
+            Hit("dairy", 3.0, "Dairy\nA dairy makes cheese from milk.", "Dairy"),
+            Hit("cheese", 2.0, "Cheese\nCheese is made from milk.", "Cheese")]
+    # both titles are the question's words: the grammatical subject's wins over a closer title
+    assert _lead({0: 0.8, 1: 0.7}, hits, set(), "How many syllables does a haiku have?") == 1
+    # a title made of the question's words wins over one that is not
+    assert _lead({2: 0.8, 3: 0.7}, hits, set(), "How is cheese made from milk?") == 3
+    assert _lead({}, hits, set(), "How is cheese made from milk?") is None
+
+
+def test_a_passage_with_a_much_closer_sentence_takes_the_lead():
+    from simloop.parts.generate import Sentence
+    from simloop.parts.generate_focus import CLOSER_SENTENCE, _closer
+
+    ranked = [Sentence(0, 1, "astronaut", "An astronaut is trained for spaceflight.", frozenset({"person", "space"})),
+              Sentence(1, 1, "gagarin", "Gagarin was the first person in space.", frozenset({"person", "space"}))]
+    asked = {"person", "space"}
+    assert _closer(0, ranked, [0.4, 0.4 + CLOSER_SENTENCE + 0.01], asked) == 1
+    assert _closer(0, ranked, [0.4, 0.4 + CLOSER_SENTENCE - 0.05], asked) == 0
+    # a sentence sharing no word with the question does not count
+    assert _closer(0, ranked, [0.4, 0.9], {"moon"}) == 0
