@@ -200,6 +200,8 @@ def condense(ask: str, known: set[str]) -> str:
 
 # Stop words that open a noun phrase as adjectives ("great whites", "first date").
 _ADJECTIVES = {"great", "big", "small", "new", "old", "first", "last", "good", "best", "long", "high", "low"}
+# Verbs of telling that run into a noun phrase ("the doctor said gout").
+_SAID = {"said", "says", "told", "tells", "asked", "asks"}
 # Words that open a verb's object: the word before one ends a noun phrase ("composers play the veena").
 _OBJECT_LEAD = {"me", "us", "him", "her", "them", "the", "a", "an", "my", "your", "our"}
 _ABBREVIATION = re.compile(r"\b(St|Dr|Mr|Mrs|Ms|Mt|Ft)\.(?=\s+[A-Z])")
@@ -222,7 +224,8 @@ def noun_phrases(text: str, skip: AbstractSet[str] = frozenset()) -> list[str]:
         inside_name = tok.lower() in _NAME_GLUE and run and run[-1][:1].isupper() and toks[k + 1:k + 2] \
             and toks[k + 1][:1].isupper()  # "University of Toronto" is one name
         adjective = tok.lower() in _ADJECTIVES and toks[k + 1:k + 2] and content_terms(toks[k + 1])
-        if (content_terms(tok) and tok.lower() not in _BACK) or inside_name or adjective:
+        verb = tok[:1].islower() and (tok in _SAID or (len(tok) > 4 and tok.endswith("ed")))  # "toe swelled up"
+        if (content_terms(tok) and tok.lower() not in _BACK and not verb) or inside_name or adjective:
             run.append(tok)
             continue
         if run:

@@ -231,9 +231,12 @@ def _own_terms(action: Action, context: SimContext, part: str, known: set[str]) 
     # A name or a phrase of several words narrows; a lone common word ("stars") is a last resort.
     # When the question has a grammatical subject, only a phrase naming it narrows: "the
     # corals", not "reef animals"; "Siamese", not "dark ears" (alone, they ask for another thing).
-    phrases = _naming_subject(noun_phrases(part, skip=known), part, action.rubric.question)
-    strong = [p for p in phrases if " " in p or p[:1].isupper()]
-    out += [[p] for p in (strong or phrases[:1])[:3]]
+    phrases = noun_phrases(part, skip=known)
+    named = _naming_subject(phrases, part, action.rubric.question)
+    strong = [p for p in named if " " in p or p[:1].isupper()]
+    # A lone common word narrows only when it is what the question is about ("corals"),
+    # never on its own ("attack" for what causes a gout attack).
+    out += [[p] for p in (strong or (named[:1] if named is not phrases else []))[:3]]
     return out
 
 

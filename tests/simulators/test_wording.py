@@ -75,6 +75,7 @@ def test_trim_and_noun_phrases():
     assert noun_phrases("Cold air at the rink makes me wheeze; what can trigger an asthma attack?") \
         == ["asthma attack", "rink"]
     assert "great Carnatic composers" in noun_phrases("Did any of the great Carnatic composers play the veena?")
+    assert noun_phrases("My big toe swelled up and the doctor said gout.") == ["big toe", "doctor", "gout"]
 
 
 class Unhelpful:
