@@ -303,11 +303,8 @@ def follow_up(action: Action, context: SimContext, rng: random.Random) -> str:
     cands = _candidates(action, context, need, known, rng)
     if not cands:  # every approach was used: name something of the need not named that way yet
         said = context.user_utterances
-        terms = _naming_subject(noun_phrases(rubric.question), rubric.question)
-        if not terms:  # nothing names what it is about: the question once more, as a stuck user puts it
-            first = need.asks[0]
-            again = sentence(casual(capital(trim(condense(first.text, known), ASK_MAX))), _mark(first))
-            return pick(rng, "restate").format(q=first_lower(again))
+        terms = _naming_subject(noun_phrases(rubric.question), rubric.question) \
+            or [first_lower(context.scenario.topic.title)]
         lines = rng.sample(LINES["spec"], len(LINES["spec"]))
         fresh = [line.format(kw=t) for t in terms for line in lines if not repeats(line.format(kw=t), said)]
         return fresh[0] if fresh else lines[0].format(kw=terms[0])
