@@ -60,11 +60,11 @@ else:
 
 __all__ = [
     "DEFAULT_PARAMS", "DEFAULT_THRESHOLD", "ENCODER_DEFAULTS", "MAX_WORDS", "MINILM_PARAMS", "NO_ANSWER",
-    "NOTHING_NEW", "RankParams", "as_uses", "classify_ptkb_llm", "current_utterance", "draft_answer", "embedding_rerank",
-    "fit_passages", "focused_answer", "format_passage", "grounded_reply", "heuristic_rewrite", "is_dependent",
-    "iterative_rewrite", "lexical_matrix", "lexical_scores", "llm_rewrite", "multi_query", "order_scores",
-    "queries_from_answer", "queries_per_ptkb", "query_texts", "question_part", "rank_ptkb", "rank_ptkb_by_embedding",
-    "rank_ptkb_uses", "ranker_embedder", "request_text", "respell", "rrf_fuse", "score_ptkb_llm", "score_statements",
-    "select_used", "similarities", "stage_note", "suggest_elements", "timed_stage", "turns_down", "union_ptkb", "used_only",
-    "vote_ptkb",
+    "NOTHING_NEW", "RankParams", "as_uses", "classify_ptkb_llm", "current_utterance", "draft_answer",
+    "embedding_rerank", "fit_passages", "focused_answer", "format_passage", "grounded_reply", "heuristic_rewrite",
+    "is_dependent", "iterative_rewrite", "lexical_matrix", "lexical_scores", "llm_rewrite", "multi_query",
+    "order_scores", "queries_from_answer", "queries_per_ptkb", "query_texts", "question_part", "rank_ptkb",
+    "rank_ptkb_by_embedding", "rank_ptkb_uses", "ranker_embedder", "request_text", "respell", "rrf_fuse",
+    "score_ptkb_llm", "score_statements", "select_used", "similarities", "stage_note", "suggest_elements",
+    "timed_stage", "turns_down", "union_ptkb", "used_only", "vote_ptkb",
 ]

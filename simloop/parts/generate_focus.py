@@ -8,23 +8,36 @@
    why is it important?").  The best-scoring sentences (``POOL`` of them) are embedded
    with MiniLM; a sentence must reach ``ON_TOPIC`` cosine to that question (or its
    rewrite) and share a word with it.  The answer is then built on one passage.
-   When the passages have titles (the demo corpus titles its summaries), it is the one
-   whose title is about the question: MiniLM cosine of at least ``TITLE_ABOUT`` between
-   the title and the question (for a follow-up such as "And teeth?", the question with
-   the user's previous utterance, whose subject it continues), the one holding most of
-   the question's names first ("Go (game)", not "Board game", for the board game Go),
-   then the closest title.  The answer is that passage's sentences that reach
-   ``ON_TOPIC``, and nothing else: a neighbour on something close ("Rugby league" beside
-   "Rugby union", "French Polynesia" beside "Polynesia") would be padding.  Titles are
-   read against the question, not its rewrite, whose context words would make "Celestial
-   navigation" about "Who were the Moriori?".  With no title about the question (or no
-   titles, as in most corpora) the answer is built on the passage of the best sentence,
-   and a sentence of another passage must share a word with the question and reach
-   ``SUBJECT_BAR`` (its title is question words too: "Brewing" beside "Beer") or
-   ``OTHER_SUBJECT`` (any other); an answer whose best sentence stays below ``ON_TOPIC``
-   + ``CONFIDENT_MARGIN`` is then no answer: retrieval missed, and passing on what it
-   found would be padding.  The rest of the selection (relative floor, no repeats, word
-   budget, reading order) is the lexical one's.
+   When the passages have titles (the demo corpus titles its summaries), it is one whose
+   title is about the question: MiniLM cosine of at least ``TITLE_ABOUT`` between the
+   title and the question (for a follow-up such as "And teeth?", the question with the
+   user's previous utterance, whose subject it continues; a short question that does not
+   lean back, "When did tango start?", is read alone too), or a title that is a name the
+   question uses ("Go (game)" for the board game Go) held by as many of the question's
+   names as any passage holds.  Among those: the one holding most of the question's names,
+   then one titled with the question's grammatical subject (``text.subject_word``:
+   "Haiku", not "Syllable", for how many syllables a haiku has) or else with the
+   question's words ("Cheese", not "Dairy", for how cheese is made from milk), then the
+   closest title; and another passage takes the lead when its best sentence is
+   ``CLOSER_SENTENCE`` closer to the question than any of that one's ("Yuri Gagarin"
+   beside "Astronaut" for the first person in space).  The answer is that passage's
+   sentences that reach ``ON_TOPIC``, and nothing else: a neighbour on something close
+   ("Rugby league" beside "Rugby union", "French Polynesia" beside "Polynesia") would be
+   padding.  Titles are read against the question, not its rewrite, whose context words
+   would make "Celestial navigation" about "Who were the Moriori?".  With no title about
+   the question the answer is built on the passage of the best sentence, alone when the
+   passages are titled (a titled passage is about its own subject: "Cape Horn" beside
+   "Tierra del Fuego"); without titles (most corpora) a sentence of another passage joins
+   it when it shares a word with the question and reaches ``OTHER_SUBJECT``, and never
+   when it opens on a pronoun ("He played 20 seasons ..." is about its own passage's
+   subject).  An answer whose best sentence stays below ``ON_TOPIC`` +
+   ``CONFIDENT_MARGIN`` is then no answer: retrieval missed, and passing on what it found
+   would be padding.  The rest of the selection (relative floor, no repeats, word budget,
+   reading order) is the lexical one's.
+   Nothing the user has turned down is said again (``told``: the earlier answers): the
+   answer just given is never given twice (what else was found, or ``NOTHING_NEW``), and
+   after a complaint ("That's not it again.": ``rewrite.turns_down``) no sentence of any
+   earlier answer comes back.  Otherwise an earlier sentence may answer a new question.
 2. Personal.  An opening sentence names what the user told us that bears on the answer:
    the PTKB statements the PTKB stage chose whose cosine to the utterance reaches
    ``PTKB_FACT`` and to every earlier user utterance stays below it (a fact is named when
@@ -64,9 +77,9 @@ __all__ = ["focused_answer", "personal_sentence", "ON_TOPIC", "PTKB_FACT", "POOL
 
 ON_TOPIC = 0.20
 PTKB_FACT = 0.40
-# Cosine a sentence from another passage needs (chosen on a hand-labelled sample of demo answers,
-# see the module notes): one whose title names the question too, and any other.
-SUBJECT_BAR, OTHER_SUBJECT = 0.55, 0.60
+# Cosine a sentence from another passage (untitled corpora) needs (chosen on a hand-labelled
+# sample of demo answers before the demo's titles were read: research/answer_padding/).
+OTHER_SUBJECT = 0.60
 # Without a title naming the question, the best sentence must reach ON_TOPIC + this (0.30), or no answer.
 CONFIDENT_MARGIN = 0.10
 # Cosine between a passage's title and the question for the passage to be about it (chosen
@@ -91,18 +104,6 @@ def personal_sentence(facts: Sequence[str], *, mentioned: bool = True) -> str:
     if not mentioned:
         return f"Given that {facts_text}, here is what I found."
     return f"Since you mentioned that {facts_text}, I kept {'both' if len(clauses) > 1 else 'that'} in mind."
-
-
-def _subject_passages(hits: Sequence[Any], passages: int, asked: set[str]) -> tuple[set[int], bool]:
-    """(ranks, whole): the passages about what was asked (``asked``: the question's words in
-    their ``_light`` form) when some title says so.  ``whole``:
-    titles made of question words only ("Mount Vesuvius" for Pompeii and Mount Vesuvius);
-    else titles sharing one ("Inflation" and "Cosmic inflation"); else none (a synonym:
-    "Myocardial infarction" for a heart attack; untitled passages, most corpora but the
-    demo's), and the sentences are judged alone."""
-    titles = [_title_terms(h) for h in hits[:passages]]
-    whole = {r for r, t in enumerate(titles) if t and t <= asked}
-    return (whole, True) if whole else ({r for r, t in enumerate(titles) if t & asked}, False)
 
 
 def _title_terms(hit: Any) -> set[str]:
@@ -176,23 +177,21 @@ def _light(word: str) -> str:
     return word[:-1] if word.endswith("e") and len(word) > 4 else word
 
 
-def _addresses(c: Sentence, sim: float, asked: set[str], subject: set[int], lead: int, on_topic: float) -> bool:
+def _addresses(c: Sentence, sim: float, asked: set[str], lead: int, on_topic: float) -> bool:
     """A sentence answers the question when it is close to it (``on_topic``) and comes from
-    the passage the answer is built on (``lead``).  From another passage it must share a
-    word with the question and be plainly about it: ``SUBJECT_BAR`` when its title names
-    the question too ("Brewing" beside "Beer"), ``OTHER_SUBJECT`` otherwise ("He shared the
-    Nobel Prize for the discovery of penicillin" for who discovered penicillin).  Such a
-    passage otherwise only lends a shared word ("Ivory ... teeth" for the great white
-    shark's teeth, "Burmese is spoken in Myanmar" for where Malay is spoken).  One that opens
-    on a pronoun ("He played 20 seasons in the NHL") speaks of its own passage's subject, not
-    of the question's, and is never taken from another passage."""
+    the passage the answer is built on (``lead``).  From another passage (untitled
+    corpora only) it must share a word with the question and be plainly about it
+    (``OTHER_SUBJECT``: "He shared the Nobel Prize for the discovery of penicillin" for who
+    discovered penicillin); such a passage otherwise only lends a shared word ("Ivory ...
+    teeth" for the great white shark's teeth, "Burmese is spoken in Myanmar" for where Malay
+    is spoken).  One that opens on a pronoun ("He played 20 seasons in the NHL") speaks of
+    its own passage's subject, not of the question's, and is never taken from another
+    passage."""
     if sim < on_topic:
         return False
     if c.rank == lead:
         return True
-    if leans_on_previous(c):
-        return False
-    return bool(c.terms & asked) and sim >= (SUBJECT_BAR if c.rank in subject else OTHER_SUBJECT)
+    return not leans_on_previous(c) and bool(c.terms & asked) and sim >= OTHER_SUBJECT
 
 
 def _terms(text: str, title: bool = False, light: bool = False) -> set[str]:
@@ -286,10 +285,8 @@ async def focused_answer(embedder: Embedder, query: str, hits: Sequence[Any], *,
             # built on the passage of the best sentence; without titles, with others' sentences
             # that are plainly about the question too (a titled passage is about its own
             # subject: "Cape Horn" beside "Tierra del Fuego").  Nothing that close: retrieval missed.
-            subject, whole = _subject_passages(hits, passages, _terms(focus_text, light=True))
-            subject = subject if whole else set()  # a title sharing one word is no better than none
             kept = [c for c, sim in zip(ranked, sims)
-                    if _addresses(c, float(sim), asked_terms, subject, close[0].rank, on_topic)
+                    if _addresses(c, float(sim), asked_terms, close[0].rank, on_topic)
                     and not (titled and c.rank != close[0].rank)]
     if not kept:
         return (f"{opening} {NO_ANSWER}" if opening else NO_ANSWER), []

@@ -231,7 +231,7 @@ def noun_phrases(text: str, skip: AbstractSet[str] = frozenset()) -> list[str]:
         if run:
             at = k - len(run)
             if tok.lower() in _OBJECT_LEAD and run[-1][:1].islower():
-                run = run[:-1]  # "the rink makes me wheeze", "what causes an attack": a word before its object is a verb
+                run = run[:-1]  # "the rink makes me wheeze", "causes an attack": a verb before its object
         if run:
             after_lead = at > 0 and toks[at - 1].lower() in _NP_LEAD
             names = [t for t in run if t[:1].isupper()] if at > 0 or len(run) > 1 else []

@@ -188,7 +188,8 @@ async def test_an_answer_turned_down_is_not_given_again():
 
 async def test_a_sentence_leaning_on_another_passage_is_not_borrowed():
     # "He played ..." speaks of its own passage's subject (a player), not of the league asked about.
-    hits = [Hit("nhl", 5.0, "The National Hockey League is an ice hockey league of 32 teams. It plays in North America."),
+    hits = [Hit("nhl", 5.0, "The National Hockey League is an ice hockey league of 32 teams. "
+                "It plays in North America."),
             Hit("gretzky", 4.0, "Wayne Gretzky is a hockey player. He played in the National Hockey League with "
                 "four teams.")]
     question = "How many teams play in the National Hockey League?"
