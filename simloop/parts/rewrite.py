@@ -5,10 +5,12 @@ sees the words it is given, so the rewrite appends salient content words from th
 one or two user turns (when the utterance looks dependent on them) and from facts the
 caller passes, without stop words or duplicates.  The utterance stays first and verbatim,
 less its sentences of pure feedback or thanks ("Thanks for that suggestion!"), so the
-rewrite is easy to read in a transcript.  Words from earlier turns leave their feedback
-and small talk behind ("sure", "vague") and take the spelling of the assistant's earlier
-answers, which come from the corpus: a misspelt "fihsing" becomes "fishing", a mistyped
-stop word ("waht") is dropped.
+rewrite is easy to read in a transcript.  Words from earlier turns leave their feedback,
+small talk and request frames behind ("sure", "vague", "It matters to me.", "The part
+about") and take the spelling of the assistant's earlier answers, which come from the
+corpus: a misspelt "fihsing" becomes "fishing", a mistyped stop word ("waht") is dropped.
+``turns_down`` reads whether the user opens by turning the last answer down; the answer
+then repeats nothing said before (``generate_focus.py``).
 
 How much it helps BM25 on real iKAT turns, and how its rules were chosen (2023 train
 only), is in ``research/rewrite/``.
@@ -180,11 +182,12 @@ def turns_down(utterance: str) -> bool:
 
 
 def request_text(utterance: str) -> str:
-    """``utterance`` without its sentences of pure feedback or thanks ("Thanks for that
-    suggestion!", "That's still too vague."), and without the words that only frame a
-    request ("Could you focus on", "The part about ..., please", "Another thing:", "My
-    point is:"): they add nothing a search could use, and BM25 would match them ("focus"
-    finds optics).  An utterance that is nothing but feedback or frame is kept whole."""
+    """``utterance`` without its sentences of pure feedback, thanks or chit-chat ("Thanks for
+    that suggestion!", "That's still too vague.", "I'm taking notes."), and without the
+    words that only frame a request ("Could you focus on", "The part about ..., please",
+    "Another thing:", "My point is:"; the request left ends as a question: "Veena?"): they
+    add nothing a search could use, and BM25 would match them ("focus" finds optics).  An
+    utterance that is nothing but feedback or frame is kept whole."""
     parts = [s for s in re.split(r"(?<=[.!?])\s+", utterance.strip()) if s]  # "ugh! my point is: ..." too
     kept = [s for s in parts if "?" in s or not set(content_words(s)) <= _FEEDBACK | _CHIT_CHAT]
     bare = [u for u in (_unframed(s) for s in kept) if words(u)]

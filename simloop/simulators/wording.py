@@ -10,7 +10,9 @@ that).
 A re-ask changes approach instead of repeating itself: it asks another part of the need
 (the next sentence or clause not yet asked), narrows the question to something it names
 (a rubric keyword the user already has, what a "What is X" question is about, or a noun
-phrase of the question), or says what the user's situation is; the question is put again
+phrase of the question that names its grammatical subject when it has one: "the corals",
+not "reef animals", which alone asks for something else), or says what the user's
+situation is; the question is put again
 only when that wording was not used before.  Nothing the user already said in this
 dialogue is said again as the request (``repeats``).  The weights below were set by hand:
 the demo personas' forms as before, the rest on the ``from-ikat`` personas of
