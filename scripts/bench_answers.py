@@ -12,7 +12,9 @@ the answers' sentences (the personalisation sentence counts like any other):
   the 212 answers after it, 104 written by a variant tried and not kept
   (``research/answer_padding/``), 22 of the dialogues as the voice resolves pronouns and
   splits clauses now, 399 of demo runs with seeds 0-2 while the title-led answer and the
-  index spelling check were built: ``research/answer_padding/``), the share labelled off;
+  index spelling check were built, 188 of runs with seeds 0-4 while the subject-led answer,
+  the no-repeat rule and re-asks that keep the subject were built: ``research/answer_padding/``),
+  the share labelled off;
   target <= 0.05.  Sentences the set lacks
   (answers changed since it was labelled) are counted in ``labelled_coverage`` and not
   judged: label them too.  A sentence is "off" when it is about another subject
