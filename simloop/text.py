@@ -163,10 +163,9 @@ def subject_word(question: str) -> str | None:
     lava get out of a volcano?"); None without one.  Read by the offline assistant (which
     passage the answer is built on) and the template voice (what a re-ask narrows to)."""
     m = _AUXILIARY.search(question)
-    if not m:
-        return None
-    content = set(content_words(m.group(1).split("?")[0]))
-    return next((w for w in words(m.group(1).split("?")[0]) if w in content), None)
+    rest = m.group(1).split("?")[0] if m else ""
+    content = set(content_words(rest))
+    return next((w for w in words(rest) if w in content), None)
 
 
 def term_coverage(terms: Iterable[str], text: str) -> float:

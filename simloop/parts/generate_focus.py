@@ -269,9 +269,10 @@ async def focused_answer(embedder: Embedder, query: str, hits: Sequence[Any], *,
         # about it, unless another passage holds more of the question's names ("Parliament" for
         # "Big Ben, at the Houses of Parliament", beside "Palace of Westminster").
         light_names = {_light(n.lower()) for n in names}
-        most = max((_held(h, names) for h in hits[:passages]), default=0)
+        held = [_held(h, names) for h in hits[:passages]]
+        most = max(held, default=0)
         about |= {r: about.get(r, 0.0) for r, h in enumerate(hits[:passages])
-                  if _title_terms(h) and _title_terms(h) <= light_names and _held(h, names) >= most}
+                  if (title := _title_terms(h)) and title <= light_names and held[r] >= most}
         lead = _lead(about, hits, names, question)
         if lead is not None:
             lead = _closer(lead, ranked, sims, asked_terms)

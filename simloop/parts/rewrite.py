@@ -159,7 +159,7 @@ def _new_terms(candidates: list[str], seen: set[str], limit: int) -> list[str]:
 
 # A complaint about the answer just given ("That's not it again.", "Seriously, that's useless!",
 # "Close, but no."), not a "No rush." or "Doesn't matter." of small talk; its words beside
-# the cue are feedback and chit-chat, or these.
+# the cue are feedback and chit-chat, or these (``_COMPLAINT_ONLY``).
 _COMPLAINT = re.compile(
     r"^\W*(?:no|nope|hmm,? no|come on|ugh)\b(?!\W+(?:rush|matter|problem|worries))"
     r"|n't\b(?!\s+(?:know|matter))|\bno\W*$"
@@ -167,18 +167,24 @@ _COMPLAINT = re.compile(
     r"|off(?: the mark| topic)?|frustrating|beside the point|same thing|something else|different topic)\b",
     re.IGNORECASE,
 )
-_COMPLAINT_WORDS = frozenset(
+_COMPLAINT_ONLY = _FEEDBACK | _CHIT_CHAT | frozenset(
     """thing closer close exactly hoping mark topic quite really else different answer answers say see help think
     still nothing need needed already said point get either once told misses beside""".split()
 )
+_SMALL_TALK = _FEEDBACK | _CHIT_CHAT
+
+
+def _sentences(utterance: str, clauses: bool = False) -> list[str]:
+    """``utterance`` split at every full stop (a user typing in lower case, "i was born
+    there. warsaw?", ends sentences too), and with ``clauses`` at every semicolon."""
+    return [s for s in re.split(r"(?<=[.!?;])\s+" if clauses else r"(?<=[.!?])\s+", utterance.strip()) if s]
 
 
 def turns_down(utterance: str) -> bool:
     """Does the utterance open by turning the last answer down?  Its first sentence is a
     complaint and asks nothing itself ("That's not it again. Who founded Carthage?")."""
-    first = next((s for s in re.split(r"(?<=[.!?])\s+", utterance.strip()) if s), "")
-    words_of = set(content_words(first))
-    return "?" not in first and bool(_COMPLAINT.search(first)) and words_of <= _FEEDBACK | _CHIT_CHAT | _COMPLAINT_WORDS
+    first = next(iter(_sentences(utterance)), "")
+    return "?" not in first and bool(_COMPLAINT.search(first)) and set(content_words(first)) <= _COMPLAINT_ONLY
 
 
 def request_text(utterance: str) -> str:
@@ -188,8 +194,8 @@ def request_text(utterance: str) -> str:
     "Another thing:", "My point is:"; the request left ends as a question: "Veena?"): they
     add nothing a search could use, and BM25 would match them ("focus" finds optics).  An
     utterance that is nothing but feedback or frame is kept whole."""
-    parts = [s for s in re.split(r"(?<=[.!?])\s+", utterance.strip()) if s]  # "ugh! my point is: ..." too
-    kept = [s for s in parts if "?" in s or not set(content_words(s)) <= _FEEDBACK | _CHIT_CHAT]
+    parts = _sentences(utterance)  # "ugh! my point is: ..." too
+    kept = [s for s in parts if "?" in s or not set(content_words(s)) <= _SMALL_TALK]
     bare = [u for u in (_unframed(s) for s in kept) if words(u)]
     return " ".join(bare) if bare else (" ".join(kept) if kept else utterance)
 
@@ -249,10 +255,9 @@ def question_part(utterance: str) -> str:
     "Tell me about X."; with the sentence or clause before when the first one points back at it),
     else the sentence with the most content words.  The rest is context ("I love salty
     food.") or small talk ("It came up at dinner."), not the question."""
-    # Split at every full stop: a user typing in lower case ("i was born there. warsaw?") ends
-    # sentences too; and at a semicolon, so that "Chopin grew up in Warsaw; what kind of city is
-    # it?" points back at its own first clause, not at the sentence before.
-    parts = [s for s in re.split(r"(?<=[.!?;])\s+", utterance.strip()) if s]
+    # Also at a semicolon, so that "Chopin grew up in Warsaw; what kind of city is it?" points
+    # back at its own first clause, not at the sentence before.
+    parts = _sentences(utterance, clauses=True)
     at = [i for i, s in enumerate(parts) if is_asking(s) or _USER_REQUEST.match(s)]
     if at:
         # "... what the board game Go is. How do you win it?": "it" needs the sentence before.

@@ -233,19 +233,22 @@ def _own_terms(action: Action, context: SimContext, part: str, known: set[str]) 
     # A name or a phrase of several words narrows; a lone common word ("stars") is a last resort.
     # When the question has a grammatical subject, only a phrase naming it narrows: "the
     # corals", not "reef animals"; "Siamese", not "dark ears" (alone, they ask for another thing).
-    phrases = noun_phrases(part, skip=known)
-    named = _naming_subject(phrases, part, action.rubric.question)
+    said = _subject(part, action.rubric.question)
+    named = _naming(noun_phrases(part, skip=known), said)
     strong = [p for p in named if " " in p or p[:1].isupper()]
     # A lone common word narrows only when it is what the question is about ("corals"),
     # never on its own ("attack" for what causes a gout attack).
-    out += [[p] for p in (strong or (named[:1] if named is not phrases else []))[:3]]
+    out += [[p] for p in (strong or (named[:1] if said else []))[:3]]
     return out
 
 
-def _naming_subject(phrases: list[str], *questions: str) -> list[str]:
-    """The ``phrases`` that name the grammatical subject of the first of ``questions`` that
-    has one (all of them when none has)."""
-    said = next((w for w in map(subject_word, questions) if w), None)
+def _subject(*questions: str) -> str | None:
+    """The grammatical subject of the first of ``questions`` that has one."""
+    return next((w for w in map(subject_word, questions) if w), None)
+
+
+def _naming(phrases: list[str], said: str | None) -> list[str]:
+    """The ``phrases`` that name the subject ``said`` (all of them without one)."""
     return [p for p in phrases if stem(said) in content_terms(p)] if said else phrases
 
 
@@ -305,7 +308,7 @@ def follow_up(action: Action, context: SimContext, rng: random.Random) -> str:
     cands = _candidates(action, context, need, known, rng)
     if not cands:  # every approach was used: name something of the need not named that way yet
         said = context.user_utterances
-        terms = _naming_subject(noun_phrases(rubric.question), rubric.question) \
+        terms = _naming(noun_phrases(rubric.question), _subject(rubric.question)) \
             or [first_lower(context.scenario.topic.title)]
         lines = rng.sample(LINES["spec"], len(LINES["spec"]))
         fresh = [line.format(kw=t) for t in terms for line in lines if not repeats(line.format(kw=t), said)]
