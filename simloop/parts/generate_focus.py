@@ -27,7 +27,11 @@
    would make "Celestial navigation" about "Who were the Moriori?".  With no title about
    the question the answer is built on the passage of the best sentence, alone when the
    passages are titled (a titled passage is about its own subject: "Cape Horn" beside
-   "Tierra del Fuego"); without titles (most corpora) a sentence of another passage joins
+   "Tierra del Fuego"), and then with only its sentences as close as the best one must be
+   (``ON_TOPIC`` + ``CONFIDENT_MARGIN``): with no title saying the passage is about the
+   question, a sentence that is merely near it is more often about the passage's own
+   subject ("Volcanoes are most often found where plates meet" for how lava gets out);
+   without titles (most corpora) a sentence of another passage joins
    it when it shares a word with the question and reaches ``OTHER_SUBJECT``, and never
    when it opens on a pronoun ("He played 20 seasons ..." is about its own passage's
    subject).  An answer whose best sentence stays below ``ON_TOPIC`` +
@@ -37,7 +41,10 @@
    Nothing the user has turned down is said again (``told``: the earlier answers): the
    answer just given is never given twice (what else was found, or ``NOTHING_NEW``), and
    after a complaint ("That's not it again.": ``rewrite.turns_down``) no sentence of any
-   earlier answer comes back.  Otherwise an earlier sentence may answer a new question.
+   earlier answer comes back, nor any sentence of the passages the answer turned down came
+   from (they are about something else than what the user wants: more of "Ivory" after
+   "That's not it!" to an answer on ivory for a great white's teeth).  Otherwise an earlier
+   sentence may answer a new question.
 2. Personal.  An opening sentence names what the user told us that bears on the answer:
    the PTKB statements the PTKB stage chose whose cosine to the utterance reaches
    ``PTKB_FACT`` and to every earlier user utterance stays below it (a fact is named when
@@ -285,9 +292,10 @@ async def focused_answer(embedder: Embedder, query: str, hits: Sequence[Any], *,
             # No title is about the question (or there are none: most corpora but the demo's):
             # built on the passage of the best sentence; without titles, with others' sentences
             # that are plainly about the question too (a titled passage is about its own
-            # subject: "Cape Horn" beside "Tierra del Fuego").  Nothing that close: retrieval missed.
+            # subject: "Cape Horn" beside "Tierra del Fuego", and only its sentences as close as
+            # the best must be say something on the question).  Nothing that close: retrieval missed.
             kept = [c for c, sim in zip(ranked, sims)
-                    if _addresses(c, float(sim), asked_terms, close[0].rank, on_topic)
+                    if _addresses(c, float(sim), asked_terms, close[0].rank, on_topic + CONFIDENT_MARGIN * bool(titled))
                     and not (titled and c.rank != close[0].rank)]
     if not kept:
         return (f"{opening} {NO_ANSWER}" if opening else NO_ANSWER), []
@@ -295,6 +303,12 @@ async def focused_answer(embedder: Embedder, query: str, hits: Sequence[Any], *,
     # sentence of an earlier answer (``told``) comes back, and the answer just given is
     # never given again.  Otherwise an earlier sentence may answer the new question too.
     refused = {s.strip() for answer in (told if turned_down else told[-1:]) for s in sentences(answer)}
+    if turned_down and told:
+        # What the user turned down came from passages that are not about what they want:
+        # none of them answers again (Ivory's other sentences after "That's not it!").
+        last = {s.strip() for s in sentences(told[-1])}
+        rejected = {r for r, h in enumerate(hits[:passages]) if any(x in (getattr(h, "text", "") or "") for x in last)}
+        kept = [c for c in kept if c.rank not in rejected]
     body, used = compose([c for c in kept if c.text.strip() not in refused] if turned_down else kept, budget)
     if refused and (not used or set(sentences(body)) <= refused):
         body, used = compose([c for c in kept if c.text.strip() not in refused], budget)

@@ -12,7 +12,10 @@ A re-ask changes approach instead of repeating itself: it asks another part of t
 (a rubric keyword the user already has, what a "What is X" question is about, or a noun
 phrase of the question that names its grammatical subject when it has one: "the corals",
 not "reef animals", which alone asks for something else), or says what the user's
-situation is; the question is put again
+situation is.  A narrowing names what the question is about as the topic names it (its
+``_anchor``: "Siamese and dark ears", not "dark ears", which alone finds the ear); when
+every approach was used, it names the question's subject before the topic's title ("Say
+something about mosquitoes.", not "... malaria in young children.").  The question is put again
 only when that wording was not used before.  Nothing the user already said in this
 dialogue is said again as the request (``repeats``).  The weights below were set by hand:
 the demo personas' forms as before, the rest on the ``from-ikat`` personas of
@@ -239,12 +242,26 @@ def _own_terms(action: Action, context: SimContext, part: str, known: set[str]) 
     # A lone common word narrows only when it is what the question is about ("corals"),
     # never on its own ("attack" for what causes a gout attack).
     out += [[p] for p in (strong or (named[:1] if said else []))[:3]]
+    # A narrowing that leaves out what the question is about asks for something else ("big
+    # toe" alone is about toes, not gout; "dark ears" about ears): the user names that too.
+    anchor = _anchor(action.rubric.question, context.scenario.topic.title)
+    if anchor:
+        out = [terms if set(content_terms(anchor)) <= {t for x in terms for t in content_terms(x)}
+               else [anchor, *terms] for terms in out]
     return out
 
 
 def _subject(*questions: str) -> str | None:
     """The grammatical subject of the first of ``questions`` that has one."""
     return next((w for w in map(subject_word, questions) if w), None)
+
+
+def _anchor(question: str, title: str) -> str | None:
+    """What the question is about, as the topic names it: its first noun phrase that shares
+    a word with the topic's title ("gout" in "... the doctor said gout; what causes an
+    attack?" under "Understanding gout"), None when none does."""
+    topic = set(content_terms(title))
+    return next((p for p in noun_phrases(question) if topic & set(content_terms(p))), None)
 
 
 def _naming(phrases: list[str], said: str | None) -> list[str]:
@@ -308,7 +325,12 @@ def follow_up(action: Action, context: SimContext, rng: random.Random) -> str:
     cands = _candidates(action, context, need, known, rng)
     if not cands:  # every approach was used: name something of the need not named that way yet
         said = context.user_utterances
-        terms = _naming(noun_phrases(rubric.question), _subject(rubric.question)) \
+        anchor = _anchor(rubric.question, context.scenario.topic.title)
+        said_subject = _subject(rubric.question)
+        # Something the question names; its subject when it names no phrase ("mosquitoes" in
+        # "Why do mosquitoes bite us at all?"); the topic's title only as a last resort.
+        terms = _naming(noun_phrases(rubric.question), said_subject) or ([anchor] if anchor else []) \
+            or ([said_subject] if said_subject and not noun_phrases(rubric.question) else []) \
             or [first_lower(context.scenario.topic.title)]
         lines = rng.sample(LINES["spec"], len(LINES["spec"]))
         fresh = [line.format(kw=t) for t in terms for line in lines if not repeats(line.format(kw=t), said)]

@@ -222,3 +222,21 @@ def test_a_passage_with_a_much_closer_sentence_takes_the_lead():
     assert _closer(0, ranked, [0.4, 0.4 + CLOSER_SENTENCE - 0.05], asked) == 0
     # a sentence sharing no word with the question does not count
     assert _closer(0, ranked, [0.4, 0.9], {"moon"}) == 0
+
+
+async def test_no_sentence_of_a_passage_turned_down_answers_again():
+    # Issue 34: after "That's not it!" the answer went on with the other sentences of the
+    # passage just turned down (more of Ivory for a great white's teeth).
+    ivory = Hit("Ivory", 6.0, "Ivory\nIvory is a hard white material from the teeth and tusks of animals. Teeth and "
+                "tusks of mammals have the same chemical structure of dentin.", "Ivory")
+    question = "Teeth?"
+    first, used = await focused_answer(HashEmbedder(), question, [ivory], utterance=question, on_topic=-1.0)
+    assert used == ["Ivory"] and "Ivory is a hard white material" in first
+    said = split_sentences(first)[0]
+    again, used = await focused_answer(HashEmbedder(), question, [ivory], utterance=question, told=[said],
+                                       on_topic=-1.0, turned_down=True)
+    assert again == NOTHING_NEW and used == []
+    # without the complaint the passage may still answer, with what was not said yet
+    more, used = await focused_answer(HashEmbedder(), question, [ivory], utterance=question, told=[said],
+                                      on_topic=-1.0)
+    assert used == ["Ivory"] and "same chemical structure of dentin" in more

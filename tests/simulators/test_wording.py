@@ -146,3 +146,37 @@ def test_a_question_framed_by_the_users_life_has_a_plainer_wording():
     kin = "How do I explain to my grandson how you win Go?"
     assert unframe(kin) == kin
     assert unframe("Where does our Siamese cat come from?") == "Where does our Siamese cat come from?"  # a name
+
+
+CAT = Topic(id="cat", title="Our Siamese cat Pixel", rubric=[
+    RubricQuestion(id="c1", question="Why does our Siamese cat Pixel have dark ears and a pale body?",
+                   keywords=["dark ears", "pale body"])])
+
+
+async def test_a_re_ask_that_narrows_names_what_the_question_is_about():
+    # Issue 34: "Mainly dark ears." for a Siamese cat's colouring drew answers on the ear and
+    # on lions: a narrowing that leaves out what the question is about asks for something else.
+    from simloop.simulators.voice_lines import LINES
+
+    specs = [re.compile("^" + re.escape(line).replace(re.escape("{kw}"), "(?P<kw>.+)") + "$") for line in LINES["spec"]]
+    named = 0
+    for seed in range(8):
+        t = await _talk(CAT, seed)
+        for turn in t.turns:
+            if turn.user.intent != "reask":
+                continue
+            for part in re.split(r"(?<=[.!?])\s+", turn.user.utterance):
+                kw = next((m.group("kw") for p in specs if (m := p.match(part))), None)
+                if kw and re.search(r"\b(ears|body)\b", kw):
+                    named += 1
+                    assert "Siamese" in kw, turn.user.utterance
+    assert named >= 3  # the narrowing was exercised
+
+
+def test_the_anchor_is_the_questions_phrase_the_topic_names():
+    from simloop.simulators.wording import _anchor
+
+    assert _anchor(CAT.rubric[0].question, CAT.title) == "Siamese"
+    assert _anchor("My big toe swelled up and the doctor said gout; what causes an attack?", "Understanding gout") \
+        == "gout"
+    assert _anchor("Why do mosquitoes bite us at all?", "Malaria in young children") is None
