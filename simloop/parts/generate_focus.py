@@ -30,7 +30,12 @@
    "Tierra del Fuego"), and then with only its sentences as close as the best one must be
    (``ON_TOPIC`` + ``CONFIDENT_MARGIN``): with no title saying the passage is about the
    question, a sentence that is merely near it is more often about the passage's own
-   subject ("Volcanoes are most often found where plates meet" for how lava gets out);
+   subject ("Volcanoes are most often found where plates meet" for how lava gets out).
+   Such a titled passage must hold a name the question's asking sentence uses, or be
+   titled with its words ("Voyager program" does not answer what the voyagers found in
+   Aotearoa; "Saffron" answers why the saffron from Iran is precious), and a follow-up the
+   user did not turn down stays with the passage the last answer came from when it has
+   something close ("Great white shark", not "Ivory", for "How about teeth?");
    without titles (most corpora) a sentence of another passage joins
    it when it shares a word with the question and reaches ``OTHER_SUBJECT``, and never
    when it opens on a pronoun ("He played 20 seasons ..." is about its own passage's
@@ -169,6 +174,29 @@ def _closer(lead: int, ranked: Sequence[Sentence], sims: Any, asked: set[str]) -
     return top if best.get(top, -1.0) >= best.get(lead, -1.0) + CLOSER_SENTENCE else lead
 
 
+def _fallback(close: list[Sentence], hits: Sequence[Any], names: set[str], question: str,
+              told: Sequence[str]) -> list[Sentence]:
+    """The close sentences a titled fallback answer may be built on, best first.  A passage
+    that holds none of the ``names`` of the ``question`` (its asking sentence: "the Mount"
+    in a statement before it only sets the scene) and is not titled with its words is about
+    something else ("Voyager program" for what the voyagers found when they reached
+    Aotearoa; "Saffron" still answers why the saffron from Iran is precious).  A follow-up the user did not
+    turn down (``told``: the earlier answers, empty otherwise) stays with the passage the
+    last answer came from when it has something close ("Great white shark", not "Ivory",
+    for "How about teeth?" after an answer on how big great whites get)."""
+    if names:
+        words = {_light(w.lower()) for w in re.findall(r"[^\W_][\w'’-]*", question)}
+        close = [c for c in close if _held(hits[c.rank], names) or (_title_terms(hits[c.rank]) or {""}) <= words]
+    thread = _sources(hits, told[-1]) if told else set()
+    return [c for c in close if c.rank in thread] or close
+
+
+def _sources(hits: Sequence[Any], answer: str) -> set[int]:
+    """The ranks of the passages that hold a sentence of ``answer``: where it came from."""
+    said = [x.strip() for x in sentences(answer)]
+    return {r for r, h in enumerate(hits) if any(x in (getattr(h, "text", "") or "") for x in said)}
+
+
 def _held(hit: Any, names: set[str]) -> int:
     """How many of the question's ``names`` the passage's text holds."""
     text = getattr(hit, "text", "") or ""
@@ -288,7 +316,11 @@ async def focused_answer(embedder: Embedder, query: str, hits: Sequence[Any], *,
             # neighbours, even about something close ("Rugby league" beside "Rugby union",
             # "French Polynesia" beside "Polynesia"), would only pad it.
             kept = [c for c, sim in zip(ranked, sims) if c.rank == lead and float(sim) >= on_topic]
-        elif close and float(sims[ranked.index(close[0])]) >= on_topic + CONFIDENT_MARGIN:
+        if lead is None and titled:
+            last_sentence = (sentences(question) or [question])[-1]
+            close = _fallback(close, hits[:passages], _names(last_sentence), last_sentence,
+                              told if prior and not turned_down else ())
+        if lead is None and close and float(sims[ranked.index(close[0])]) >= on_topic + CONFIDENT_MARGIN:
             # No title is about the question (or there are none: most corpora but the demo's):
             # built on the passage of the best sentence; without titles, with others' sentences
             # that are plainly about the question too (a titled passage is about its own
@@ -306,8 +338,7 @@ async def focused_answer(embedder: Embedder, query: str, hits: Sequence[Any], *,
     if turned_down and told:
         # What the user turned down came from passages that are not about what they want:
         # none of them answers again (Ivory's other sentences after "That's not it!").
-        last = {s.strip() for s in sentences(told[-1])}
-        rejected = {r for r, h in enumerate(hits[:passages]) if any(x in (getattr(h, "text", "") or "") for x in last)}
+        rejected = _sources(hits[:passages], told[-1])
         kept = [c for c in kept if c.rank not in rejected]
     body, used = compose([c for c in kept if c.text.strip() not in refused] if turned_down else kept, budget)
     if refused and (not used or set(sentences(body)) <= refused):

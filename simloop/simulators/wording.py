@@ -12,10 +12,13 @@ A re-ask changes approach instead of repeating itself: it asks another part of t
 (a rubric keyword the user already has, what a "What is X" question is about, or a noun
 phrase of the question that names its grammatical subject when it has one: "the corals",
 not "reef animals", which alone asks for something else), or says what the user's
-situation is.  A narrowing names what the question is about as the topic names it (its
-``_anchor``: "Siamese and dark ears", not "dark ears", which alone finds the ear); when
-every approach was used, it names the question's subject before the topic's title ("Say
-something about mosquitoes.", not "... malaria in young children.").  The question is put again
+situation is.  A narrowing names what the question is about (its ``_anchor``: the phrase
+naming its subject, else the one the topic's title names): "Siamese and dark ears", not
+"dark ears", which alone finds the ear.  A user who keeps their facts to themselves does
+not narrow to a detail of one ("big toe" for a gout attack).  When every approach was used,
+the user names the anchor, the question's subject or a name it uses before the topic's
+title ("Say something about mosquitoes.", not "... malaria in young children.").  The
+question is put again
 only when that wording was not used before.  Nothing the user already said in this
 dialogue is said again as the request (``repeats``).  The weights below were set by hand:
 the demo personas' forms as before, the rest on the ``from-ikat`` personas of
@@ -150,6 +153,15 @@ def _forms(action: Action, context: SimContext, ask: Ask, known: set[str],
     return forms or [(1.0, sentence(trim(q, ASK_MAX)))]
 
 
+def _of_private_fact(phrase: str, context: SimContext) -> bool:
+    """``phrase`` is a detail of one of the persona's facts and the user volunteers none: a
+    user who keeps "my first gout attack was in my right big toe" to themselves does not
+    narrow a question to "big toe" either."""
+    if context.scenario.behaviour.reveal != "never" or not (terms := set(content_terms(phrase))):
+        return False
+    return any(terms <= set(content_terms(fact)) for fact in context.scenario.persona.ptkb)
+
+
 def _private(text: str, context: SimContext) -> bool:
     """``text`` states one of the persona's facts and the user volunteers none (``reveal``
     never): a rubric question written in the persona's situation ("My blood tests showed
@@ -229,7 +241,7 @@ def _own_terms(action: Action, context: SimContext, part: str, known: set[str]) 
     (``known_keywords``, together), what the question part is about, its noun phrases."""
     assert action.rubric is not None  # request and follow_up check it
     out: list[list[str]] = []
-    if keywords := known_keywords(action.rubric, context):
+    if keywords := [k for k in known_keywords(action.rubric, context) if not _of_private_fact(k, context)]:
         out.append(keywords)
     if about := subject(part):
         out.append([about])
@@ -257,11 +269,16 @@ def _subject(*questions: str) -> str | None:
 
 
 def _anchor(question: str, title: str) -> str | None:
-    """What the question is about, as the topic names it: its first noun phrase that shares
-    a word with the topic's title ("gout" in "... the doctor said gout; what causes an
-    attack?" under "Understanding gout"), None when none does."""
+    """What the question is about: its first noun phrase naming its grammatical subject
+    ("the corals", not "reef animals"), else its first one sharing a word with the topic's
+    title ("gout" in "... the doctor said gout; what causes an attack?" under
+    "Understanding gout"); None when neither is there."""
+    phrases = noun_phrases(question)
+    said = _subject(question)
+    if said and (named := _naming(phrases, said)):
+        return named[0]
     topic = set(content_terms(title))
-    return next((p for p in noun_phrases(question) if topic & set(content_terms(p))), None)
+    return next((p for p in phrases if topic & set(content_terms(p))), None)
 
 
 def _naming(phrases: list[str], said: str | None) -> list[str]:
@@ -327,11 +344,14 @@ def follow_up(action: Action, context: SimContext, rng: random.Random) -> str:
         said = context.user_utterances
         anchor = _anchor(rubric.question, context.scenario.topic.title)
         said_subject = _subject(rubric.question)
-        # Something the question names; its subject when it names no phrase ("mosquitoes" in
-        # "Why do mosquitoes bite us at all?"); the topic's title only as a last resort.
-        terms = _naming(noun_phrases(rubric.question), said_subject) or ([anchor] if anchor else []) \
-            or ([said_subject] if said_subject and not noun_phrases(rubric.question) else []) \
-            or [first_lower(context.scenario.topic.title)]
+        # What the question is about as the topic names it ("gout"), else something the
+        # question names; its subject when it names no phrase ("mosquitoes" in "Why do
+        # mosquitoes bite us at all?"), else a name it uses ("Canada"); the topic's title
+        # only as a last resort.
+        phrases = [p for p in noun_phrases(rubric.question) if not _of_private_fact(p, context)]
+        terms = ([anchor] if anchor else []) or _naming(phrases, said_subject) \
+            or ([said_subject] if said_subject and not phrases else []) \
+            or [p for p in phrases if p[:1].isupper()][:2] or [first_lower(context.scenario.topic.title)]
         lines = rng.sample(LINES["spec"], len(LINES["spec"]))
         fresh = [line.format(kw=t) for t in terms for line in lines if not repeats(line.format(kw=t), said)]
         return fresh[0] if fresh else lines[0].format(kw=terms[0])

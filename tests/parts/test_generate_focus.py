@@ -240,3 +240,23 @@ async def test_no_sentence_of_a_passage_turned_down_answers_again():
     more, used = await focused_answer(HashEmbedder(), question, [ivory], utterance=question, told=[said],
                                       on_topic=-1.0)
     assert used == ["Ivory"] and "same chemical structure of dentin" in more
+
+
+def test_a_titled_fallback_keeps_to_passages_about_the_questions_names_and_to_the_thread():
+    from simloop.parts.generate import Sentence
+    from simloop.parts.generate_focus import _fallback
+
+    hits = [Hit("Voyager_program", 5.0, "Voyager program\nThe Voyager probes flew past Saturn.", "Voyager program"),
+            Hit("Abel_Tasman", 4.0, "Abel Tasman\nTasman reached Aotearoa in 1642.", "Abel Tasman"),
+            Hit("Saffron", 3.0, "Saffron\nSaffron is a spice from a crocus.", "Saffron")]
+    close = [Sentence(r, 1, h.docid, h.text.split("\n")[1], frozenset()) for r, h in enumerate(hits)]
+    # "Aotearoa" is a name the question uses: a passage that never says it is about something else
+    question = "What did the voyagers find when they reached Aotearoa?"
+    assert [c.rank for c in _fallback(close, hits, {"Aotearoa"}, question, ())] == [1]
+    # unless it is titled with the question's words ("Saffron" for the saffron from Iran)
+    question = "Why is the saffron I buy from Iran so precious?"
+    assert [c.rank for c in _fallback(close, hits, {"Iran"}, question, ())] == [2]
+    # a follow-up not turned down stays with the passage the last answer came from
+    told = ["Tasman reached Aotearoa in 1642."]
+    assert [c.rank for c in _fallback(close, hits, set(), "And when?", told)] == [1]
+    assert [c.rank for c in _fallback(close, hits, set(), "And when?", ())] == [0, 1, 2]

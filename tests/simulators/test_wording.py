@@ -180,3 +180,18 @@ def test_the_anchor_is_the_questions_phrase_the_topic_names():
     assert _anchor("My big toe swelled up and the doctor said gout; what causes an attack?", "Understanding gout") \
         == "gout"
     assert _anchor("Why do mosquitoes bite us at all?", "Malaria in young children") is None
+
+
+def test_a_private_user_does_not_narrow_to_a_detail_of_a_fact():
+    from types import SimpleNamespace
+
+    from simloop.simulators.wording import _of_private_fact
+
+    fact = "I had my first gout attack in my right big toe last November."
+    private = SimpleNamespace(scenario=SimpleNamespace(behaviour=Behaviour(reveal="never"),
+                                                       persona=Persona(id="p", ptkb=[fact])))
+    open_ = SimpleNamespace(scenario=SimpleNamespace(behaviour=Behaviour(reveal="relevant"),
+                                                     persona=Persona(id="p", ptkb=[fact])))
+    assert _of_private_fact("big toe", private)  # type: ignore[arg-type]
+    assert not _of_private_fact("uric acid", private)  # type: ignore[arg-type]
+    assert not _of_private_fact("big toe", open_)  # type: ignore[arg-type]
