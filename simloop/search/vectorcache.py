@@ -13,7 +13,9 @@ write is a transaction), readers never wait for the writer, and writers take tur
 is ``(key, crc32, float32 bytes)``; one whose length or checksum does not match is ignored
 (and overwritten when its text is encoded again).  The cache is a help, never a
 requirement: a file that cannot be opened, read or written is logged once and the
-encoder goes on without it (a writer that finds the file busy for long skips storing).
+encoder goes on without it (a reader or writer that finds the file busy for long skips that
+batch, and tries the next one).  Encoders that open a new file at the same moment (the
+MiniLM and PTKB encoders of one run) all keep it.
 
 Size: bounded by ``settings.vector_cache_mb`` (``SIMLOOP_VECTOR_CACHE_MB``, default 1024;
 the demo corpus' 10,033 passages and 36,953 sentences take ~93 MB: 2,080 bytes a MiniLM vector).  Past the bound the
@@ -76,7 +78,13 @@ class VectorCache:
                 # then each write waits at most _WRITE_WAIT_S for the others.
                 conn = sqlite3.connect(self.path, timeout=_OPEN_WAIT_S, check_same_thread=False,
                                        isolation_level=None)  # autocommit; writes open their own transaction
-                conn.execute("PRAGMA journal_mode=WAL")
+                try:
+                    conn.execute("PRAGMA journal_mode=WAL")
+                except sqlite3.OperationalError:
+                    # SQLite answers "locked" at once, without waiting, while another
+                    # connection switches a new file to WAL.  The mode belongs to the file, and
+                    # every connection follows it from its next read: nothing is left to do.
+                    pass
                 conn.execute("PRAGMA synchronous=NORMAL")  # no fsync per commit: a crash may lose the last rows
                 conn.execute(_SCHEMA)
                 conn.execute(f"PRAGMA busy_timeout={int(_WRITE_WAIT_S * 1000)}")
@@ -108,6 +116,9 @@ class VectorCache:
                 marks = ",".join("?" * len(part))
                 for k, crc, vec in conn.execute(f"SELECT key, crc, vec FROM vectors WHERE key IN ({marks})", part):
                     rows[bytes(k)] = (crc, bytes(vec))
+        except sqlite3.OperationalError as exc:  # busy beyond the wait: these texts are misses this time
+            log.info("vector cache %s: %d lookups skipped (%s)", self.path, len(texts), exc)
+            return out
         except sqlite3.Error as exc:
             self._give_up(exc)
             return out

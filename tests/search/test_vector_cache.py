@@ -135,6 +135,34 @@ def test_concurrent_writers_leave_every_entry_whole(tmp_path: Path):
     assert len(_rows(path)) == 750  # a text stored by two writers is one row
 
 
+def test_encoders_that_open_a_new_cache_file_at_once_all_keep_it(tmp_path: Path):
+    # A run opens the MiniLM and the PTKB encoders' caches on one new file from two threads;
+    # SQLite refuses the switch to WAL mode at once (no busy wait) to all but one of them.
+    import threading
+
+    for trial in range(100):
+        path = tmp_path / f"v{trial}.sqlite"
+        caches = [VectorCache(path, f"encoder-{i}/v1", 4) for i in range(4)]
+        start = threading.Barrier(len(caches))
+
+        def first_use(cache: VectorCache, start: threading.Barrier = start) -> None:
+            start.wait()
+            cache.lookup(["a"])
+            cache.store(["a"], np.ones((1, 4), dtype=np.float32))
+
+        threads = [threading.Thread(target=first_use, args=(c,)) for c in caches]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert [c.stats["stored"] for c in caches] == [1] * len(caches), f"trial {trial}"
+        assert all(c.lookup(["a"])[0] is not None for c in caches)
+        for c in caches:
+            c.close()
+        with sqlite3.connect(path) as conn:
+            assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
 def test_the_cache_drops_its_oldest_vectors_past_its_bound(tmp_path: Path):
     cache = _cache(tmp_path, max_mb=1)
     model = CountingModel()
