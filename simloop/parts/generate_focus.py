@@ -31,7 +31,8 @@
    (``ON_TOPIC`` + ``CONFIDENT_MARGIN``): with no title saying the passage is about the
    question, a sentence that is merely near it is more often about the passage's own
    subject ("Volcanoes are most often found where plates meet" for how lava gets out).
-   Such a titled passage must hold a name the question's asking sentence uses, or be
+   Such a titled passage must hold a name the question's asking sentence uses (with the
+   sentence before when it points back: "... who lived in Canada ...? Who were they?"), or be
    titled with its words ("Voyager program" does not answer what the voyagers found in
    Aotearoa; "Saffron" answers why the saffron from Iran is precious), and a follow-up the
    user did not turn down stays with the passage the last answer came from when it has
@@ -191,6 +192,13 @@ def _fallback(close: list[Sentence], hits: Sequence[Any], names: set[str], quest
     return [c for c in close if c.rank in thread] or close
 
 
+def _asking_sentence(question: str) -> str:
+    """The sentence of ``question`` that asks: its last, with the one before when it points
+    back at it ("... who lived in Canada before the Europeans arrived. Who were they?")."""
+    parts = sentences(question) or [question]
+    return " ".join(parts[-2:]) if len(parts) > 1 and leans_back(parts[-1]) else parts[-1]
+
+
 def _sources(hits: Sequence[Any], answer: str) -> set[int]:
     """The ranks of the passages that hold a sentence of ``answer``: where it came from."""
     said = [x.strip() for x in sentences(answer)]
@@ -317,8 +325,8 @@ async def focused_answer(embedder: Embedder, query: str, hits: Sequence[Any], *,
             # "French Polynesia" beside "Polynesia"), would only pad it.
             kept = [c for c, sim in zip(ranked, sims) if c.rank == lead and float(sim) >= on_topic]
         if lead is None and titled:
-            last_sentence = (sentences(question) or [question])[-1]
-            close = _fallback(close, hits[:passages], _names(last_sentence), last_sentence,
+            asked_in = _asking_sentence(question)
+            close = _fallback(close, hits[:passages], _names(asked_in), asked_in,
                               told if prior and not turned_down else ())
         if lead is None and close and float(sims[ranked.index(close[0])]) >= on_topic + CONFIDENT_MARGIN:
             # No title is about the question (or there are none: most corpora but the demo's):

@@ -311,6 +311,11 @@ def resolve(ask: str, setup: str) -> str | None:
                 return None
             toks[i] = f"in {place}{tail}"
             return " ".join(toks)
+        if core in {"they", "them"} and re.search(r"\S\s+who\b", setup, re.I):
+            # "... learning at school who lived in Canada before the Europeans arrived; who
+            # were they?": they are the people the "who" clause asks about, whom no noun
+            # phrase of the statement names (not "the Europeans").
+            return None
         if core in _SUBJECT_PRONOUNS:
             # "he" is a person's name; "it" a name if any (a place: "London"), else the last
             # phrase; "they" the last plural phrase ("great whites").

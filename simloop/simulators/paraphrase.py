@@ -16,7 +16,8 @@ import re
 
 from ..text import stem, words
 
-__all__ = ["clauses", "casual", "subject", "indirect", "elide_topic", "misspell", "sentence", "capital", "reframe"]
+__all__ = ["clauses", "casual", "subject", "indirect", "elide_topic", "misspell", "sentence", "capital", "reframe",
+           "PREPOSITIONS"]
 
 _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9'-]*")
 _WH = "what|where|when|why|how|who|which"
@@ -47,11 +48,13 @@ _DO_VERBS = {"come", "live", "eat", "work", "grow", "mean", "originate", "flow",
 
 # Topic elision: which words may surround a noun phrase that "it" can replace.
 _DETS = {"the", "a", "an", "my", "this", "that", "these", "those", "your", "our"}
-_PREPS = {"of", "for", "in", "about", "with", "on", "to", "at", "from", "into", "during", "regarding"}
+PREPOSITIONS = {"of", "for", "in", "about", "with", "on", "to", "at", "from", "into", "during", "regarding"}
 _AUX_WORDS = set(_AUX.split("|"))
-_LEAD_IT = (_PREPS - {"to"}) | {"take", "use", "learn", "visit", "play", "buy", "get", "try", "start", "find", "choose",
-                     "discovered", "invented", "founded", "built", "made", "make", "cook", "treat", "prevent"}
-_BOUNDARY = _PREPS | _AUX_WORDS | {"and", "or", "but", "if", "when", "so", "than", "as", "before", "after", "while"}
+_LEAD_IT = (PREPOSITIONS - {"to"}) | {"take", "use", "learn", "visit", "play", "buy", "get", "try", "start", "find",
+                                     "choose", "discovered", "invented", "founded", "built", "made", "make", "cook",
+                                     "treat", "prevent"}
+_BOUNDARY = PREPOSITIONS | _AUX_WORDS | {"and", "or", "but", "if", "when", "so", "than", "as", "before", "after",
+                                        "while"}
 _WH_WORDS = {"what", "who", "which", "where"}
 _NAME_LINKS = {"of", "de", "di", "del", "la", "van", "von"}
 _IRREGULAR_PLURALS = {"people", "children", "men", "women", "police", "cattle", "data", "teeth", "feet", "mice"}
@@ -144,7 +147,7 @@ def elide_topic(question: str, known_stems: set[str]) -> str | None:
     rest = question[end:]
     before = toks[i - 1].group().lower() if i > 0 else ""
     after = toks[j].group().lower() if j < len(toks) else ""
-    if (not rest.strip(" ?.!") and before in _PREPS - {"to"}) or (before == "for" and after == "to"):
+    if (not rest.strip(" ?.!") and before in PREPOSITIONS - {"to"}) or (before == "for" and after == "to"):
         # "... of ibuprofen?" -> "...?";  "take for aspirin to work" -> "take to work"
         new = question[: toks[i - 1].start()].rstrip() + (" " + rest.strip() if rest.strip(" ?.!") else rest.strip())
     elif i >= 2 and before in {"is", "are", "was"} and toks[i - 2].group().lower() in _WH_WORDS:

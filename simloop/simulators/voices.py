@@ -36,7 +36,7 @@ from ..schema import Stage
 from ..search import Embedder, cosine
 from ..text import first_lower
 from .cues import mentions_statement
-from .paraphrase import misspell, sentence
+from .paraphrase import PREPOSITIONS, misspell, sentence
 from .policy import Action, SimContext, seeded_rng
 from .voice_lines import closing_line, pick
 from .wording import follow_up, known_keywords, request
@@ -77,19 +77,38 @@ SKIP_SHARE = 0.45
 _DROPPABLE = {"the", "a", "an", "is", "are", "do", "does", "to", "of", "for", "it", "i"}
 
 
+def _short_sentences(tokens: list[str], most: int = 3) -> list[bool]:
+    """For each token: whether its sentence (up to a token ending in . ? ! or :) has at
+    most ``most`` words."""
+    out: list[bool] = []
+    start = 0
+    for i, tok in enumerate(tokens):
+        if tok.endswith((".", "?", "!", ":")) or i == len(tokens) - 1:
+            out += [i + 1 - start <= most] * (i + 1 - start)
+            start = i + 1
+    return out
+
+
 def _noise(text: str, skill: float, rng: random.Random, drop: bool = True) -> str:
     """Low language skill: dropped function words (``drop``), misspellings, sloppy casing.
 
     A word that opens a sentence is never dropped: without it the rest reads as a fragment
-    glued to whatever came before ("That's wrong again. came up at dinner.")."""
+    glued to whatever came before ("That's wrong again. came up at dinner.").  Nor is a word
+    of a sentence of three words or fewer ("Where's it?" without "it" asks about nothing),
+    nor an "it" after a preposition ("who lived in it before ..." without it has lost what
+    it was about; "lived in city", without its article, is how a learner writes).  The
+    draw is made all the same, so that the other words keep their noise."""
     if skill >= 1.0:
         return text
     lack = 1.0 - skill
     out: list[str] = []
-    for w in text.split():
+    tokens = text.split()
+    short = _short_sentences(tokens)
+    for i, w in enumerate(tokens):
         bare = w.lower().strip(",.?!:")
         opens = not out or out[-1].endswith((".", "?", "!", ":"))
-        if drop and not opens and bare in _DROPPABLE and rng.random() < 0.35 * lack:
+        if drop and not opens and bare in _DROPPABLE and rng.random() < 0.35 * lack and not short[i] \
+                and not (bare == "it" and out[-1].lower() in PREPOSITIONS):
             tail = w[len(w.rstrip(",.?!:")):]
             if tail:  # "what a chickpea is?" -> "what a chickpea?", never without its "?"
                 out[-1] = out[-1].rstrip(",.?!:") + tail

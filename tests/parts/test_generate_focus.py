@@ -260,3 +260,14 @@ def test_a_titled_fallback_keeps_to_passages_about_the_questions_names_and_to_th
     told = ["Tasman reached Aotearoa in 1642."]
     assert [c.rank for c in _fallback(close, hits, set(), "And when?", told)] == [1]
     assert [c.rank for c in _fallback(close, hits, set(), "And when?", ())] == [0, 1, 2]
+
+
+def test_an_asking_sentence_that_points_back_is_read_with_the_sentence_before():
+    # "Who were they?" names nothing: the passage must hold a name of the sentence it points
+    # back at (Canada), not only share a word with the question (the Huns' "lived in").
+    from simloop.parts.generate_focus import _asking_sentence
+
+    question = "Ren is learning at school who lived in Canada before the Europeans arrived. Who were they?"
+    assert _asking_sentence(question) == question
+    assert _asking_sentence("I fish on lakes every weekend. Where is the Baltic Sea?") == "Where is the Baltic Sea?"
+    assert _asking_sentence("Who was Tyagaraja?") == "Who was Tyagaraja?"

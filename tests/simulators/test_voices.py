@@ -15,7 +15,7 @@ from simloop.simulators.cues import mentions_statement
 from simloop.simulators.needs import resolve
 from simloop.simulators.paraphrase import casual, clauses, elide_topic, indirect, misspell, subject
 from simloop.simulators.policy import Action, Ending, Observation, RubricPolicy, SimContext
-from simloop.simulators.voices import TemplateVoice
+from simloop.simulators.voices import TemplateVoice, _noise
 from simloop.text import content_terms, words
 from tests.helpers.data import ROOT
 from tests.helpers.dialogues import shipped_dialogues
@@ -87,6 +87,9 @@ def test_a_pronoun_is_resolved_to_what_it_can_name():
     assert resolve("Where is it?", "Fiji is my other option for the dive semester.") == "Where is Fiji?"
     assert "Zidane" not in (resolve("Is it far?", "Zidane grew up near my restaurant.") or "")  # a person is no "it"
     assert resolve("What can I do there?", "I have a layover in Doha.") == "What can I do in Doha?"
+    # "they": the last plural thing named, unless a "who" clause asks about people no phrase names.
+    assert resolve("How big do they get?", "Students ask me about great whites.") == "How big do great whites get?"
+    assert resolve("Who were they?", "Ren is learning who lived in Canada before the Europeans arrived.") is None
 
 
 def test_casual_subject_and_indirect_forms():
@@ -421,6 +424,22 @@ async def test_a_template_line_never_loses_its_first_word():
             text = await say(v, action, sc)
             orphans += [(line, text) for line in _orphaned_tails(text)]
     assert orphans == []
+
+
+def test_a_poorly_spelt_short_question_keeps_every_word():
+    # "My daughter lives in Vancouver. Where's?": the noise dropped the "it" of a
+    # three-word question, which then asked about nothing; "who lived in before the
+    # Europeans" lost its Canada the same way.  Longer sentences still lose function words.
+    kept, dropped = [], 0
+    for seed in range(300):
+        text = _noise("My daughter lives in Vancouver. Where is it? What do the people there speak at home? "
+                      "Who lived in it before the Europeans?", 0.05, random.Random(seed))
+        sentences = re.split(r"(?<=[.?!])\s+", text)
+        kept.append(len(sentences[1].split()))
+        dropped += len(sentences[2].split()) < 9
+        assert sentences[3].split()[3].lower() != "before", text  # "in" keeps its "it"
+    assert set(kept) == {3}
+    assert dropped > 100
 
 
 def test_orphaned_tails_finds_the_reported_fragment():
