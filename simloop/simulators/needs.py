@@ -53,6 +53,10 @@ _SUBORDINATE = re.compile(r"^\s*(?:if|when|since|because|although|though|while|a
 # A short lead phrase led by a preposition frames the question ("For my genetics exam, what
 # is DNA?"); said alone it would be a fragment ("For my genetics exam."), not a statement.
 _FRAME = re.compile(r"^\s*(?:for|in|on|at|with|during|after|before|about|from|to)\b(?:\W+\w[\w'’-]*){0,4}\W*$", re.I)
+# A clause that opens like a yes/no question asks itself ("Could we see the Rocky Mountains
+# from Vancouver, how far do they stretch?"): never the statement of the question after it.
+_YES_NO = re.compile(r"^\s*(?:can|could|would|will|should|shall|may|might|do|does|did|is|are|was|were|has|have)\s+"
+                     r"(?:i|we|you|he|she|it|they|there|the|a|an|my|our|this|that|these|those)\b", re.I)
 _SPLIT_WORDS = 12  # a shorter sentence is said in one go, statement and question together
 _ASIDE = re.compile(r"\s*\([^()]*\)")
 # Words that may sit inside a name ("University of Amsterdam", "Piazza di Spagna").
@@ -116,7 +120,7 @@ def split_need(question: str) -> Need:
         # A semicolon or colon always ends the statement ("Our choir sings the Passion; who was Bach?").
         long_enough = len(sent.split()) > _SPLIT_WORDS or sent[turn.start():turn.start() + 1] in ";:" if turn else False
         if turn and long_enough and not _ASKING.search(head) and not _SUBORDINATE.match(head) \
-                and not _FRAME.match(head):
+                and not _FRAME.match(head) and not _YES_NO.match(head):
             setup, sent = sentence(sent[: turn.start()], "."), capital(sent[turn.end():])
         setup = setup or (pending[-1] if pending else "")
         context += [p for p in pending if p != setup]

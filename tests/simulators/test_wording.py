@@ -44,6 +44,11 @@ def test_split_need_separates_asks_from_statements():
     framed = split_need("For my genetics exam, what is DNA and what is the double helix?")
     assert [(a.text, a.setup) for a in framed.asks] == [
         ("For my genetics exam, what is DNA and what is the double helix?", "")]
+    # A clause that asks yes or no is a question too, never said as a statement ("Could we
+    # see the Rocky Mountains." before "How far do they stretch?").
+    yes_no = split_need("Could we see the Rocky Mountains from Vancouver, how far do they stretch?")
+    assert [(a.text, a.setup) for a in yes_no.asks] == [
+        ("Could we see the Rocky Mountains from Vancouver, how far do they stretch?", "")]
     # A statement with its verb still goes first on its own.
     stated = split_need("In Lisbon I rent a small flat near the river; where can I swim?")
     assert [(a.text, a.setup) for a in stated.asks] == [
