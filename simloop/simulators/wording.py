@@ -95,11 +95,15 @@ def known_keywords(rubric: RubricQuestion, context: SimContext) -> list[str]:
     the topic title or an earlier turn of the user's (as noun phrases, ``_phrase``).  A
     real user does not know the answer's words, and the grader scores keyword coverage:
     a user who recited them would hand the assistant the answer (in a review: 13 of
-    bm25_extractive's 45 passes on the demo came on such turns).  Both voices use this."""
-    have = set(content_terms(rubric.question)) | set(content_terms(context.scenario.topic.title))
-    have |= {t for u in context.user_utterances for t in content_terms(u)}
+    bm25_extractive's 45 passes on the demo came on such turns).  Both voices use this.
+    Numbers count as words here: "15 players" is the answer to how many players a side
+    fields, though "players" is in the question."""
+    known = [rubric.question, context.scenario.topic.title, *context.user_utterances]
+    have = {t for text in known for t in content_terms(text)}
+    numbers = {w for text in known for w in words(text) if w.isdigit()}
     terms = [_phrase(k) for k in rubric.keywords]
-    return [t for t in terms if (stems := content_terms(t)) and set(stems) <= have]
+    return [t for t in terms if (stems := content_terms(t)) and set(stems) <= have
+            and {w for w in words(t) if w.isdigit()} <= numbers]
 
 
 def known_stems(action: Action, context: SimContext) -> set[str]:

@@ -200,3 +200,19 @@ def test_a_private_user_does_not_narrow_to_a_detail_of_a_fact():
     assert _of_private_fact("big toe", private)  # type: ignore[arg-type]
     assert not _of_private_fact("uric acid", private)  # type: ignore[arg-type]
     assert not _of_private_fact("big toe", open_)  # type: ignore[arg-type]
+
+
+def test_a_keyword_with_a_number_is_known_only_once_the_user_has_said_the_number():
+    # "15 players" answers how many players a side fields: "players" is in the question,
+    # but a user who said "How about 15 players?" handed the assistant the answer.
+    from simloop.simulators.policy import SimContext
+    from simloop.simulators.wording import known_keywords
+
+    q = RubricQuestion(id="q1", question="How many players does a rugby union side field?",
+                       keywords=["15 players", "rugby union"])
+    sc = Scenario(dialogue_id="d", persona=Persona(id="p", ptkb=["I play rugby."]),
+                  topic=Topic(id="t", title="Rugby", rubric=[q]),
+                  behaviour=Behaviour(), seed=1)
+    assert known_keywords(q, SimContext(scenario=sc)) == ["rugby union"]
+    told = SimContext(scenario=sc, history=[("My coach says we field 15 on the pitch.", "Good.")])
+    assert known_keywords(q, told) == ["15 players", "rugby union"]
