@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from ..text import content_terms, sentences, words
 from .claims import entities
-from .paraphrase import capital, elide_topic, sentence
+from .paraphrase import AUXILIARIES, capital, elide_topic, sentence
 
 __all__ = ["Ask", "Need", "split_need", "condense", "trim", "brief", "unframe", "noun_phrases", "leans_back", "resolve"]
 
@@ -55,7 +55,7 @@ _SUBORDINATE = re.compile(r"^\s*(?:if|when|since|because|although|though|while|a
 _FRAME = re.compile(r"^\s*(?:for|in|on|at|with|during|after|before|about|from|to)\b(?:\W+\w[\w'’-]*){0,4}\W*$", re.I)
 # A clause that opens like a yes/no question asks itself ("Could we see the Rocky Mountains
 # from Vancouver, how far do they stretch?"): never the statement of the question after it.
-_YES_NO = re.compile(r"^\s*(?:can|could|would|will|should|shall|may|might|do|does|did|is|are|was|were|has|have)\s+"
+_YES_NO = re.compile(rf"^\s*(?:{AUXILIARIES}|shall|may|might)\s+"
                      r"(?:i|we|you|he|she|it|they|there|the|a|an|my|our|this|that|these|those)\b", re.I)
 _SPLIT_WORDS = 12  # a shorter sentence is said in one go, statement and question together
 _ASIDE = re.compile(r"\s*\([^()]*\)")

@@ -17,14 +17,14 @@ import re
 from ..text import stem, words
 
 __all__ = ["clauses", "casual", "subject", "indirect", "elide_topic", "misspell", "sentence", "capital", "reframe",
-           "PREPOSITIONS"]
+           "AUXILIARIES", "PREPOSITIONS"]
 
 _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9'-]*")
 _WH = "what|where|when|why|how|who|which"
-_AUX = "is|are|was|were|does|do|did|can|could|should|has|have|will|would"
+AUXILIARIES = "is|are|was|were|does|do|did|can|could|should|has|have|will|would"
 # A clause starts where "and" or a comma is followed by a question word or an auxiliary:
 # "What is X and where does ..." / "Where does X come from, is it ...".
-_ASKS = re.compile(rf"(?:{_WH}|{_AUX})\b", re.I)  # how a clause that asks something begins
+_ASKS = re.compile(rf"(?:{_WH}|{AUXILIARIES})\b", re.I)  # how a clause that asks something begins
 _CLAUSE_BREAK = re.compile(rf",?\s+and\s+(?={_ASKS.pattern})|,\s+(?={_ASKS.pattern})", re.I)
 _CONTRACT = [(re.compile(rf"^({w}) is\b", re.I), r"\1's") for w in ("what", "who", "where", "how")] + [
     (re.compile(rf"\b{a}\b(?=\s+[A-Za-z])", re.I), b)
@@ -49,7 +49,7 @@ _DO_VERBS = {"come", "live", "eat", "work", "grow", "mean", "originate", "flow",
 # Topic elision: which words may surround a noun phrase that "it" can replace.
 _DETS = {"the", "a", "an", "my", "this", "that", "these", "those", "your", "our"}
 PREPOSITIONS = {"of", "for", "in", "about", "with", "on", "to", "at", "from", "into", "during", "regarding"}
-_AUX_WORDS = set(_AUX.split("|"))
+_AUX_WORDS = set(AUXILIARIES.split("|"))
 _LEAD_IT = (PREPOSITIONS - {"to"}) | {"take", "use", "learn", "visit", "play", "buy", "get", "try", "start", "find",
                                      "choose", "discovered", "invented", "founded", "built", "made", "make", "cook",
                                      "treat", "prevent"}

@@ -75,15 +75,16 @@ class EmbedderSource:
 COMPLAIN_SHARE = {"calm": 0.4, "annoyed": 0.45, "frustrated": 1.0}
 SKIP_SHARE = 0.45
 _DROPPABLE = {"the", "a", "an", "is", "are", "do", "does", "to", "of", "for", "it", "i"}
+_ENDS = (".", "?", "!", ":")  # a token ending in one of these ends its sentence, for the noise
 
 
 def _short_sentences(tokens: list[str], most: int = 3) -> list[bool]:
-    """For each token: whether its sentence (up to a token ending in . ? ! or :) has at
-    most ``most`` words."""
+    """For each token: whether its sentence (up to a token ending in one of ``_ENDS``) has
+    at most ``most`` words."""
     out: list[bool] = []
     start = 0
     for i, tok in enumerate(tokens):
-        if tok.endswith((".", "?", "!", ":")) or i == len(tokens) - 1:
+        if tok.endswith(_ENDS) or i == len(tokens) - 1:
             out += [i + 1 - start <= most] * (i + 1 - start)
             start = i + 1
     return out
@@ -106,7 +107,7 @@ def _noise(text: str, skill: float, rng: random.Random, drop: bool = True) -> st
     short = _short_sentences(tokens)
     for i, w in enumerate(tokens):
         bare = w.lower().strip(",.?!:")
-        opens = not out or out[-1].endswith((".", "?", "!", ":"))
+        opens = not out or out[-1].endswith(_ENDS)
         if drop and not opens and bare in _DROPPABLE and rng.random() < 0.35 * lack and not short[i] \
                 and not (bare == "it" and out[-1].lower() in PREPOSITIONS):
             tail = w[len(w.rstrip(",.?!:")):]

@@ -100,10 +100,15 @@ def known_keywords(rubric: RubricQuestion, context: SimContext) -> list[str]:
     fields, though "players" is in the question."""
     known = [rubric.question, context.scenario.topic.title, *context.user_utterances]
     have = {t for text in known for t in content_terms(text)}
-    numbers = {w for text in known for w in words(text) if w.isdigit()}
+    numbers = {n for text in known for n in _numbers(text)}
     terms = [_phrase(k) for k in rubric.keywords]
-    return [t for t in terms if (stems := content_terms(t)) and set(stems) <= have
-            and {w for w in words(t) if w.isdigit()} <= numbers]
+    return [t for t in terms if (stems := content_terms(t)) and set(stems) <= have and _numbers(t) <= numbers]
+
+
+def _numbers(text: str) -> set[str]:
+    """The numbers ``text`` says ("15", "1,000" as "1" and "000"): no content terms, but
+    as telling as any."""
+    return {w for w in words(text) if w.isdigit()}
 
 
 def known_stems(action: Action, context: SimContext) -> set[str]:
